@@ -1,0 +1,128 @@
+"""A Case: everything an engine needs for one training step, and nothing engine-specific.
+
+An engine reads the model checkpoint, lays the samples out as `layout` says, runs the micro-steps
+of `partition` on the ranks of `parallel`, computes the loss of `loss` over the global batch in
+`dtype` on `device`, and reports a StepResult. `attention` names a backend ("auto" lets the engine
+choose); an engine that cannot honour a field must raise UnsupportedCase, never guess.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+
+from harness.contract.errors import ContractError
+from harness.contract.layout import Layout, LayoutKind
+from harness.contract.loss import SFT_TOKEN_MEAN, LossSpec
+from harness.contract.model import ModelSpec
+from harness.contract.optimizer import OptimizerSpec
+from harness.contract.parallel import SINGLE_PROCESS, ParallelPlan
+from harness.contract.partition import Partition
+from harness.contract.samples import Sample
+
+DTYPES = ("float64", "float32", "bfloat16")
+DEVICES = ("cpu", "cuda")
+SCHEMA = "packcheck.case/1"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Case:
+    name: str
+    model: ModelSpec
+    samples: tuple[Sample, ...]
+    layout: Layout
+    partition: Partition
+    parallel: ParallelPlan = SINGLE_PROCESS
+    loss: LossSpec = SFT_TOKEN_MEAN
+    dtype: str = "float64"
+    device: str = "cpu"
+    attention: str = "auto"
+    optimizer: OptimizerSpec | None = None
+    tags: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "samples", tuple(self.samples))
+        self.check()
+
+    def check(self) -> None:
+        """Raise ContractError naming the first malformed field and its fix."""
+        if not self.samples:
+            raise ContractError(f"case {self.name!r}: samples is empty")
+        if self.dtype not in DTYPES:
+            raise ContractError(f"case {self.name!r}: dtype {self.dtype!r} is not one of {DTYPES}")
+        if self.device not in DEVICES:
+            raise ContractError(f"case {self.name!r}: device {self.device!r} is not one of {DEVICES}")
+        for i, sample in enumerate(self.samples):
+            sample.check(f"case {self.name!r}: samples[{i}]", self.model.vocab_size)
+        if self.layout.kind is LayoutKind.PACKED:
+            too_long = [i for i, s in enumerate(self.samples) if len(s.input_ids) > self.layout.seq_len]
+            if too_long:
+                raise ContractError(
+                    f"case {self.name!r}: samples {too_long} are longer than layout.seq_len={self.layout.seq_len}; "
+                    "packing never truncates: raise seq_len or split the samples"
+                )
+        self.partition.check(len(self.samples), self.parallel.dp)
+        if self.num_loss_tokens == 0:
+            raise ContractError(f"case {self.name!r}: no sample has a target (every loss_mask is 0); the loss is undefined")
+
+    @property
+    def supervised(self) -> frozenset[tuple[int, int]]:
+        """The (sample, position) pairs in the loss, by the harness's own reading of loss_mask."""
+        return frozenset((i, t) for i, s in enumerate(self.samples) for t, m in enumerate(s.loss_mask) if m)
+
+    @property
+    def num_loss_tokens(self) -> int:
+        return sum(s.num_targets for s in self.samples)
+
+    def with_(self, **changes) -> Case:
+        return replace(self, **changes)
+
+    def describe(self) -> str:
+        return (
+            f"{self.name}: {self.model.family} {self.dtype} {self.device} {self.layout.describe()} "
+            f"micro-batches {self.partition.describe()} {self.parallel.describe()} attention={self.attention}"
+        )
+
+    def to_json(self) -> dict:
+        return {
+            "schema": SCHEMA,
+            "name": self.name,
+            "model": self.model.to_json(),
+            "samples": [s.to_json() for s in self.samples],
+            "layout": self.layout.to_json(),
+            "partition": self.partition.to_json(),
+            "parallel": self.parallel.to_json(),
+            "loss": self.loss.to_json(),
+            "dtype": self.dtype,
+            "device": self.device,
+            "attention": self.attention,
+            "optimizer": None if self.optimizer is None else self.optimizer.to_json(),
+            "tags": list(self.tags),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> Case:
+        if data.get("schema") != SCHEMA:
+            raise ContractError(f"case schema is {data.get('schema')!r}, expected {SCHEMA!r}")
+        return cls(
+            name=data["name"],
+            model=ModelSpec.from_json(data["model"]),
+            samples=tuple(Sample.from_json(s) for s in data["samples"]),
+            layout=Layout.from_json(data["layout"]),
+            partition=Partition.from_json(data["partition"]),
+            parallel=ParallelPlan.from_json(data["parallel"]),
+            loss=LossSpec.from_json(data["loss"]),
+            dtype=data["dtype"],
+            device=data["device"],
+            attention=data["attention"],
+            optimizer=None if data["optimizer"] is None else OptimizerSpec.from_json(data["optimizer"]),
+            tags=tuple(data["tags"]),
+        )
+
+    def digest(self) -> str:
+        """A content hash of everything that determines the numbers (not the checkpoint path)."""
+        data = self.to_json()
+        data["model"] = {k: v for k, v in data["model"].items() if k != "checkpoint"}
+        data.pop("name")
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]

@@ -1,0 +1,84 @@
+"""StepResult: what an engine reports for one Case, in the harness's canonical terms.
+
+- `logprobs[i]`: float tensor [len(sample i)], aligned to the sample's input_ids, in original
+  sample order: entry t is log p(x_t | x_<t); entry 0 is 0.0 (nothing precedes token 0).
+- `loss`: the global loss as the engine reports it.
+- `num_loss_tokens`: the number of loss tokens the engine counted over the whole global batch.
+- `grads`: the gradient of the global loss per canonical (Hugging Face) parameter name, full
+  tensors (tiny models).
+- `dloss_dlogprobs[i]` (optional): d loss / d logprobs[i], the weight each token's log-prob has in
+  the loss the engine actually backpropagated; it shows exactly which tokens were in the loss.
+- `params_after` (optional): parameters after the optimizer step, when the Case asks for one.
+- `collectives` (optional): per-rank list of the collectives the engine issued.
+
+Serialised as safetensors (tensors) + JSON (everything else); never pickle.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+SCHEMA = "packcheck.step_result/1"
+OPTIONAL_REPORTS = ("dloss_dlogprobs", "params_after", "collectives")
+
+
+@dataclass(kw_only=True, slots=True)
+class StepResult:
+    logprobs: list[torch.Tensor]
+    loss: float
+    num_loss_tokens: int
+    grads: dict[str, torch.Tensor]
+    dloss_dlogprobs: list[torch.Tensor] | None = None
+    params_after: dict[str, torch.Tensor] | None = None
+    collectives: list[list[dict]] | None = None
+    notes: dict = field(default_factory=dict)
+
+    def save(self, directory: str | Path) -> None:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        tensors = {f"logprobs.{i}": t for i, t in enumerate(self.logprobs)}
+        tensors |= {f"grad.{name}": t for name, t in self.grads.items()}
+        for i, t in enumerate(self.dloss_dlogprobs or ()):
+            tensors[f"dloss_dlogprobs.{i}"] = t
+        for name, t in (self.params_after or {}).items():
+            tensors[f"param.{name}"] = t
+        save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(directory / "result.safetensors"))
+        meta = {
+            "schema": SCHEMA,
+            "loss": self.loss,
+            "num_loss_tokens": self.num_loss_tokens,
+            "num_samples": len(self.logprobs),
+            "has_dloss_dlogprobs": self.dloss_dlogprobs is not None,
+            "has_params_after": self.params_after is not None,
+            "collectives": self.collectives,
+            "notes": self.notes,
+        }
+        (directory / "result.json").write_text(json.dumps(meta, indent=1))
+
+    @classmethod
+    def load(cls, directory: str | Path) -> StepResult:
+        directory = Path(directory)
+        meta = json.loads((directory / "result.json").read_text())
+        if meta.get("schema") != SCHEMA:
+            raise ValueError(f"{directory}/result.json has schema {meta.get('schema')!r}, expected {SCHEMA!r}")
+        tensors = load_file(str(directory / "result.safetensors"))
+        n = meta["num_samples"]
+
+        def prefixed(prefix: str) -> dict[str, torch.Tensor]:
+            return {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+
+        return cls(
+            logprobs=[tensors[f"logprobs.{i}"] for i in range(n)],
+            loss=meta["loss"],
+            num_loss_tokens=meta["num_loss_tokens"],
+            grads=prefixed("grad."),
+            dloss_dlogprobs=[tensors[f"dloss_dlogprobs.{i}"] for i in range(n)] if meta["has_dloss_dlogprobs"] else None,
+            params_after=prefixed("param.") if meta["has_params_after"] else None,
+            collectives=meta["collectives"],
+            notes=meta["notes"],
+        )

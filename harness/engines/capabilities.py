@@ -1,0 +1,66 @@
+"""What an engine declares it can run; a Case outside it must be rejected, never computed.
+
+`unsupported_reason(case)` is the harness's reading of the declaration: the scenario runner
+reports such a case as *unsupported* (never passed), and the conformance suite checks the other
+direction too: handed such a case anyway, the engine must raise UnsupportedCase.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.contract import Case, LayoutKind, LossKind
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Capabilities:
+    families: frozenset[str]
+    layouts: frozenset[LayoutKind] = frozenset(LayoutKind)
+    dtypes: frozenset[str] = frozenset({"float64", "float32"})
+    devices: frozenset[str] = frozenset({"cpu"})
+    losses: frozenset[LossKind] = frozenset({LossKind.SFT_TOKEN_MEAN})
+    max_dp: int = 1
+    max_cp: int = 1
+    cp_styles: frozenset[str] = frozenset()
+    optimizer_step: bool = True
+    reports: frozenset[str] = frozenset()
+    # attention backend -> layouts it keeps documents apart for; "auto" must be a key
+    attention: dict[str, frozenset[LayoutKind]] = field(default_factory=lambda: {"auto": frozenset(LayoutKind)})
+
+    def unsupported_reason(self, case: Case) -> str | None:
+        checks = (
+            (case.model.family in self.families, f"family {case.model.family!r} (supported: {sorted(self.families)})"),
+            (case.layout.kind in self.layouts, f"layout {case.layout.kind.value!r}"),
+            (case.dtype in self.dtypes, f"dtype {case.dtype!r}"),
+            (case.device in self.devices, f"device {case.device!r}"),
+            (case.loss.kind in self.losses, f"loss {case.loss.kind.value!r}"),
+            (case.parallel.dp <= self.max_dp, f"dp={case.parallel.dp} (max {self.max_dp})"),
+            (case.parallel.cp <= self.max_cp, f"cp={case.parallel.cp} (max {self.max_cp})"),
+            (case.parallel.cp == 1 or case.parallel.cp_style in self.cp_styles, f"cp_style {case.parallel.cp_style!r}"),
+            (case.optimizer is None or self.optimizer_step, "an optimizer step"),
+            (case.attention in self.attention, f"attention backend {case.attention!r} (known: {sorted(self.attention)})"),
+        )
+        for ok, what in checks:
+            if not ok:
+                return f"engine does not support {what}"
+        if case.layout.kind not in self.attention[case.attention]:
+            return (
+                f"attention backend {case.attention!r} cannot keep documents apart in a "
+                f"{case.layout.kind.value} layout"
+            )
+        return None
+
+    def to_json(self) -> dict:
+        return {
+            "families": sorted(self.families),
+            "layouts": sorted(k.value for k in self.layouts),
+            "dtypes": sorted(self.dtypes),
+            "devices": sorted(self.devices),
+            "losses": sorted(k.value for k in self.losses),
+            "max_dp": self.max_dp,
+            "max_cp": self.max_cp,
+            "cp_styles": sorted(self.cp_styles),
+            "optimizer_step": self.optimizer_step,
+            "reports": sorted(self.reports),
+            "attention": {name: sorted(k.value for k in kinds) for name, kinds in self.attention.items()},
+        }

@@ -1,0 +1,39 @@
+"""The Engine an adapter implements: declare capabilities, run one Case, return a StepResult.
+
+    class MyEngine(Engine):
+        name = "my_engine"
+        capabilities = Capabilities(families=frozenset({"llama"}))
+
+        def run(self, case: Case) -> StepResult:
+            self.require_supported(case)   # raises UnsupportedCase with the reason
+            ...                            # translate the Case, run one step, translate back
+
+That is the whole contract. The harness validates every StepResult field; it never asks an
+engine how it packs, only what it computed.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+from harness.contract import Case, StepResult
+from harness.engines.capabilities import Capabilities
+
+
+class UnsupportedCase(Exception):
+    """Raised by an engine handed a Case outside its declared capabilities."""
+
+
+class Engine(ABC):
+    name: ClassVar[str]
+    capabilities: ClassVar[Capabilities]
+
+    @abstractmethod
+    def run(self, case: Case) -> StepResult:
+        """Run one training step on `case` and report it; raise UnsupportedCase if it cannot."""
+
+    def require_supported(self, case: Case) -> None:
+        reason = self.capabilities.unsupported_reason(case)
+        if reason is not None:
+            raise UnsupportedCase(f"{self.name}: {reason}")

@@ -1,0 +1,79 @@
+"""Resolve an engine from a name: a registered name, an entry point, or "package.module:Class".
+
+Engines register through the `packcheck.engines` entry-point group (name -> class), so packcheck
+never imports an engine it was not asked for. Names are unique; an unknown name gets near-match
+suggestions.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from importlib.metadata import entry_points
+
+from harness.engines.protocol import Engine
+
+ENTRY_POINT_GROUP = "packcheck.engines"
+
+
+class EngineNotFound(LookupError):
+    pass
+
+
+def _entry_points() -> dict:
+    found: dict = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name in found and found[ep.name].value != ep.value:
+            raise RuntimeError(
+                f"two packages register engine {ep.name!r}: {found[ep.name].value} and {ep.value}; uninstall one"
+            )
+        found[ep.name] = ep
+    return found
+
+
+def engine_names() -> list[str]:
+    return sorted(_entry_points())
+
+
+def mutant_names() -> list[str]:
+    return [n for n in engine_names() if n.startswith("mutant.")]
+
+
+def _load_class(spec: str) -> type:
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        raise EngineNotFound(f"engine {spec!r}: cannot import module {module_name!r} ({err})") from err
+    try:
+        obj = module
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except AttributeError as err:
+        raise EngineNotFound(f"engine {spec!r}: module {module_name!r} has no attribute {attr!r}") from err
+    return obj
+
+
+def resolve_engine(spec: str | Engine | type) -> Engine:
+    """Return an Engine instance for a name, a "module:Class" string, an Engine class or instance."""
+    if isinstance(spec, Engine):
+        return spec
+    if isinstance(spec, type):
+        return _instantiate(spec, repr(spec))
+    if ":" in spec:
+        return _instantiate(_load_class(spec), spec)
+    registered = _entry_points()
+    if spec not in registered:
+        close = difflib.get_close_matches(spec, registered, n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise EngineNotFound(
+            f"no engine named {spec!r}{hint} Known engines: {', '.join(sorted(registered))}; "
+            "or pass 'package.module:Class'"
+        )
+    return _instantiate(registered[spec].load(), spec)
+
+
+def _instantiate(cls: type, spec: str) -> Engine:
+    if not (isinstance(cls, type) and issubclass(cls, Engine)):
+        raise EngineNotFound(f"engine {spec!r} is {cls!r}, not a subclass of harness.engines.Engine")
+    return cls()

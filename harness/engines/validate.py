@@ -1,0 +1,107 @@
+"""Validate a StepResult against its Case: every field, with a message that says what is wrong.
+
+The expected parameter names and shapes come from the Case's checkpoint, so an engine that
+renames, drops or reshapes a gradient is told which one.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from safetensors import safe_open
+
+from harness.contract import Case, StepResult
+
+
+class InvalidResult(ValueError):
+    """A StepResult breaks the contract; `problems` lists every broken field."""
+
+    def __init__(self, engine: str, case: Case, problems: list[str]):
+        self.problems = problems
+        lines = "\n  - ".join(problems)
+        super().__init__(f"engine {engine!r} returned an invalid StepResult for case {case.name!r}:\n  - {lines}")
+
+
+def checkpoint_shapes(checkpoint: str) -> dict[str, tuple[int, ...]]:
+    with safe_open(f"{checkpoint}/model.safetensors", framework="pt") as f:
+        return {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
+
+
+def _check_tensor(where: str, t: object, shape: tuple[int, ...], problems: list[str]) -> bool:
+    if not isinstance(t, torch.Tensor):
+        problems.append(f"{where} is {type(t).__name__}, expected a torch.Tensor")
+        return False
+    if not t.is_floating_point():
+        problems.append(f"{where} has dtype {t.dtype}, expected a floating-point tensor")
+        return False
+    if tuple(t.shape) != shape:
+        problems.append(f"{where} has shape {tuple(t.shape)}, expected {shape}")
+        return False
+    if not bool(torch.isfinite(t).all()):
+        bad = int((~torch.isfinite(t)).sum())
+        problems.append(f"{where} has {bad} non-finite values (NaN/inf)")
+        return False
+    return True
+
+
+def _check_per_sample(field: str, values: object, case: Case, problems: list[str]) -> None:
+    n = len(case.samples)
+    if not isinstance(values, list):
+        problems.append(f"result.{field} is {type(values).__name__}, expected a list of one tensor per sample")
+        return
+    if len(values) != n:
+        problems.append(
+            f"result.{field} has {len(values)} entries for {n} samples: one per sample, in original order "
+            f"(samples dropped or truncated? see token_conservation)"
+        )
+        return
+    for i, (t, sample) in enumerate(zip(values, case.samples)):
+        _check_tensor(f"result.{field}[{i}]", t, (len(sample.input_ids),), problems)
+
+
+def validate_result(engine: str, case: Case, result: object) -> StepResult:
+    """Return `result` if it honours the contract for `case`; raise InvalidResult listing every problem."""
+    if not isinstance(result, StepResult):
+        raise InvalidResult(engine, case, [f"run() returned {type(result).__name__}, expected harness.contract.StepResult"])
+    problems: list[str] = []
+    _check_per_sample("logprobs", result.logprobs, case, problems)
+    if not problems:
+        for i, lp in enumerate(result.logprobs):
+            if lp[0].item() != 0.0:
+                problems.append(f"result.logprobs[{i}][0] = {lp[0].item():.3g}: entry 0 must be 0.0 (token 0 has no prediction)")
+            if (lp > 1e-6).any():
+                problems.append(f"result.logprobs[{i}] has positive values: these must be log-probabilities")
+    if not isinstance(result.loss, (int, float)) or not math.isfinite(result.loss):
+        problems.append(f"result.loss is {result.loss!r}, expected a finite float")
+    if not isinstance(result.num_loss_tokens, int) or isinstance(result.num_loss_tokens, bool) or result.num_loss_tokens < 0:
+        problems.append(f"result.num_loss_tokens is {result.num_loss_tokens!r}, expected a non-negative int")
+    expected = checkpoint_shapes(case.model.checkpoint)
+    _check_named("grads", result.grads, expected, problems)
+    if result.dloss_dlogprobs is not None:
+        _check_per_sample("dloss_dlogprobs", result.dloss_dlogprobs, case, problems)
+    if case.optimizer is not None:
+        if result.params_after is None:
+            problems.append("result.params_after is None but the case asks for an optimizer step: report the parameters after it")
+        else:
+            _check_named("params_after", result.params_after, expected, problems)
+    if problems:
+        raise InvalidResult(engine, case, problems)
+    return result
+
+
+def _check_named(field: str, tensors: object, expected: dict[str, tuple[int, ...]], problems: list[str]) -> None:
+    if not isinstance(tensors, dict):
+        problems.append(f"result.{field} is {type(tensors).__name__}, expected a dict of Hugging Face parameter name -> tensor")
+        return
+    missing = sorted(set(expected) - set(tensors))
+    unknown = sorted(set(tensors) - set(expected))
+    if missing:
+        problems.append(f"result.{field} lacks {len(missing)} parameters, e.g. {missing[:3]}: report every parameter of the checkpoint")
+    if unknown:
+        problems.append(
+            f"result.{field} has {len(unknown)} names not in the checkpoint, e.g. {unknown[:3]}: "
+            "use the checkpoint's Hugging Face names (strip wrapper prefixes such as '_fsdp_wrapped_module.')"
+        )
+    for name in sorted(set(expected) & set(tensors)):
+        _check_tensor(f"result.{field}[{name!r}]", tensors[name], expected[name], problems)

@@ -1,0 +1,16 @@
+"""Model families and their seeded Hugging Face checkpoints."""
+
+from harness.contract import ModelSpec
+from harness.models.checkpoint import checkpoint_for, parameter_shapes, write_checkpoint
+from harness.models.families import FAMILIES, Family, get_family
+
+DEFAULT_SEED = 1234
+
+
+def model_spec(family_name: str, seed: int = DEFAULT_SEED, **config_overrides) -> ModelSpec:
+    """A ModelSpec for the family's tiny config, with its checkpoint written to the cache."""
+    config = get_family(family_name).config(**config_overrides)
+    return ModelSpec(family=family_name, config=config, seed=seed, checkpoint=checkpoint_for(family_name, config, seed))
+
+
+__all__ = ["DEFAULT_SEED", "FAMILIES", "Family", "checkpoint_for", "get_family", "model_spec", "parameter_shapes", "write_checkpoint"]

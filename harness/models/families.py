@@ -1,0 +1,70 @@
+"""The model families packcheck knows: a tiny Hugging Face config for each, built from code only.
+
+A family is a name users type (`llama`, `qwen3`), the transformers config/model classes that
+define its parameter names, and a tiny config small enough for float64 on two CPU cores while
+keeping what matters for packing: several heads, grouped-query attention, RoPE, qk-norm.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+TINY = dict(
+    vocab_size=128,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=512,
+    rms_norm_eps=1e-6,
+    tie_word_embeddings=False,
+    use_cache=False,
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Family:
+    name: str
+    description: str
+    config_class: str
+    model_class: str
+    tiny_config: dict = field(hash=False)
+
+    def config(self, **overrides) -> dict:
+        return {**self.tiny_config, **overrides}
+
+
+FAMILIES: dict[str, Family] = {}
+
+
+def register_family(family: Family) -> Family:
+    if family.name in FAMILIES:
+        raise ValueError(f"family {family.name!r} is registered twice")
+    FAMILIES[family.name] = family
+    return family
+
+
+def get_family(name: str) -> Family:
+    if name not in FAMILIES:
+        close = difflib.get_close_matches(name, FAMILIES, n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise KeyError(f"no model family named {name!r}{hint} Known families: {', '.join(sorted(FAMILIES))}")
+    return FAMILIES[name]
+
+
+register_family(Family(
+    name="llama",
+    description="Llama-style dense decoder: RoPE, GQA, SwiGLU, RMSNorm",
+    config_class="LlamaConfig",
+    model_class="LlamaForCausalLM",
+    tiny_config={"model_type": "llama", **TINY},
+))
+register_family(Family(
+    name="qwen3",
+    description="Qwen3 dense decoder: Llama layout plus per-head RMSNorm on q and k (qk-norm)",
+    config_class="Qwen3Config",
+    model_class="Qwen3ForCausalLM",
+    tiny_config={"model_type": "qwen3", "head_dim": 16, **TINY},
+))
