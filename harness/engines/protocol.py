@@ -33,7 +33,12 @@ class Engine(ABC):
     def run(self, case: Case) -> StepResult:
         """Run one training step on `case` and report it; raise UnsupportedCase if it cannot."""
 
+    def unsupported_reason(self, case: Case) -> str | None:
+        """Why this engine cannot run `case`, or None. Override to add engine-specific limits
+        (call super() first); the harness reports such cases as unsupported."""
+        return self.capabilities.unsupported_reason(case)
+
     def require_supported(self, case: Case) -> None:
-        reason = self.capabilities.unsupported_reason(case)
+        reason = self.unsupported_reason(case)
         if reason is not None:
             raise UnsupportedCase(f"{self.name}: {reason}")

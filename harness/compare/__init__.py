@@ -1,0 +1,11 @@
+"""Metrics, the tolerance policy, comparisons between arms and against the harness's own counts."""
+
+from harness.compare.arms import compare_logprobs, compare_results, compare_scalars, compare_tensors
+from harness.compare.comparison import Comparison
+from harness.compare.expected import compare_count, compare_loss_with_logprobs, compare_supervised_set
+from harness.compare.tolerances import TOLERANCES, Tolerance, tolerance_for
+
+__all__ = [
+    "TOLERANCES", "Comparison", "Tolerance", "compare_count", "compare_logprobs", "compare_loss_with_logprobs",
+    "compare_results", "compare_scalars", "compare_supervised_set", "compare_tensors", "tolerance_for",
+]

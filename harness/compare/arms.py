@@ -1,0 +1,80 @@
+"""Compare two StepResults of the same samples quantity by quantity: every token, every tensor."""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from harness.compare.comparison import Comparison
+from harness.compare.metrics import flat_index_to_position, max_rel, rel, rel_l2
+from harness.compare.tolerances import Tolerance
+from harness.contract import StepResult
+
+Locate = Callable[[int, int], str]
+
+
+def compare_logprobs(
+    arms: str, observed: StepResult, reference: StepResult, tol: Tolerance, locate: Locate, samples: Iterable[int] | None = None
+) -> Comparison:
+    """The worst per-token log-prob difference over the chosen samples (all by default)."""
+    indices = range(len(reference.logprobs)) if samples is None else samples
+    worst, where = 0.0, ""
+    for i in indices:
+        diff = (observed.logprobs[i].double() - reference.logprobs[i].double()).abs()
+        if diff.numel() and diff.max().item() > worst:
+            worst = diff.max().item()
+            first_bad = int((diff > tol.logprobs).nonzero()[0]) if (diff > tol.logprobs).any() else int(diff.argmax())
+            where = locate(i, first_bad)
+    return Comparison(arms=arms, quantity="logprobs", item="", metric="max_abs", observed=worst, threshold=tol.logprobs, where=where)
+
+
+def compare_scalars(arms: str, observed: StepResult, reference: StepResult, tol: Tolerance) -> list[Comparison]:
+    return [
+        Comparison(arms=arms, quantity="loss", item="", metric="rel", observed=rel(observed.loss, reference.loss), threshold=tol.loss,
+                   where=f"{observed.loss:.12g} vs {reference.loss:.12g}"),
+        Comparison(arms=arms, quantity="num_loss_tokens", item="", metric="abs",
+                   observed=float(abs(observed.num_loss_tokens - reference.num_loss_tokens)), threshold=tol.count,
+                   where=f"{observed.num_loss_tokens} vs {reference.num_loss_tokens}"),
+    ]
+
+
+def compare_tensors(arms: str, quantity: str, observed: dict, reference: dict, threshold: float) -> list[Comparison]:
+    """Relative L2 and max-relative error for every named tensor."""
+    rows = []
+    for name in sorted(reference):
+        a, b = observed[name], reference[name]
+        worst, index = max_rel(a, b)
+        where = f"element {flat_index_to_position(index, tuple(b.shape))}" if index >= 0 else ""
+        rows.append(Comparison(arms=arms, quantity=quantity, item=name, metric="rel_l2", observed=rel_l2(a, b), threshold=threshold))
+        rows.append(Comparison(arms=arms, quantity=quantity, item=name, metric="max_rel", observed=worst, threshold=threshold, where=where))
+    return rows
+
+
+def compare_dloss_dlogprobs(arms: str, observed: StepResult, reference: StepResult, tol: Tolerance, locate: Locate) -> list[Comparison]:
+    if observed.dloss_dlogprobs is None or reference.dloss_dlogprobs is None:
+        return []
+    scale = max((t.double().abs().max().item() for t in reference.dloss_dlogprobs if t.numel()), default=0.0)
+    worst, where = 0.0, ""
+    for i, (a, b) in enumerate(zip(observed.dloss_dlogprobs, reference.dloss_dlogprobs)):
+        diff = (a.double() - b.double()).abs()
+        if diff.numel() and diff.max().item() > worst:
+            worst, where = diff.max().item(), locate(i, int(diff.argmax()))
+    observed_error = worst / scale if scale else (0.0 if worst == 0 else float("inf"))
+    return [Comparison(arms=arms, quantity="dloss_dlogprobs", item="", metric="max_rel", observed=observed_error,
+                       threshold=tol.dloss_dlogprobs, where=where)]
+
+
+def compare_results(
+    arms: str, observed: StepResult, reference: StepResult, tol: Tolerance, locate: Locate,
+    *, samples: Iterable[int] | None = None, gradients: bool = True,
+) -> list[Comparison]:
+    """Everything two arms of one engine must agree on: log-probs, loss, count, weights, every gradient."""
+    rows = [compare_logprobs(arms, observed, reference, tol, locate, samples)]
+    if samples is not None:
+        return rows
+    rows += compare_scalars(arms, observed, reference, tol)
+    rows += compare_dloss_dlogprobs(arms, observed, reference, tol, locate)
+    if gradients:
+        rows += compare_tensors(arms, "grad", observed.grads, reference.grads, tol.grad)
+    if observed.params_after is not None and reference.params_after is not None:
+        rows += compare_tensors(arms, "params_after", observed.params_after, reference.params_after, tol.params_after)
+    return rows

@@ -1,0 +1,58 @@
+"""Compare a StepResult with what the harness knows without any engine: counts, the supervised
+set, and the loss implied by the engine's own log-probs.
+
+These are the strongest checks there are: they hold exactly, in any dtype, and need no second run.
+"""
+
+from __future__ import annotations
+
+from harness.compare.arms import Locate
+from harness.compare.comparison import Comparison
+from harness.compare.metrics import rel
+from harness.compare.tolerances import Tolerance
+from harness.contract import Case, StepResult
+
+ARMS = "engine vs harness"
+
+
+def compare_count(case: Case, result: StepResult, arm: str) -> Comparison:
+    expected = case.num_loss_tokens
+    got = result.num_loss_tokens
+    direction = "fewer: tokens dropped or truncated" if got < expected else "more: padding or extra boundary targets counted"
+    return Comparison(
+        arms=f"{arm}: {ARMS}", quantity="num_loss_tokens", item="", metric="abs", observed=float(abs(got - expected)),
+        threshold=0.0, where=f"engine counted {got}, harness counts {expected}" + ("" if got == expected else f" ({direction})"),
+    )
+
+
+def compare_loss_with_logprobs(case: Case, result: StepResult, tol: Tolerance, arm: str) -> Comparison:
+    """The reported loss must equal -sum(logprobs over the harness's supervised set) / |S|."""
+    implied = -sum(float(result.logprobs[i][t]) for i, t in case.supervised) / case.num_loss_tokens
+    return Comparison(
+        arms=f"{arm}: {ARMS}", quantity="loss", item="implied by logprobs", metric="rel", observed=rel(result.loss, implied),
+        threshold=tol.loss, where=f"reported {result.loss:.12g}, -mean(logprobs over the loss mask) = {implied:.12g}",
+    )
+
+
+def compare_supervised_set(case: Case, result: StepResult, tol: Tolerance, locate: Locate, arm: str) -> list[Comparison]:
+    """The tokens the engine backpropagated through must be exactly the loss mask, each weighted -1/|S|."""
+    weights = result.dloss_dlogprobs
+    assert weights is not None, "caller checks that the engine reports dloss_dlogprobs"
+    engine_set = {(i, t) for i, w in enumerate(weights) for t in w.nonzero().flatten().tolist()}
+    expected = case.supervised
+    extra = sorted(engine_set - expected)
+    missing = sorted(expected - engine_set)
+    examples = [f"in loss but masked: {locate(*p)}" for p in extra[:2]] + [f"masked out but supervised: {locate(*p)}" for p in missing[:2]]
+    rows = [Comparison(
+        arms=f"{arm}: {ARMS}", quantity="supervised_set", item="", metric="mismatched", observed=float(len(extra) + len(missing)),
+        threshold=0.0, where="; ".join(examples) if examples else f"{len(expected)} tokens, identical",
+    )]
+    target = -1.0 / case.num_loss_tokens
+    worst, where = 0.0, ""
+    for i, t in sorted(expected & engine_set):
+        error = abs(float(weights[i][t]) - target) / abs(target)
+        if error > worst:
+            worst, where = error, f"{locate(i, t)}: weight {float(weights[i][t]):.6g}, expected -1/{case.num_loss_tokens}"
+    rows.append(Comparison(arms=f"{arm}: {ARMS}", quantity="dloss_dlogprobs", item="token weight", metric="max_rel",
+                           observed=worst, threshold=tol.dloss_dlogprobs, where=where))
+    return rows

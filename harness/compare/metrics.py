@@ -1,0 +1,46 @@
+"""Error metrics between an observed tensor and a reference tensor of the same shape."""
+
+from __future__ import annotations
+
+import torch
+
+
+def rel_l2(observed: torch.Tensor, reference: torch.Tensor) -> float:
+    """||observed - reference|| / ||reference||, computed in float64; 0 when both are zero."""
+    diff = torch.linalg.vector_norm((observed.double() - reference.double()).flatten()).item()
+    scale = torch.linalg.vector_norm(reference.double().flatten()).item()
+    if scale == 0.0:
+        return 0.0 if diff == 0.0 else float("inf")
+    return diff / scale
+
+
+def max_abs(observed: torch.Tensor, reference: torch.Tensor) -> tuple[float, int]:
+    """The largest |observed - reference| and the flat index where it occurs."""
+    diff = (observed.double() - reference.double()).abs().flatten()
+    if diff.numel() == 0:
+        return 0.0, -1
+    index = int(diff.argmax())
+    return float(diff[index]), index
+
+
+def max_rel(observed: torch.Tensor, reference: torch.Tensor) -> tuple[float, int]:
+    """max |observed - reference| / max |reference|, and the flat index of the worst element."""
+    error, index = max_abs(observed, reference)
+    scale = reference.double().abs().max().item() if reference.numel() else 0.0
+    if scale == 0.0:
+        return (0.0 if error == 0.0 else float("inf")), index
+    return error / scale, index
+
+
+def rel(observed: float, reference: float) -> float:
+    if reference == 0.0:
+        return 0.0 if observed == 0.0 else float("inf")
+    return abs(observed - reference) / abs(reference)
+
+
+def flat_index_to_position(index: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    position = []
+    for size in reversed(shape):
+        position.append(index % size)
+        index //= size
+    return tuple(reversed(position))

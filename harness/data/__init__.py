@@ -1,0 +1,1 @@
+"""Sample generators: fixed edge cases, hypothesis strategies, and the prescribed packing."""

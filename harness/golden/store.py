@@ -1,0 +1,63 @@
+"""Golden fixtures: the reference trainer's float64 results, stored with provenance.
+
+Lifecycle (after pytest-regressions): a missing golden fails and says how to write one; a
+mismatch writes the obtained result beside the golden (`<family>.obtained/`, git-ignored) so the
+two can be diffed; goldens change only through `packcheck golden regen`, and a golden whose case
+no longer matches the code that builds it is *stale* and fails with the same hint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from harness.contract import Case, StepResult
+from harness.run.provenance import REPO_ROOT
+
+REGEN_HINT = "HINT: regenerate with `packcheck golden regen --family {family}` and review the diff"
+
+
+class GoldenProblem(Exception):
+    """A golden is missing or stale; the message ends with the command that regenerates it."""
+
+
+def golden_dir() -> Path:
+    return Path(os.environ.get("PACKCHECK_GOLDEN_DIR", REPO_ROOT / "fixtures" / "goldens"))
+
+
+def golden_path(family: str) -> Path:
+    return golden_dir() / family
+
+
+def float64_digest(case: Case) -> str:
+    return case.with_(dtype="float64", device="cpu").digest()
+
+
+def load_golden(family: str, case: Case) -> StepResult:
+    path = golden_path(family)
+    hint = REGEN_HINT.format(family=family)
+    if not (path / "provenance.json").exists():
+        raise GoldenProblem(f"no golden for family {family!r} at {path}. {hint}")
+    stored = json.loads((path / "provenance.json").read_text())
+    if stored["case_digest"] != float64_digest(case):
+        raise GoldenProblem(
+            f"the golden for {family!r} was made for case {stored['case_digest']} but the scenario now builds "
+            f"{float64_digest(case)} (the case, model config or seed changed): the golden is stale. {hint}"
+        )
+    return StepResult.load(path)
+
+
+def write_golden(family: str, case: Case, result: StepResult, provenance: dict, path: Path | None = None) -> Path:
+    path = path or golden_path(family)
+    if path.exists():
+        shutil.rmtree(path)
+    result.save(path)
+    (path / "case.json").write_text(json.dumps(case.to_json() | {"model": {**case.model.to_json(), "checkpoint": None}}, indent=1))
+    (path / "provenance.json").write_text(json.dumps({**provenance, "case_digest": float64_digest(case), "family": family}, indent=1))
+    return path
+
+
+def write_obtained(family: str, case: Case, result: StepResult, provenance: dict) -> Path:
+    return write_golden(family, case, result, provenance, path=golden_path(family).with_name(f"{family}.obtained"))

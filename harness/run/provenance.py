@@ -1,0 +1,53 @@
+"""Where a result came from: versions, machine, device, git commit, command, time."""
+
+from __future__ import annotations
+
+import datetime as dt
+import platform
+import subprocess
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def package_version(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def git_commit(directory: Path = REPO_ROOT) -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(directory), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", str(directory), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    if out.returncode != 0:
+        return "unknown"
+    return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def device_name(device: str) -> str:
+    import torch
+
+    if device == "cuda" and torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    return platform.processor() or platform.machine()
+
+
+def provenance(device: str = "cpu", command: list[str] | None = None) -> dict:
+    return {
+        "packcheck": package_version("packcheck"),
+        "torch": package_version("torch"),
+        "transformers": package_version("transformers"),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "device": device,
+        "device_name": device_name(device),
+        "git_commit": git_commit(),
+        "command": " ".join(command if command is not None else sys.argv),
+        "time": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }

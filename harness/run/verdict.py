@@ -1,0 +1,69 @@
+"""A verdict: the outcome of one (engine, family, scenario, dtype, device), with its evidence.
+
+status: pass (every comparison within tolerance), fail (a comparison out of tolerance, or an
+invalid result), unsupported (the engine declares it cannot run an arm), error (the engine
+crashed). A failing verdict's message is a small report that ends with the reproduce command.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.compare import Comparison
+
+PASS, FAIL, UNSUPPORTED, ERROR = "pass", "fail", "unsupported", "error"
+
+
+@dataclass(kw_only=True, slots=True)
+class Verdict:
+    engine: str
+    family: str
+    scenario: str
+    dtype: str
+    device: str
+    status: str
+    comparisons: list[Comparison] = field(default_factory=list)
+    diagnosis: str = ""
+    detail: str = ""
+    seconds: float = 0.0
+
+    @property
+    def reproduce(self) -> str:
+        return (
+            f"packcheck run --engine {self.engine} --family {self.family} --scenario {self.scenario} "
+            f"--dtype {self.dtype} --device {self.device}"
+        )
+
+    @property
+    def failed(self) -> bool:
+        return self.status in (FAIL, ERROR)
+
+    @property
+    def worst(self) -> Comparison | None:
+        return max(self.comparisons, key=lambda c: c.margin, default=None)
+
+    def message(self, max_rows: int = 5) -> str:
+        head = f"{self.scenario} [{self.engine} / {self.family} / {self.dtype} / {self.device}]: {self.status.upper()}"
+        lines = [head]
+        if self.diagnosis:
+            lines.append(f"  likely cause: {self.diagnosis}")
+        bad = sorted((c for c in self.comparisons if not c.passed), key=lambda c: -c.margin)
+        for c in bad[:max_rows]:
+            lines.append(f"  - {c.headline()}")
+        if len(bad) > max_rows:
+            lines.append(f"  ... and {len(bad) - max_rows} more failing comparisons")
+        if self.detail:
+            lines.append("  " + self.detail.strip().replace("\n", "\n  "))
+        if self.failed:
+            lines.append(f"  reproduce: {self.reproduce}")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        worst = self.worst
+        return {
+            "engine": self.engine, "family": self.family, "scenario": self.scenario, "dtype": self.dtype, "device": self.device,
+            "status": self.status, "diagnosis": self.diagnosis, "detail": self.detail, "seconds": round(self.seconds, 3),
+            "max_margin": None if worst is None else worst.margin, "worst": None if worst is None else worst.to_json(),
+            "comparisons": len(self.comparisons), "failing": sum(not c.passed for c in self.comparisons),
+            "reproduce": self.reproduce, "message": self.message(),
+        }

@@ -1,0 +1,54 @@
+"""A golden scenario: one frozen entry that builds its arms (Cases) and judges their results.
+
+A scenario states an invariant a correct engine satisfies exactly in real arithmetic. `build`
+turns a Setting (family, dtype, device) into named arms; the runner runs the engine on each arm;
+`judge` returns every Comparison; `diagnose` names the likely bug class when one fails.
+`catches` lists the BUGS.md ids whose mutants this scenario is proven (in CI) to flag.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from harness.compare import Comparison, Tolerance
+from harness.contract import Case, ModelSpec, StepResult
+from harness.data.packing import describe_token
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Setting:
+    family: str
+    dtype: str
+    device: str
+    model: ModelSpec
+    seed: int = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Judgement:
+    """What a judge sees: the arms that ran, their results, the tolerance, the setting."""
+
+    setting: Setting
+    cases: Mapping[str, Case]
+    results: Mapping[str, StepResult]
+    tolerance: Tolerance
+
+    def locate(self, arm: str) -> Callable[[int, int], str]:
+        case = self.cases[arm]
+        return lambda sample, token: describe_token(case, sample, token)
+
+    def has(self, *arms: str) -> bool:
+        return all(arm in self.results for arm in arms)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Scenario:
+    name: str
+    invariant: str
+    catches: tuple[str, ...]
+    build: Callable[[Setting], dict[str, Case]]
+    judge: Callable[[Judgement], list[Comparison]]
+    diagnose: Callable[[Judgement, list[Comparison]], str]
+    optional_arms: frozenset[str] = field(default_factory=frozenset)
+    notes: str = ""

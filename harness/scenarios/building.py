@@ -1,0 +1,31 @@
+"""Small helpers the scenario entries share to build their arms."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from harness.compare import Comparison
+from harness.contract import Case, Layout, Partition, Sample
+from harness.data.samples import make_samples
+from harness.scenarios.base import Setting
+
+
+def arm(setting: Setting, name: str, samples: Sequence[Sample], layout: Layout, partition: Partition | None = None, **fields) -> Case:
+    return Case(
+        name=name,
+        model=setting.model,
+        samples=tuple(samples),
+        layout=layout,
+        partition=partition or Partition.all_in_one(len(samples)),
+        dtype=setting.dtype,
+        device=setting.device,
+        **fields,
+    )
+
+
+def samples_for(setting: Setting, spec) -> tuple[Sample, ...]:
+    return make_samples(spec, setting.model.vocab_size, seed=setting.seed)
+
+
+def failing(comparisons: list[Comparison], quantity: str | None = None) -> list[Comparison]:
+    return [c for c in comparisons if not c.passed and (quantity is None or c.quantity == quantity)]

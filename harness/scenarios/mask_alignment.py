@@ -1,0 +1,62 @@
+"""mask_alignment: the (sample, position) pairs in the engine's loss are exactly the harness's.
+
+The engine's set is read from `dloss_dlogprobs` (the tokens it backpropagated through, and with
+what weight); engines that do not report it are checked through the loss their own log-probs
+imply, which catches a wrong set but cannot say which tokens. Edge cases: first target masked,
+fully masked samples, length-1 and length-2 documents, multi-turn masks; padded intermediates on
+both sides, because unpadding a left-padded mask is where slicing bugs live.
+"""
+
+from __future__ import annotations
+
+from harness.compare import compare_loss_with_logprobs, compare_supervised_set
+from harness.contract import Layout, LayoutKind, packed
+from harness.data.samples import MASK_EDGE_CASES
+from harness.scenarios.base import Judgement, Scenario, Setting
+from harness.scenarios.building import arm, failing, samples_for
+
+SEQ_LEN = 40
+
+
+def build(setting: Setting) -> dict:
+    samples = samples_for(setting, MASK_EDGE_CASES)
+    arms = {}
+    for side in ("left", "right"):
+        arms[f"packed_{side}"] = arm(setting, f"packed_{side}", samples, packed(SEQ_LEN, padding_side=side))
+        arms[f"unpacked_{side}"] = arm(setting, f"unpacked_{side}", samples, Layout(kind=LayoutKind.UNPACKED, padding_side=side))
+    return arms
+
+
+def judge(j: Judgement) -> list:
+    rows = []
+    for name, result in j.results.items():
+        case = j.cases[name]
+        rows.append(compare_loss_with_logprobs(case, result, j.tolerance, name))
+        if result.dloss_dlogprobs is not None:
+            rows += compare_supervised_set(case, result, j.tolerance, j.locate(name), name)
+    return rows
+
+
+def diagnose(j: Judgement, failed: list) -> str:
+    sets = failing(failed, "supervised_set")
+    sides = sorted({c.arms.split(":")[0] for c in failed})
+    if sets and all("left" in s for s in sides):
+        return (
+            f"only left-padded arms ({', '.join(sides)}) train on the wrong tokens: the loss mask is sliced from the "
+            "wrong end when a padded row is unpacked (e.g. full_mask[-n:] = row_mask[:n])"
+        )
+    if sets and "token 0" in sets[0].where:
+        return "a document's first token is in the loss: a label crosses the packed boundary (previous document predicts it)"
+    if sets:
+        return "the engine's loss covers a different token set than the loss mask: mask misaligned (shifted, sliced or padded)"
+    return "the reported loss is not the mean negative log-prob over the loss mask: tokens outside the mask (padding, boundaries) are in it, or some are missing"
+
+
+MASK_ALIGNMENT = Scenario(
+    name="mask_alignment",
+    invariant="the engine's loss covers exactly the harness's supervised (sample, position) set, each token weighted -1/N",
+    catches=("mask-slice-misalign", "boundary-label"),
+    build=build,
+    judge=judge,
+    diagnose=diagnose,
+)

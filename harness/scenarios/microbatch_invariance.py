@@ -1,0 +1,74 @@
+"""microbatch_invariance: the gradient of the global token-mean loss does not depend on how the
+batch is cut into micro-batches.
+
+Lengths are skewed so the token counts of micro-batches differ by an order of magnitude: a
+per-micro-batch mean, or a constant per-micro-batch scale, is exact only for equal counts and
+shows up here. The conformance suite adds hypothesis-generated partitions through
+`arms_for_partition`.
+"""
+
+from __future__ import annotations
+
+from harness.compare import compare_results
+from harness.contract import UNPACKED, Partition, packed
+from harness.data.samples import SKEWED_LENGTHS
+from harness.scenarios.base import Judgement, Scenario, Setting
+from harness.scenarios.building import arm, failing, samples_for
+
+SEQ_LEN = 48
+N = len(SKEWED_LENGTHS)
+PARTITIONS = {
+    "uneven": Partition.single_rank([(0, 7), (1, 2, 4), (3, 5, 6, 8)]),
+    "singletons": Partition.single_rank([(i,) for i in range(N)]),
+    "shuffled": Partition.single_rank([(5, 1), (8, 0, 3), (2,), (7, 4, 6)]),
+}
+REFERENCE_ARM = "one"
+
+
+def arms_for_partition(setting: Setting, partition: Partition, layout=None) -> dict:
+    samples = samples_for(setting, SKEWED_LENGTHS)
+    layout = layout or packed(SEQ_LEN)
+    return {
+        REFERENCE_ARM: arm(setting, REFERENCE_ARM, samples, layout),
+        partition.describe(): arm(setting, partition.describe(), samples, layout, partition),
+    }
+
+
+def build(setting: Setting) -> dict:
+    samples = samples_for(setting, SKEWED_LENGTHS)
+    arms = {REFERENCE_ARM: arm(setting, REFERENCE_ARM, samples, packed(SEQ_LEN))}
+    arms |= {name: arm(setting, name, samples, packed(SEQ_LEN), partition) for name, partition in PARTITIONS.items()}
+    arms["one_unpacked"] = arm(setting, "one_unpacked", samples, UNPACKED)
+    arms["uneven_unpacked"] = arm(setting, "uneven_unpacked", samples, UNPACKED, PARTITIONS["uneven"])
+    return arms
+
+
+def judge(j: Judgement) -> list:
+    rows = []
+    for name in j.results:
+        reference = "one_unpacked" if name.endswith("_unpacked") else REFERENCE_ARM
+        if name != reference:
+            rows += compare_results(f"{name} vs {reference}", j.results[name], j.results[reference], j.tolerance, j.locate(name))
+    return rows
+
+
+def diagnose(j: Judgement, failed: list) -> str:
+    if failing(failed, "logprobs"):
+        return "per-token log-probs depend on the micro-batch partition: the forward itself sees the partition"
+    if failing(failed, "grad") or failing(failed, "dloss_dlogprobs"):
+        return (
+            "gradients depend on how the batch is cut into micro-batches although log-probs do not: each micro-batch "
+            "is normalised by its own token count or by a constant (mean of means, constant loss scale) instead of "
+            "its share of the global token count"
+        )
+    return "the reported loss or token count depends on the partition: it is averaged per micro-batch instead of over the global batch"
+
+
+MICROBATCH_INVARIANCE = Scenario(
+    name="microbatch_invariance",
+    invariant="loss, count, per-token loss weights and every gradient are independent of the (uneven) partition into micro-batches",
+    catches=("const-microbatch-scale", "ga-mean-of-means"),
+    build=build,
+    judge=judge,
+    diagnose=diagnose,
+)

@@ -1,0 +1,55 @@
+"""token_conservation: the engine's global loss-token count equals the harness's, nothing is
+dropped or truncated, and the loss is the mean over exactly those tokens.
+
+The samples are chosen so that one fills a packed row exactly, two fill the next exactly, one
+overflows into a new row and the last row is a partial tail pack; a sample of the tail pack or
+an overflow sample that goes missing shows up as a lower count (or missing log-probs), padding or
+boundary targets in the loss as a higher one.
+"""
+
+from __future__ import annotations
+
+from harness.compare import compare_count, compare_loss_with_logprobs
+from harness.contract import UNPACKED, Partition, packed
+from harness.data.samples import CONSERVATION, CONSERVATION_SEQ_LEN
+from harness.scenarios.base import Judgement, Scenario, Setting
+from harness.scenarios.building import arm, samples_for
+
+
+def build(setting: Setting) -> dict:
+    samples = samples_for(setting, CONSERVATION)
+    layout = packed(CONSERVATION_SEQ_LEN)
+    return {
+        "packed": arm(setting, "packed", samples, layout),
+        "packed_micro": arm(setting, "packed_micro", samples, layout, Partition.single_rank([(0, 1, 2), (3, 4, 5, 6, 7)])),
+        "unpacked": arm(setting, "unpacked", samples, UNPACKED),
+    }
+
+
+def judge(j: Judgement) -> list:
+    rows = []
+    for name, result in j.results.items():
+        rows.append(compare_count(j.cases[name], result, name))
+        rows.append(compare_loss_with_logprobs(j.cases[name], result, j.tolerance, name))
+    return rows
+
+
+def diagnose(j: Judgement, failed: list) -> str:
+    for c in failed:
+        if c.quantity == "num_loss_tokens" and "fewer" in c.where:
+            return "the engine counted fewer loss tokens than the batch has: samples (a tail pack, overflow) dropped or truncated"
+        if c.quantity == "num_loss_tokens":
+            only_packed = all("packed" in f.arms for f in failed if f.quantity == "num_loss_tokens")
+            what = "boundary targets (a label crossing documents) or padding" if only_packed else "padding tokens"
+            return f"the engine counted more loss tokens than the batch has: {what} in the loss"
+    return "the reported loss is not the mean over the harness's supervised tokens"
+
+
+TOKEN_CONSERVATION = Scenario(
+    name="token_conservation",
+    invariant="the global loss-token count equals the harness's, every sample is returned whole, and the loss averages exactly those tokens",
+    catches=("tail-pack-dropped", "pad-in-loss", "boundary-label"),
+    build=build,
+    judge=judge,
+    diagnose=diagnose,
+)

@@ -1,0 +1,22 @@
+"""mutant.const-microbatch-scale: each micro-batch's mean loss is scaled by a constant.
+
+Where it happened: the verl Bumblebee engine review; verl #2857 / PR #3332. The loss function
+returns the micro-batch's token mean and the engine multiplies it by
+batch_tokens / (dp * n_micro) / batch_tokens instead of the micro-batch's own token share:
+exact only when every micro-batch has the same number of loss tokens.
+"""
+
+from impls.reference.engine import ReferenceEngine
+
+DP = 1
+
+
+def constant_scale_weight(micro_tokens: int, global_tokens: int, micro_steps: int) -> float:
+    loss_scale = global_tokens / (DP * micro_steps)  # the bug: one constant for every micro-batch
+    return loss_scale / max(micro_tokens, 1) / global_tokens
+
+
+class ConstMicrobatchScale(ReferenceEngine):
+    name = "mutant.const-microbatch-scale"
+    bug = "const-microbatch-scale"
+    token_weight = staticmethod(constant_scale_weight)

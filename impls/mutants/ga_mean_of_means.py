@@ -1,0 +1,18 @@
+"""mutant.ga-mean-of-means: gradient accumulation averages per-micro-batch means.
+
+Where it happened: transformers before PR #34191 (2024). Each micro-batch's loss is its own token
+mean, divided by the number of accumulation steps: the update is biased toward short
+micro-batches and depends on the partition.
+"""
+
+from impls.reference.engine import ReferenceEngine
+
+
+def mean_of_means_weight(micro_tokens: int, global_tokens: int, micro_steps: int) -> float:
+    return 1.0 / max(micro_tokens, 1) / micro_steps  # the bug: local mean / accumulation steps
+
+
+class GaMeanOfMeans(ReferenceEngine):
+    name = "mutant.ga-mean-of-means"
+    bug = "ga-mean-of-means"
+    token_weight = staticmethod(mean_of_means_weight)

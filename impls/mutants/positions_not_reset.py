@@ -1,0 +1,27 @@
+"""mutant.positions-not-reset: position ids run on across the documents of a packed row.
+
+Where it happened: nanoVLM #201, NeMo PR #12551. With RoPE and explicit boundaries a position
+offset is invisible in exact arithmetic (attention scores depend only on relative positions), so
+the bug bites where engines derive document boundaries from position resets, as transformers'
+packed-sequence detection and flash-attention varlen paths do: positions that never reset mean
+one long document. This mutant does what those engines do: boundaries from positions.
+"""
+
+from typing import Sequence
+
+from impls.reference.engine import ReferenceEngine
+
+
+def positions_running_on(segment_lengths: Sequence[int]) -> tuple[list[int], list[int]]:
+    positions = list(range(sum(segment_lengths)))  # the bug: no reset per segment
+    segments, current = [], -1
+    for position in positions:
+        current += position == 0  # a document starts where the position resets to 0
+        segments.append(current)
+    return positions, segments
+
+
+class PositionsNotReset(ReferenceEngine):
+    name = "mutant.positions-not-reset"
+    bug = "positions-not-reset"
+    positions_and_segments = staticmethod(positions_running_on)
