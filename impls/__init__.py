@@ -1,0 +1,1 @@
+"""Engines under test: the reference trainer, adapters to other trainers, and deliberate mutants."""

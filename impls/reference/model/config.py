@@ -1,0 +1,67 @@
+"""The model's shape, read from a Hugging Face `config.json`: the fields a dense decoder needs.
+
+Mirrors the subset of transformers' LlamaConfig / Qwen3Config that defines the forward pass.
+`model_type` picks the family; `qwen3` adds a per-head RMSNorm on q and k (qk-norm).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+QK_NORM_BY_MODEL_TYPE = {"llama": False, "qwen3": True}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelConfig:
+    model_type: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope_theta: float
+    tie_word_embeddings: bool
+
+    def __post_init__(self):
+        assert self.num_attention_heads % self.num_key_value_heads == 0, "query heads must be a multiple of kv heads"
+        assert self.head_dim % 2 == 0, "RoPE rotates pairs of dimensions"
+
+    @property
+    def qk_norm(self) -> bool:
+        return QK_NORM_BY_MODEL_TYPE[self.model_type]
+
+    @classmethod
+    def from_hf_dict(cls, hf: dict) -> ModelConfig:
+        model_type = hf.get("model_type")
+        if model_type not in QK_NORM_BY_MODEL_TYPE:
+            raise ValueError(
+                f"unsupported model_type {model_type!r}; the reference model implements "
+                f"{', '.join(sorted(QK_NORM_BY_MODEL_TYPE))}"
+            )
+        # transformers 5 nests the base under rope_parameters; earlier versions wrote rope_theta at top level
+        rope_theta = (hf.get("rope_parameters") or {}).get("rope_theta", hf.get("rope_theta", 10000.0))
+        rope_type = (hf.get("rope_parameters") or {}).get("rope_type", "default")
+        if rope_type != "default":
+            raise ValueError(f"unsupported rope_type {rope_type!r}; the reference model implements only 'default'")
+        return cls(
+            model_type=model_type,
+            vocab_size=hf["vocab_size"],
+            hidden_size=hf["hidden_size"],
+            intermediate_size=hf["intermediate_size"],
+            num_hidden_layers=hf["num_hidden_layers"],
+            num_attention_heads=hf["num_attention_heads"],
+            num_key_value_heads=hf.get("num_key_value_heads") or hf["num_attention_heads"],
+            head_dim=hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"],
+            rms_norm_eps=hf["rms_norm_eps"],
+            rope_theta=float(rope_theta),
+            tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
+        )
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path) -> ModelConfig:
+        return cls.from_hf_dict(json.loads((Path(path) / "config.json").read_text()))
