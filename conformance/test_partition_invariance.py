@@ -1,0 +1,34 @@
+"""microbatch_invariance over hypothesis-generated partitions: any split, any order, uneven counts."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+
+from harness.compare import compare_results, tolerance_for
+from harness.contract import UNPACKED, Partition
+from harness.data.samples import SKEWED_LENGTHS
+from harness.data.strategies import partitions
+from harness.engines import validate_result
+from harness.run.scenario_runner import setting_for
+from harness.scenarios.microbatch_invariance import REFERENCE_ARM, arms_for_partition
+
+
+@pytest.mark.parametrize("layout", ["packed", "unpacked"])
+def test_gradient_is_independent_of_the_partition(engine, family, dtype, device, layout):
+    setting = setting_for(family, dtype, device)
+    chosen_layout = UNPACKED if layout == "unpacked" else None
+    whole = arms_for_partition(setting, Partition.all_in_one(len(SKEWED_LENGTHS)), chosen_layout)[REFERENCE_ARM]
+    if engine.unsupported_reason(whole):
+        pytest.skip(f"unsupported: {engine.unsupported_reason(whole)}")
+    reference = validate_result(engine.name, whole, engine.run(whole))
+
+    @given(partitions(len(SKEWED_LENGTHS)))
+    def check(partition):
+        name = partition.describe()
+        case = arms_for_partition(setting, partition, chosen_layout)[name]
+        result = validate_result(engine.name, case, engine.run(case))
+        failed = [c for c in compare_results(f"{name} vs one", result, reference, tolerance_for(dtype), lambda i, t: f"sample {i} token {t}") if not c.passed]
+        assert not failed, "\n".join(c.headline() for c in failed[:5])
+
+    check()

@@ -1,0 +1,52 @@
+"""Declared capabilities are honoured in both directions (the OpInfo rule for unsupported dtypes):
+a case the engine declares unsupported must be rejected with UnsupportedCase, never computed.
+
+The supported direction is the rest of the suite: every scenario runs the supported cases.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from harness.contract import Layout, LayoutKind, ModelSpec, Partition
+from harness.data.samples import MIXED_DOCUMENTS
+from harness.engines import UnsupportedCase
+from harness.run.scenario_runner import setting_for
+from harness.scenarios.building import arm, samples_for
+
+LAYOUTS = {
+    "unpacked-right": Layout(kind=LayoutKind.UNPACKED),
+    "unpacked-left": Layout(kind=LayoutKind.UNPACKED, padding_side="left"),
+    "packed": Layout(kind=LayoutKind.PACKED, seq_len=48),
+    "stacked": Layout(kind=LayoutKind.STACKED),
+}
+PROBES = ("unknown_family", "float64", "float32", "bfloat16", "cuda")
+BACKENDS = ("auto", "sdpa", "sdpa_causal", "flex", "no_such_backend")
+
+
+def probe_cases(family: str):
+    setting = setting_for(family, "float64", "cpu")
+    samples = samples_for(setting, MIXED_DOCUMENTS)
+    for (layout_name, layout), backend, probe in itertools.product(LAYOUTS.items(), BACKENDS, PROBES):
+        case = arm(setting, f"{layout_name}-{backend}-{probe}", samples, layout, Partition.all_in_one(len(samples)), attention=backend)
+        if probe == "unknown_family":
+            case = case.with_(model=ModelSpec(family="unknown_family", config=case.model.config, seed=0, checkpoint=case.model.checkpoint))
+        elif probe == "cuda":
+            case = case.with_(device="cuda")
+        else:
+            case = case.with_(dtype=probe)
+        yield case
+
+
+def test_declared_unsupported_cases_are_rejected_loudly(engine, family):
+    rejected = 0
+    for case in probe_cases(family):
+        reason = engine.unsupported_reason(case)
+        if reason is None:
+            continue
+        rejected += 1
+        with pytest.raises(UnsupportedCase):
+            engine.run(case)
+    assert rejected > 0, "the probe matrix found nothing this engine declares unsupported: widen the probes"

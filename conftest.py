@@ -1,0 +1,37 @@
+"""pytest plugin for packcheck: engine/family/dtype/device options and hypothesis profiles.
+
+`pytest conformance --engine mypkg.adapter:Engine` runs the conformance suite against any engine;
+the defaults run the reference engine on every family it supports, in float64 on CPU. Nothing
+heavy is imported until a test needs it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+OPTIONS = (
+    ("--engine", "reference", "engine under test: a registered name or 'package.module:Class' (default: reference)"),
+    ("--dtype", "float64", "dtype of the conformance cases (default: float64)"),
+    ("--device", "cpu", "device of the conformance cases (default: cpu)"),
+)
+
+settings.register_profile("ci", derandomize=True, max_examples=12, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("PACKCHECK_HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("packcheck")
+    for flag, default, help_text in OPTIONS:
+        group.addoption(flag, default=default, help=help_text)
+    group.addoption("--family", action="append", default=None,
+                    help="model family, repeatable (default: every family the engine supports)")
+
+
+def pytest_report_header(config):
+    families = config.getoption("--family") or "all supported"
+    return (f"packcheck: engine={config.getoption('--engine')} families={families} dtype={config.getoption('--dtype')} "
+            f"device={config.getoption('--device')} hypothesis-profile={settings._current_profile}")

@@ -1,0 +1,1 @@
+"""The `packcheck` command line: list | run | report | golden."""

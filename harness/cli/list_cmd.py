@@ -1,0 +1,37 @@
+"""`packcheck list scenarios|engines|families|mutants`."""
+
+from __future__ import annotations
+
+import textwrap
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("list", help="list scenarios, engines, families or mutants")
+    parser.add_argument("what", choices=("scenarios", "engines", "families", "mutants"))
+    parser.set_defaults(handler=handle)
+
+
+def handle(args) -> int:
+    from harness.engines import engine_names, mutant_names, resolve_engine
+    from harness.models import FAMILIES
+    from harness.scenarios import SCENARIOS
+
+    if args.what == "scenarios":
+        for s in SCENARIOS.values():
+            print(f"{s.name}\n{textwrap.indent(textwrap.fill(s.invariant, 90), '    ')}\n    catches: {', '.join(s.catches)}")
+    elif args.what == "families":
+        for f in FAMILIES.values():
+            print(f"{f.name:10} {f.description}")
+    elif args.what == "engines":
+        for name in engine_names():
+            if not name.startswith("mutant."):
+                caps = resolve_engine(name).capabilities
+                print(f"{name:12} families {','.join(sorted(caps.families))}; dtypes {','.join(sorted(caps.dtypes))}; "
+                      f"devices {','.join(sorted(caps.devices))}; reports {','.join(sorted(caps.reports)) or '-'}")
+        print(f"(and {len(mutant_names())} mutants: packcheck list mutants)")
+    else:
+        for name in mutant_names():
+            engine = resolve_engine(name)
+            doc = (type(engine).__module__ and __import__(type(engine).__module__, fromlist=['_']).__doc__ or "").strip().splitlines()
+            print(f"{name:32} {doc[0].split(': ', 1)[-1] if doc else ''}")
+    return 0

@@ -1,0 +1,44 @@
+"""`packcheck`: the command-line entry point; one subcommand per file in this package.
+
+Exit status: 0 every supported case passes, 1 a case fails, 2 a usage or harness error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+
+from harness.cli import golden_cmd, list_cmd, report_cmd, run_cmd
+from harness.cli.errors import UsageError
+from harness.contract import ContractError
+
+USAGE_ERROR = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="packcheck", description="Conformance suite and numerics harness for packed LM training.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for module in (list_cmd, run_cmd, report_cmd, golden_cmd):
+        module.add_parser(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args(argv)
+    args.argv = argv
+    try:
+        return args.handler(args)
+    except (UsageError, ContractError, LookupError, FileNotFoundError) as err:
+        message = err.args[0] if isinstance(err, KeyError) and err.args else err
+        print(f"packcheck {args.command}: error: {message}", file=sys.stderr)
+        return USAGE_ERROR
+    except Exception:  # noqa: BLE001 - a harness bug still ends with exit 2 and its traceback
+        traceback.print_exc()
+        print(f"packcheck {args.command}: internal error (a bug in packcheck, please report it)", file=sys.stderr)
+        return USAGE_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""Engines resolve from registered names, entry points and "module:Class"; mistakes are explained."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.engines import Engine, EngineNotFound, engine_names, mutant_names, resolve_engine
+from impls.reference.engine import ReferenceEngine
+
+
+def test_registered_names_include_the_reference_and_every_bug():
+    assert "reference" in engine_names()
+    assert {n.removeprefix("mutant.") for n in mutant_names()} >= {
+        "cross-doc-attention", "positions-not-reset", "boundary-label", "pad-in-loss", "tail-pack-dropped",
+        "const-microbatch-scale", "ga-mean-of-means", "mask-slice-misalign",
+    }
+
+
+def test_resolve_by_name_class_path_class_and_instance():
+    assert isinstance(resolve_engine("reference"), ReferenceEngine)
+    assert isinstance(resolve_engine("impls.reference.engine:ReferenceEngine"), ReferenceEngine)
+    assert isinstance(resolve_engine(ReferenceEngine), ReferenceEngine)
+    instance = ReferenceEngine()
+    assert resolve_engine(instance) is instance
+
+
+def test_unknown_name_suggests_near_matches():
+    with pytest.raises(EngineNotFound, match="did you mean reference"):
+        resolve_engine("refrence")
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("no_such_module_xyz:Engine", "cannot import module"),
+    ("impls.reference.engine:Nope", "has no attribute 'Nope'"),
+    ("harness.contract:Sample", "not a subclass of harness.engines.Engine"),
+])
+def test_bad_class_paths_are_explained(spec, message):
+    with pytest.raises(EngineNotFound, match=message):
+        resolve_engine(spec)
+
+
+def test_engine_must_implement_run():
+    class Half(Engine):
+        name = "half"
+
+    with pytest.raises(TypeError, match="run"):
+        Half()

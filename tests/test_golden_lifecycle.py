@@ -1,0 +1,71 @@
+"""The golden lifecycle: missing fails and writes .obtained; regen writes and passes; a changed
+golden fails and writes .obtained; a golden made for another case is stale; the committed
+goldens match the reference today."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from safetensors.torch import load_file, save_file
+
+from harness.cli.main import main
+from harness.engines import resolve_engine
+from harness.run.scenario_runner import run_scenario
+from harness.scenarios import SCENARIOS
+
+FAMILY = "llama"
+
+
+@pytest.fixture
+def golden_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("PACKCHECK_GOLDEN_DIR", str(tmp_path))
+    return tmp_path
+
+
+def verdict():
+    return run_scenario(resolve_engine("reference"), SCENARIOS["golden_regression"], FAMILY)
+
+
+def test_missing_golden_fails_with_the_regen_hint(golden_dir):
+    v = verdict()
+    assert v.status == "fail"
+    assert "packcheck golden regen --family llama" in v.message()
+    assert (golden_dir / "llama.obtained" / "result.safetensors").exists()
+    assert not (golden_dir / "llama").exists(), "a missing golden is never written implicitly"
+
+
+def test_regen_then_verify_passes(golden_dir, capsys):
+    assert main(["golden", "regen", "--family", FAMILY]) == 0
+    provenance = json.loads((golden_dir / "llama" / "provenance.json").read_text())
+    assert {"torch", "git_commit", "case_digest", "time", "engine"} <= provenance.keys()
+    assert verdict().status == "pass"
+    assert main(["golden", "verify", "--family", FAMILY]) == 0
+
+
+def test_a_changed_golden_fails_and_writes_obtained(golden_dir):
+    main(["golden", "regen", "--family", FAMILY])
+    path = golden_dir / "llama" / "result.safetensors"
+    tensors = load_file(str(path))
+    name = "grad.model.layers.1.mlp.down_proj.weight"
+    tensors[name] = tensors[name] * (1 + 1e-6)
+    save_file(tensors, str(path))
+    v = verdict()
+    assert v.status == "fail"
+    assert v.worst.item == "model.layers.1.mlp.down_proj.weight"
+    assert (golden_dir / "llama.obtained" / "result.safetensors").exists()
+
+
+def test_a_golden_for_another_case_is_stale(golden_dir):
+    main(["golden", "regen", "--family", FAMILY])
+    provenance_path = golden_dir / "llama" / "provenance.json"
+    provenance = json.loads(provenance_path.read_text())
+    provenance_path.write_text(json.dumps(provenance | {"case_digest": "0000000000000000"}))
+    v = verdict()
+    assert v.status == "fail" and "stale" in v.message() and "packcheck golden regen" in v.message()
+
+
+def test_committed_goldens_match_the_reference():
+    for family in ("llama", "qwen3"):
+        v = run_scenario(resolve_engine("reference"), SCENARIOS["golden_regression"], family)
+        assert v.status == "pass", v.message()

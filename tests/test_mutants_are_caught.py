@@ -1,0 +1,40 @@
+"""The sensitivity proof: every mutant is flagged by each scenario that claims to catch its bug,
+and the reference passes the same matrix (the conformance suite runs it on every family; here
+once more beside the mutants so one failure report shows both directions).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.engines import mutant_names, resolve_engine
+from harness.run.scenario_runner import run_scenario
+from harness.scenarios import SCENARIOS
+
+FAMILIES = ("llama", "qwen3")
+CLAIMS = [(scenario.name, bug) for scenario in SCENARIOS.values() for bug in scenario.catches]
+
+
+def test_every_mutant_has_a_catching_scenario():
+    bugs = {resolve_engine(name).bug for name in mutant_names()}
+    claimed = {bug for _, bug in CLAIMS}
+    assert bugs - claimed == set(), f"mutants no scenario claims to catch: {sorted(bugs - claimed)}"
+    assert claimed - bugs == set(), f"scenarios claim bugs that have no mutant: {sorted(claimed - bugs)}"
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize(("scenario_name", "bug"), CLAIMS, ids=[f"{s}-{b}" for s, b in CLAIMS])
+def test_scenario_flags_its_mutant(scenario_name, bug, family):
+    verdict = run_scenario(resolve_engine(f"mutant.{bug}"), SCENARIOS[scenario_name], family)
+    assert verdict.failed, f"{scenario_name} did not flag mutant.{bug}:\n{verdict.message()}"
+    assert verdict.diagnosis, "a failing verdict must name the likely cause"
+    worst = verdict.worst
+    assert worst.margin > 1e3, f"the bug signal is too close to the tolerance: {worst.headline()}"
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("scenario_name", list(SCENARIOS))
+def test_reference_passes_with_a_wide_margin(scenario_name, family):
+    verdict = run_scenario(resolve_engine("reference"), SCENARIOS[scenario_name], family)
+    assert verdict.status == "pass", verdict.message()
+    assert verdict.worst.margin < 1e-2, f"clean margin too thin: {verdict.worst.headline()}"

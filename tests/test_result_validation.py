@@ -1,0 +1,64 @@
+"""The harness validates every StepResult field and lists every problem with the field path."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from harness.contract import Partition, packed
+from harness.data.samples import MIXED_DOCUMENTS
+from harness.engines import InvalidResult, resolve_engine, validate_result
+from harness.run.scenario_runner import setting_for
+from harness.scenarios.building import arm, samples_for
+
+
+@pytest.fixture(scope="module")
+def case_and_result():
+    setting = setting_for("qwen3", "float64", "cpu")
+    samples = samples_for(setting, MIXED_DOCUMENTS)
+    case = arm(setting, "v", samples, packed(48), Partition.all_in_one(len(samples)))
+    return case, resolve_engine("reference").run(case)
+
+
+def broken(result, **changes):
+    return dataclasses.replace(result, **changes)
+
+
+def test_a_good_result_validates(case_and_result):
+    case, result = case_and_result
+    assert validate_result("reference", case, result) is result
+
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda r: broken(r, logprobs=r.logprobs[:-1]), r"logprobs has 9 entries for 10 samples.*dropped or truncated"),
+    (lambda r: broken(r, logprobs=[r.logprobs[0][:-1], *r.logprobs[1:]]), r"logprobs\[0\] has shape \(16,\), expected \(17,\)"),
+    (lambda r: broken(r, logprobs=[r.logprobs[0] + 1.0, *r.logprobs[1:]]), r"logprobs\[0\]\[0\] = 1: entry 0 must be 0.0"),
+    (lambda r: broken(r, logprobs=[torch.full_like(r.logprobs[0], float("nan")), *r.logprobs[1:]]), r"non-finite"),
+    (lambda r: broken(r, loss=float("nan")), r"result.loss is nan"),
+    (lambda r: broken(r, num_loss_tokens=3.0), r"num_loss_tokens is 3.0, expected a non-negative int"),
+    (lambda r: broken(r, grads={k: v for k, v in r.grads.items() if "lm_head" not in k}), r"grads lacks 1 parameters.*lm_head"),
+    (lambda r: broken(r, grads={("_fsdp_wrapped_module." + k): v for k, v in r.grads.items()}), r"strip wrapper prefixes"),
+    (lambda r: broken(r, grads={k: v.T if v.dim() == 2 else v for k, v in r.grads.items()}), r"has shape .*expected"),
+    (lambda r: broken(r, grads={k: v.long() for k, v in r.grads.items()}), r"expected a floating-point tensor"),
+])
+def test_each_broken_field_is_named(case_and_result, mutate, message):
+    case, result = case_and_result
+    with pytest.raises(InvalidResult, match=message):
+        validate_result("demo", case, mutate(result))
+
+
+def test_all_problems_are_listed_at_once(case_and_result):
+    case, result = case_and_result
+    with pytest.raises(InvalidResult) as info:
+        validate_result("demo", case, broken(result, loss=float("inf"), num_loss_tokens=-1))
+    assert len(info.value.problems) == 2
+
+
+def test_a_missing_optimizer_step_is_reported(case_and_result):
+    case, result = case_and_result
+    from harness.contract import OptimizerSpec
+
+    with pytest.raises(InvalidResult, match="params_after is None but the case asks for an optimizer step"):
+        validate_result("demo", case.with_(optimizer=OptimizerSpec()), result)
