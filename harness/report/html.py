@@ -1,0 +1,219 @@
+"""The HTML report: one self-contained file (inline CSS and SVG, no script, nothing fetched).
+
+It shows the run's provenance and counts, a status matrix (engine x family rows, scenario
+columns, coloured by status, printing the max margin), one section per verdict that did not
+pass (diagnosis, worst comparisons, gradient error by layer, detail, reproduce command), every
+verdict's worst comparison, and with a baseline run the verdicts whose status or margin moved.
+
+Everything an engine returns (parameter names, diagnoses, tracebacks) reaches the page through
+Jinja2 autoescaping; the SVG charts are drawn by the template from numbers computed here, so
+the template needs no `|safe` at all.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import jinja2
+import pandas as pd
+
+from harness.report.load import Run, describe, format_margin, format_number, load_run, status_counts
+
+TEMPLATES = Path(__file__).parent / "templates"
+TOP_COMPARISONS = 8
+NEAR = 0.1  # a pass whose margin is at least this is shaded as close to its tolerance
+# model.layers.3.mlp.up_proj.weight, transformer.h.3.attn.c_attn.weight, blocks.3.norm.weight
+LAYER = re.compile(r"(?:^|\.)(?:layers|layer|h|blocks)\.(\d+)\.")
+EMBEDDING = re.compile(r"embed|wte|wpe")
+CHART = {"label": 96, "bar": 460, "row": 18, "top": 22}  # SVG geometry, px
+
+
+def _sort_key(margin: float) -> float:
+    """Worst first: a NaN margin (observed NaN) ranks with inf."""
+    return math.inf if math.isnan(margin) else margin
+
+
+def _comparison_line(c: dict) -> str:
+    item = f" {c['item']}" if c.get("item") else ""
+    where = f" at {c['where']}" if c.get("where") else ""
+    return (f"{c['quantity']}{item} ({c['arms']}): {c['metric']} {format_number(c['observed'])}"
+            f" vs allowed {format_number(c['threshold'])}{where}")
+
+
+def _margin(v) -> str:
+    """A verdict's max margin as text; blank when it has no comparison (unsupported, crashed)."""
+    return format_margin(v.max_margin) if v.worst else ""
+
+
+def _cell(v) -> dict:
+    status = v.status
+    shade = status
+    if status == "pass" and _sort_key(v.max_margin) >= NEAR:
+        shade = "near"
+    title = f"{v.scenario} [{describe(v)}]: {status.upper()}"
+    if v.worst:
+        title += "\nworst: " + _comparison_line(v.worst)
+    elif v.diagnosis:
+        title += "\n" + v.diagnosis
+    return {
+        "status": status, "shade": shade, "anchor": v.anchor, "title": title,
+        "margin": _margin(v),
+    }
+
+
+def _matrix(run: Run) -> dict:
+    """Rows: engine, then family (with dtype, device, ... where they vary); columns: scenario."""
+    verdicts = run.verdicts
+    scenarios = list(dict.fromkeys(verdicts["scenario"]))
+    extra = run.varying_fields()
+    cells: dict[tuple, dict] = {}
+    for v in verdicts.itertuples(index=False):
+        row = (v.family, *(getattr(v, f) for f in extra))
+        cells.setdefault((v.engine, row), {})[v.scenario] = _cell(v)
+    groups: dict[str, list] = {}
+    for (engine, row), by_scenario in cells.items():
+        groups.setdefault(engine, []).append({"label": " · ".join(row), "cells": [by_scenario.get(s) for s in scenarios]})
+    return {"scenarios": scenarios, "groups": [{"engine": e, "rows": rows} for e, rows in groups.items()]}
+
+
+def _worst_rows(rows: pd.DataFrame, n: int = TOP_COMPARISONS) -> list[dict]:
+    order = sorted(rows.to_dict("records"), key=lambda r: (bool(r["passed"]), -_sort_key(r["margin"])))
+    return [r | {"observed_text": format_number(r["observed"]), "threshold_text": format_number(r["threshold"]),
+                 "margin_text": format_margin(r["margin"])} for r in order[:n]]
+
+
+def _depth(item: str) -> tuple[int, int, str]:
+    """Where a parameter sits in depth: embeddings, then layer N, then everything after the last layer."""
+    layer = LAYER.search(item)
+    if layer:
+        n = int(layer.group(1))
+        return 1, n, f"layer {n}"
+    if EMBEDDING.search(item):
+        return 0, 0, "embeddings"
+    return 2, 0, "head"
+
+
+def _layer_chart(rows: pd.DataFrame) -> dict | None:
+    """Max gradient rel_l2 per layer, worst arm, as SVG geometry on a log axis; None without grad rows."""
+    grads = rows[(rows["quantity"] == "grad") & (rows["metric"] == "rel_l2")]
+    if grads.empty:
+        return None
+    groups: dict[tuple, dict] = {}
+    for r in grads.itertuples(index=False):
+        rank0, rank1, label = _depth(r.item)
+        g = groups.get((rank0, rank1))
+        if g is None or _sort_key(r.observed) > _sort_key(g["observed"]):
+            failed = g is not None and g["failed"]
+            g = groups[rank0, rank1] = {"label": label, "observed": r.observed, "threshold": r.threshold,
+                                        "item": r.item, "arms": r.arms, "failed": failed}
+        g["failed"] |= not r.passed
+    bars = [groups[k] for k in sorted(groups)]
+
+    finite = [x for b in bars for x in (b["observed"], b["threshold"]) if math.isfinite(x) and x > 0]
+    lo = math.floor(math.log10(min(finite))) if finite else -16
+    hi = math.ceil(math.log10(max(finite))) if finite else 0
+    hi = max(hi, lo + 1)
+    step = max(1, math.ceil((hi - lo) / 8))
+
+    def x(value: float) -> float:
+        if not math.isfinite(value):
+            return CHART["bar"]  # inf or NaN: the whole axis, labelled with the value
+        if value <= 0:
+            return 0.0
+        return round((math.log10(value) - lo) / (hi - lo) * CHART["bar"], 1)
+
+    for i, b in enumerate(bars):
+        b |= {"y": CHART["top"] + i * CHART["row"], "width": max(x(b["observed"]), 1.0), "tick": x(b["threshold"]),
+              "text": format_margin(b["observed"]), "tip": f"{b['item']} ({b['arms']}): rel_l2 {format_number(b['observed'])}"
+              f" vs allowed {format_number(b['threshold'])}"}
+    first_bad = next((b["label"] for b in bars if b["failed"]), None)
+    return {
+        "bars": bars, "first_bad": first_bad, "geometry": CHART,
+        "width": CHART["label"] + CHART["bar"] + 70, "height": CHART["top"] + len(bars) * CHART["row"] + 4,
+        "ticks": [{"x": x(10.0 ** e), "text": f"1e{e}"} for e in range(lo, hi + 1, step)],
+    }
+
+
+def _detail(run: Run, v) -> dict:
+    rows = run.rows_of(v.key)
+    return {
+        "anchor": v.anchor, "status": v.status, "scenario": v.scenario, "label": describe(v),
+        "diagnosis": v.diagnosis, "detail": v.detail, "reproduce": v.reproduce,
+        "comparisons": v.comparisons, "failing": v.failing, "seconds": v.seconds, "worst": _worst_rows(rows),
+        "layers": _layer_chart(rows) if v.status in ("fail", "error") else None,
+    }
+
+
+def _all_verdicts(verdicts: pd.DataFrame) -> list[dict]:
+    return [{"anchor": v.anchor, "status": v.status, "scenario": v.scenario, "label": describe(v),
+             "margin": _margin(v), "seconds": v.seconds,
+             "comparisons": v.comparisons, "failing": v.failing,
+             "worst": _comparison_line(v.worst) if v.worst else v.diagnosis}
+            for v in verdicts.itertuples(index=False)]
+
+
+def _factor(before: float, after: float) -> tuple[str, str, float]:
+    """after / before as text, a class (worse: 10x up, better: 10x down, same), and a sort key."""
+    if math.isfinite(before) and math.isfinite(after) and before > 0 and after > 0:
+        ratio = after / before
+        return f"x{ratio:.2g}", "worse" if ratio >= 10 else "better" if ratio <= 0.1 else "same", ratio
+    if format_margin(before) == format_margin(after):
+        return "", "same", 1.0
+    worse = _sort_key(after) > _sort_key(before)
+    return ("up" if worse else "down"), ("worse" if worse else "better"), (math.inf if worse else 0.0)
+
+
+def _baseline(run: Run, base: Run) -> dict:
+    """Verdicts whose status changed (or that appear in one run only), and margins before and after.
+
+    Verdicts are matched on the key fields both files carry, so a baseline written before a key
+    field existed still lines up.
+    """
+    fields = [f for f in run.key_fields if f in base.key_fields]
+    before = {tuple(getattr(v, f) for f in fields): v for v in base.verdicts.itertuples(index=False)}
+    after = {tuple(getattr(v, f) for f in fields): v for v in run.verdicts.itertuples(index=False)}
+    changed, both = [], []
+    for key in list(after) + [k for k in before if k not in after]:
+        b, a = before.get(key), after.get(key)
+        entry = {"key": " / ".join(map(str, key)), "anchor": a.anchor if a is not None else None,
+                 "before": b.status if b is not None else "absent", "after": a.status if a is not None else "absent",
+                 "before_margin": _margin(b) if b is not None else "", "after_margin": _margin(a) if a is not None else ""}
+        if entry["before"] != entry["after"]:
+            changed.append(entry)
+        if a is not None and b is not None:
+            entry["factor"], entry["trend"], entry["order"] = _factor(b.max_margin, a.max_margin)
+            both.append(entry)
+    both.sort(key=lambda e: -e["order"])
+    return {"directory": str(base.directory), "provenance": base.provenance, "changed": changed, "both": both}
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+    )
+    env.filters["seconds"] = lambda s: "" if s is None or math.isnan(s) else f"{s:.2f} s"
+    return env
+
+
+def render_html(run_dir: str | Path, baseline_dir: str | Path | None = None) -> str:
+    run = load_run(run_dir)
+    verdicts = run.verdicts
+    return _environment().get_template("report.html.j2").render(
+        directory=str(run.directory),
+        provenance=run.provenance,
+        counts=status_counts(verdicts),
+        matrix=_matrix(run),
+        details=[_detail(run, v) for v in verdicts.itertuples(index=False) if v.status != "pass"],
+        verdicts=_all_verdicts(verdicts),
+        baseline=None if baseline_dir is None else _baseline(run, load_run(baseline_dir)),
+    )
+
+
+def write_html(run_dir: str | Path, out_path: str | Path, baseline_dir: str | Path | None = None) -> Path:
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(render_html(run_dir, baseline_dir), encoding="utf-8")
+    return out_path

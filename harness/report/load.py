@@ -1,0 +1,111 @@
+"""A run directory's results.json as pandas tables: one row per verdict, one row per comparison.
+
+Reports read runs only through `load_run`, so the schema (`packcheck.results/1`, written by
+harness/run/results.py) is decoded in one place: "inf"/"nan" strings become floats again, and
+each verdict gets `key` (its VERDICT_KEYS values: engine, family, scenario, dtype, device, ...)
+and `anchor` (its HTML id). A key field an older file lacks reads as "".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from harness.run.results import VERDICT_KEYS, load_results
+
+STATUSES = ("pass", "fail", "unsupported", "error")
+VERDICT_COLUMNS = (*VERDICT_KEYS, "status", "diagnosis", "detail", "seconds", "max_margin", "worst",
+                   "comparisons", "failing", "reproduce", "message")
+ROW_COLUMNS = (*VERDICT_KEYS, "arms", "quantity", "item", "metric", "observed", "threshold", "where", "passed", "margin")
+# Only these are decoded: a `where` or `item` that happens to read "nan" stays text.
+NUMERIC = ("seconds", "max_margin", "observed", "threshold", "margin")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Run:
+    directory: Path
+    provenance: dict
+    key_fields: tuple[str, ...]  # the VERDICT_KEYS this file carries
+    verdicts: pd.DataFrame  # VERDICT_COLUMNS + key, anchor; in the order the run wrote them
+    rows: pd.DataFrame  # ROW_COLUMNS + key
+
+    def rows_of(self, key: tuple) -> pd.DataFrame:
+        # Not `rows["key"] == key`: pandas compares a tuple element-wise when the lengths happen to match.
+        return self.rows[[k == key for k in self.rows["key"]]]
+
+    def varying_fields(self) -> list[str]:
+        """Key fields beyond engine, family and scenario (dtype, device, ...) that take several values here."""
+        return [f for f in VERDICT_KEYS if f not in ("engine", "family", "scenario") and self.verdicts[f].nunique() > 1]
+
+
+def describe(v) -> str:
+    """A verdict's key without its scenario, as headings print it: engine / family / dtype / device."""
+    return " / ".join(str(getattr(v, f)) for f in VERDICT_KEYS if f != "scenario" and getattr(v, f) != "")
+
+
+def as_float(value) -> float:
+    """A number from results.json: None and "" are NaN, "inf"/"-inf"/"nan" are what they say."""
+    if value is None or value == "":
+        return math.nan
+    return float(value)
+
+
+def format_margin(value) -> str:
+    """observed / allowed as reports print it: 2.6e-05, 3.4e+10, inf; blank when there is none."""
+    if value is None:
+        return ""
+    value = float(value)
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return "0" if value == 0 else f"{value:.1e}"
+
+
+def format_number(value) -> str:
+    """An observed or allowed error: three significant digits."""
+    value = as_float(value)
+    return f"{value:.3g}" if math.isfinite(value) else format_margin(value)
+
+
+def _frame(records: list[dict], columns: tuple[str, ...]) -> pd.DataFrame:
+    frame = pd.DataFrame.from_records(records, columns=list(columns))
+    for column in VERDICT_KEYS:
+        frame[column] = frame[column].astype(object).where(frame[column].notna(), "")
+    for column in NUMERIC:
+        if column in frame:
+            frame[column] = frame[column].map(as_float).astype(float)
+    frame["key"] = [tuple(r) for r in frame[list(VERDICT_KEYS)].itertuples(index=False)]
+    return frame
+
+
+def _anchor(index: int, key: tuple) -> str:
+    return f"v{index}-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(map(str, key))).strip("-")
+
+
+def load_run(directory: str | Path) -> Run:
+    data = load_results(directory)
+    present = {k for record in data.get("verdicts", []) for k in record}
+    verdicts = _frame(data.get("verdicts", []), VERDICT_COLUMNS)
+    verdicts["worst"] = [
+        None if not isinstance(w, dict) else w | {k: as_float(w[k]) for k in NUMERIC if k in w}
+        for w in verdicts["worst"]
+    ]
+    verdicts["anchor"] = [_anchor(i, key) for i, key in enumerate(verdicts["key"])]
+    return Run(
+        directory=Path(directory),
+        provenance=dict(data.get("provenance") or {}),
+        key_fields=tuple(k for k in VERDICT_KEYS if k in present),
+        verdicts=verdicts,
+        rows=_frame(data.get("rows", []), ROW_COLUMNS),
+    )
+
+
+def status_counts(verdicts: pd.DataFrame) -> dict[str, int]:
+    """How many verdicts have each status, every status present (zeros included), known ones first."""
+    counts = verdicts["status"].value_counts()
+    return {s: int(counts.get(s, 0)) for s in STATUSES} | {s: int(n) for s, n in counts.items() if s not in STATUSES}

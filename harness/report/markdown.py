@@ -1,0 +1,72 @@
+"""The Markdown summary for a pull-request comment: a status table and the failing verdicts.
+
+Rows are engine x family (with dtype, device, ... where the run has several), columns are scenarios,
+each cell `PASS 2.6e-05` / `FAIL 3.4e+10` / `UNSUPPORTED` / `ERROR`. Below it, one line per
+failing or erroring verdict with its diagnosis and the command that reproduces it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from harness.report.load import describe, format_margin, load_run, status_counts
+
+DIAGNOSIS_CHARS = 240  # a PR comment wants the gist; the HTML report has the rest
+LISTED = 40  # failing verdicts listed one by one; GitHub caps a comment at 65536 characters
+
+
+def _text(value) -> str:
+    """Engine text on one line, safe in a table cell: no pipes, no raw HTML."""
+    value = re.sub(r"\s+", " ", str(value)).strip()
+    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+
+
+def _code(value: str) -> str:
+    """An inline code span that survives backticks inside it."""
+    fence = "`" * (max((len(m) for m in re.findall(r"`+", value)), default=0) + 1)
+    pad = " " if value.startswith("`") or value.endswith("`") else ""
+    return f"{fence}{pad}{value}{pad}{fence}"
+
+
+def _cell(v) -> str:
+    return f"{v.status.upper()} {format_margin(v.max_margin)}" if v.worst else v.status.upper()
+
+
+def _clip(text: str, limit: int = DIAGNOSIS_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def render_markdown(run_dir: str | Path) -> str:
+    run = load_run(run_dir)
+    verdicts = run.verdicts
+    counts = status_counts(verdicts)
+    prov = run.provenance
+    lines = ["## packcheck", ""]
+    origin = ", ".join(f"{k} {_text(prov[k])}" for k in ("packcheck", "torch", "device_name", "git_commit") if prov.get(k))
+    if origin:
+        lines += [origin, ""]
+    lines += [", ".join(f"{n} {status}" for status, n in counts.items()), ""]
+    if verdicts.empty:
+        return "\n".join(lines + ["This run has no verdicts.", ""])
+
+    scenarios = list(dict.fromkeys(verdicts["scenario"]))
+    extra = run.varying_fields()
+    table: dict[tuple, dict[str, str]] = {}
+    for v in verdicts.itertuples(index=False):
+        table.setdefault((v.engine, v.family, *(getattr(v, f) for f in extra)), {})[v.scenario] = _cell(v)
+    header = ["engine", "family", *extra, *scenarios]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row, cells in table.items():
+        lines.append("| " + " | ".join([*(_text(x) for x in row), *(cells.get(s, "-") for s in scenarios)]) + " |")
+
+    failing = verdicts[verdicts["status"].isin(["fail", "error"])]
+    if not failing.empty:
+        lines += ["", f"### Failing ({len(failing)})", ""]
+        for v in failing.head(LISTED).itertuples(index=False):
+            lines.append(f"- **{v.status.upper()}** {_text(v.scenario)} [{_text(describe(v))}], max margin {format_margin(v.max_margin)}: "
+                         f"{_clip(_text(v.diagnosis)) or 'no diagnosis'}")
+            lines.append(f"  reproduce: {_code(v.reproduce)}")
+        if len(failing) > LISTED:
+            lines.append(f"- ... and {len(failing) - LISTED} more: see the HTML report (`packcheck report`)")
+    return "\n".join(lines) + "\n"
