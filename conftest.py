@@ -15,6 +15,7 @@ OPTIONS = (
     ("--engine", "reference", "engine under test: a registered name or 'package.module:Class' (default: reference)"),
     ("--dtype", "float64", "dtype of the conformance cases (default: float64)"),
     ("--device", "cpu", "device of the conformance cases (default: cpu)"),
+    ("--attention", "auto", "attention backend the cases ask for (default: auto, the engine's choice)"),
 )
 
 settings.register_profile("ci", derandomize=True, max_examples=12, deadline=None, print_blob=True,
@@ -34,4 +35,4 @@ def pytest_addoption(parser):
 def pytest_report_header(config):
     families = config.getoption("--family") or "all supported"
     return (f"packcheck: engine={config.getoption('--engine')} families={families} dtype={config.getoption('--dtype')} "
-            f"device={config.getoption('--device')} hypothesis-profile={settings._current_profile}")
+            f"device={config.getoption('--device')} attention={config.getoption('--attention')} hypothesis-profile={settings._current_profile}")

@@ -40,3 +40,8 @@ def dtype(pytestconfig) -> str:
 @pytest.fixture(scope="session")
 def device(pytestconfig) -> str:
     return pytestconfig.getoption("--device")
+
+
+@pytest.fixture(scope="session")
+def attention(pytestconfig) -> str:
+    return pytestconfig.getoption("--attention")

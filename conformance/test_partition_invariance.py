@@ -15,8 +15,8 @@ from harness.scenarios.microbatch_invariance import REFERENCE_ARM, arms_for_part
 
 
 @pytest.mark.parametrize("layout", ["packed", "unpacked"])
-def test_gradient_is_independent_of_the_partition(engine, family, dtype, device, layout):
-    setting = setting_for(family, dtype, device)
+def test_gradient_is_independent_of_the_partition(engine, family, dtype, device, attention, layout):
+    setting = setting_for(family, dtype, device, attention)
     chosen_layout = UNPACKED if layout == "unpacked" else None
     whole = arms_for_partition(setting, Partition.all_in_one(len(SKEWED_LENGTHS)), chosen_layout)[REFERENCE_ARM]
     if engine.unsupported_reason(whole):

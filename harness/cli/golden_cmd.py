@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+NOISE_DTYPES = ("float32", "bfloat16")
+
 
 def add_parser(commands) -> None:
     parser = commands.add_parser("golden", help="regenerate, verify or show the reference's float64 goldens")
@@ -14,7 +16,7 @@ def add_parser(commands) -> None:
 
 def handle(args) -> int:
     from harness.engines import resolve_engine, validate_result
-    from harness.golden import golden_path, write_golden
+    from harness.golden import golden_path, measure_floor, write_golden
     from harness.run.provenance import provenance
     from harness.run.scenario_runner import run_scenario, setting_for
     from harness.scenarios import get_scenario
@@ -30,7 +32,8 @@ def handle(args) -> int:
         elif args.action == "regen":
             (arm_name, case), = scenario.build(setting_for(family, "float64", "cpu")).items()
             result = validate_result(reference.name, case, reference.run(case))
-            path = write_golden(family, case, result, provenance("cpu") | {"engine": reference.name})
+            floors = {dtype: measure_floor(reference.run(case.with_(dtype=dtype)), result) for dtype in NOISE_DTYPES}
+            path = write_golden(family, case, result, provenance("cpu") | {"engine": reference.name, "noise_floor": floors})
             print(f"{family}: wrote {path} (case {json.loads((path / 'provenance.json').read_text())['case_digest']}); review the diff before committing")
         else:
             verdict = run_scenario(reference, scenario, family)

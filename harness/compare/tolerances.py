@@ -29,6 +29,20 @@ TOLERANCES: dict[str, Tolerance] = {
 }
 
 
+# Against the float64 oracle, a lower-precision run may err by this many times the reference
+# trainer's own error at that precision (its noise floor, measured when goldens are written).
+NOISE_FACTOR = 10.0
+
+
+def tolerance_from_floor(floor: dict[str, float], factor: float = NOISE_FACTOR) -> Tolerance:
+    """A tolerance of `factor` x the measured noise floor per quantity, never below float64's."""
+    tight = TOLERANCES["float64"]
+    return Tolerance(**{name: max(factor * floor[name], getattr(tight, name)) for name in NOISE_QUANTITIES})
+
+
+NOISE_QUANTITIES = ("logprobs", "loss", "grad", "dloss_dlogprobs", "params_after")
+
+
 def tolerance_for(dtype: str) -> Tolerance:
     if dtype not in TOLERANCES:
         raise KeyError(f"no tolerance policy for dtype {dtype!r}; known: {sorted(TOLERANCES)}")

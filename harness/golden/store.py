@@ -49,6 +49,18 @@ def load_golden(family: str, case: Case) -> StepResult:
     return StepResult.load(path)
 
 
+def load_noise_floor(family: str, dtype: str) -> dict[str, float]:
+    """The reference's own error at `dtype` against the golden, as measured by regen."""
+    stored = json.loads((golden_path(family) / "provenance.json").read_text())
+    floors = stored.get("noise_floor", {})
+    if dtype not in floors:
+        raise GoldenProblem(
+            f"the golden for {family!r} has no noise floor for {dtype} (has: {sorted(floors)}), so no tolerance "
+            f"for comparing a {dtype} run with it. {REGEN_HINT.format(family=family)}"
+        )
+    return floors[dtype]
+
+
 def write_golden(family: str, case: Case, result: StepResult, provenance: dict, path: Path | None = None) -> Path:
     path = path or golden_path(family)
     if path.exists():

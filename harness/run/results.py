@@ -18,7 +18,7 @@ from pathlib import Path
 from harness.run.verdict import Verdict
 
 SCHEMA = "packcheck.results/1"
-VERDICT_KEYS = ("engine", "family", "scenario", "dtype", "device")
+VERDICT_KEYS = ("engine", "family", "scenario", "dtype", "device", "attention")
 
 
 def _finite(value):

@@ -19,8 +19,8 @@ from harness.run.verdict import ERROR, FAIL, PASS, UNSUPPORTED, Verdict
 from harness.scenarios import Judgement, Scenario, Setting
 
 
-def setting_for(family: str, dtype: str, device: str) -> Setting:
-    return Setting(family=family, dtype=dtype, device=device, model=model_spec(family))
+def setting_for(family: str, dtype: str, device: str, attention: str = "auto") -> Setting:
+    return Setting(family=family, dtype=dtype, device=device, attention=attention, model=model_spec(family))
 
 
 def run_arms(engine: Engine, scenario: Scenario, cases: dict[str, Case], verdict: Verdict) -> dict[str, StepResult] | None:
@@ -54,10 +54,11 @@ def run_arms(engine: Engine, scenario: Scenario, cases: dict[str, Case], verdict
 
 
 def run_scenario(engine: Engine, scenario: Scenario, family: str, dtype: str = "float64", device: str = "cpu",
-                 save_dir: Path | None = None) -> Verdict:
+                 save_dir: Path | None = None, attention: str = "auto") -> Verdict:
     started = time.perf_counter()
-    verdict = Verdict(engine=engine.name, family=family, scenario=scenario.name, dtype=dtype, device=device, status=PASS)
-    setting = setting_for(family, dtype, device)
+    verdict = Verdict(engine=engine.name, family=family, scenario=scenario.name, dtype=dtype, device=device, status=PASS,
+                      attention=attention)
+    setting = setting_for(family, dtype, device, attention)
     cases = scenario.build(setting)
     results = run_arms(engine, scenario, cases, verdict)
     if results is not None:

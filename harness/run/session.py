@@ -23,6 +23,7 @@ class Matrix:
     scenarios: Sequence[Scenario]
     dtype: str = "float64"
     device: str = "cpu"
+    attention: str = "auto"
     verdicts: list[Verdict] = field(default_factory=list)
 
     def cells(self):
@@ -38,7 +39,7 @@ def run_matrix(matrix: Matrix, results: ResultsFile, out: TextIO | None = None) 
     for index, (engine, family, scenario) in enumerate(cells, 1):
         print(f"[{index}/{len(cells)}] {engine.name} {family} {scenario.name} ...", end=" ", file=out, flush=True)
         save_dir = Path(results.directory) / "cases" / engine.name / family / scenario.name
-        verdict = run_scenario(engine, scenario, family, matrix.dtype, matrix.device, save_dir=save_dir)
+        verdict = run_scenario(engine, scenario, family, matrix.dtype, matrix.device, save_dir=save_dir, attention=matrix.attention)
         worst = verdict.worst
         margin = "" if worst is None else f" (max margin {worst.margin:.2g})"
         print(f"{verdict.status.upper()}{margin} {verdict.seconds:.2f}s", file=out, flush=True)

@@ -22,6 +22,7 @@ class Verdict:
     dtype: str
     device: str
     status: str
+    attention: str = "auto"
     comparisons: list[Comparison] = field(default_factory=list)
     diagnosis: str = ""
     detail: str = ""
@@ -31,7 +32,7 @@ class Verdict:
     def reproduce(self) -> str:
         return (
             f"packcheck run --engine {self.engine} --family {self.family} --scenario {self.scenario} "
-            f"--dtype {self.dtype} --device {self.device}"
+            f"--dtype {self.dtype} --device {self.device}" + ("" if self.attention == "auto" else f" --attention {self.attention}")
         )
 
     @property
@@ -62,7 +63,7 @@ class Verdict:
         worst = self.worst
         return {
             "engine": self.engine, "family": self.family, "scenario": self.scenario, "dtype": self.dtype, "device": self.device,
-            "status": self.status, "diagnosis": self.diagnosis, "detail": self.detail, "seconds": round(self.seconds, 3),
+            "attention": self.attention, "status": self.status, "diagnosis": self.diagnosis, "detail": self.detail, "seconds": round(self.seconds, 3),
             "max_margin": None if worst is None else worst.margin, "worst": None if worst is None else worst.to_json(),
             "comparisons": len(self.comparisons), "failing": sum(not c.passed for c in self.comparisons),
             "reproduce": self.reproduce, "message": self.message(),

@@ -22,6 +22,7 @@ class Setting:
     dtype: str
     device: str
     model: ModelSpec
+    attention: str = "auto"
     seed: int = 0
 
 

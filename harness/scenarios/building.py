@@ -19,7 +19,7 @@ def arm(setting: Setting, name: str, samples: Sequence[Sample], layout: Layout, 
         partition=partition or Partition.all_in_one(len(samples)),
         dtype=setting.dtype,
         device=setting.device,
-        **fields,
+        **{"attention": setting.attention, **fields},
     )
 
 

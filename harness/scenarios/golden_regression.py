@@ -8,10 +8,10 @@ needs no reference run.
 
 from __future__ import annotations
 
-from harness.compare import Comparison, compare_results
+from harness.compare import Comparison, compare_results, tolerance_from_floor
 from harness.contract import OptimizerSpec, Partition, packed
 from harness.data.samples import MIXED_DOCUMENTS
-from harness.golden import GoldenProblem, load_golden, write_obtained
+from harness.golden import GoldenProblem, load_golden, load_noise_floor, write_obtained
 from harness.run.provenance import provenance
 from harness.scenarios.base import Judgement, Scenario, Setting
 from harness.scenarios.building import arm, samples_for
@@ -31,11 +31,12 @@ def judge(j: Judgement) -> list:
     family = j.setting.family
     try:
         golden = load_golden(family, case)
+        tolerance = j.tolerance if case.dtype == "float64" else tolerance_from_floor(load_noise_floor(family, case.dtype))
     except GoldenProblem as problem:
         obtained = write_obtained(family, case, result, provenance(case.device))
         return [Comparison(arms="engine vs golden", quantity="golden", item=family, metric="available", observed=1.0, threshold=0.0,
                            where=f"{problem} (obtained result written to {obtained})")]
-    rows = compare_results("engine vs golden", result, golden, j.tolerance, j.locate(ARM))
+    rows = compare_results("engine vs golden", result, golden, tolerance, j.locate(ARM))
     if any(not r.passed for r in rows):
         write_obtained(family, case, result, provenance(case.device))
     return rows

@@ -1,0 +1,47 @@
+"""The margin table of a run of the reference plus mutants: how loudly each scenario flags the bug
+it claims to catch, and how quietly the reference passes it.
+
+    python -m harness.report.margins RUN_DIR > docs/margins.md
+
+Bug signal = the worst margin (observed / allowed) of the mutant's verdict, the smaller of the
+families (the weakest family is the one that matters); clean margin = the reference's worst
+margin, the larger of the families. A signal of inf is a count or set mismatch (allowed error 0)
+or a result that broke the contract.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from harness.report.load import format_margin, load_run
+from harness.scenarios import SCENARIOS
+
+
+def margin_table(run_dir: Path) -> str:
+    run = load_run(run_dir)
+    verdicts = run.verdicts
+    lines = [
+        f"Run: `{run.provenance.get('command', '')}` ({run.provenance.get('time', '')}, torch {run.provenance.get('torch', '')}, "
+        f"{run.provenance.get('device_name', '')}, commit {run.provenance.get('git_commit', '')[:12]})",
+        "",
+        "| scenario | clean margin (reference) | mutant | bug signal | flagged in |",
+        "|---|---|---|---|---|",
+    ]
+    for scenario in SCENARIOS.values():
+        here = verdicts[verdicts["scenario"] == scenario.name]
+        clean = here[here["engine"] == "reference"]
+        clean_margin = format_margin(clean["max_margin"].max()) if len(clean) else "not run"
+        for bug in scenario.catches:
+            mutant = here[here["engine"] == f"mutant.{bug}"]
+            if not len(mutant):
+                continue
+            flagged = mutant[mutant["status"].isin(["fail", "error"])]
+            families = ", ".join(sorted(flagged["family"])) or "NOT FLAGGED"
+            signal = format_margin(flagged["max_margin"].min()) if len(flagged) == len(mutant) else "not flagged in every family"
+            lines.append(f"| {scenario.name} | {clean_margin} | mutant.{bug} | {signal} | {families} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(margin_table(Path(sys.argv[1])))

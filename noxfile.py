@@ -1,0 +1,49 @@
+"""nox sessions: `nox --list` shows them; every session forwards its posargs to pytest or packcheck.
+
+Uses the virtualenv backend with pip: uv does not see the CPU build of torch that lies on local
+disk on the CPU machines. GPU sessions run in the current environment (python=False) because GPU
+runners bring their own torch.
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.default_venv_backend = "virtualenv"
+nox.options.sessions = ["tests"]
+
+CPU_TORCH = "torch==2.13.0"
+
+
+def install(session: nox.Session) -> None:
+    session.install(CPU_TORCH)
+    session.install("-e", ".[test]")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The default CI run: unit tests and the conformance suite against the reference, float64, CPU."""
+    install(session)
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+def conformance(session: nox.Session) -> None:
+    """The conformance suite against any engine: nox -s conformance -- --engine pkg.module:Engine."""
+    install(session)
+    session.run("pytest", "conformance", *session.posargs)
+
+
+@nox.session
+def mutants(session: nox.Session) -> None:
+    """Run the reference and every mutant through `packcheck run`, with an HTML report in runs/mutants."""
+    install(session)
+    session.run("packcheck", "run", "--engine", "reference", "mutant.*", "--out", "runs/mutants", *session.posargs, success_codes=[0, 1])
+
+
+@nox.session(python=False, default=False)
+def gpu(session: nox.Session) -> None:
+    """On a CUDA machine, in its own torch: the suite in float32 and bfloat16 on cuda (nox -s gpu)."""
+    for dtype in ("float32", "bfloat16"):
+        session.run("python", "-m", "pytest", "conformance", "tests/test_reference_model_parity.py",
+                    "--device", "cuda", "--dtype", dtype, *session.posargs)
