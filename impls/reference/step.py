@@ -1,6 +1,9 @@
 """One training step of the reference trainer over a Case: every micro-batch's forwards and
 backwards, gradients accumulated, an optional AdamW step, and the StepResult.
 
+`accumulate_gradients` is the forward/backward half on its own, so that `impls.reference.train`
+runs many steps through exactly this code with its own model and optimizer persisting.
+
 The pipeline (`pipe`) supplies the replaceable steps (unpad, pack, positions and segments, target
 mask, token weight): the reference engine passes its own, and each mutant replaces exactly one.
 The loss-token count is the engine's own count of the targets in the rows it built, counted over
@@ -51,12 +54,13 @@ class SampleScatter:
         return [values[i] for i in sorted(values)]
 
 
-def train_step(model: CausalLM, case: Case, pipe, attention: str) -> StepResult:
+def accumulate_gradients(model: CausalLM, case: Case, pipe, attention: str,
+                         scatter: SampleScatter | None = None) -> tuple[float, int]:
+    """Forwards and backwards of every micro-batch into `.grad`: the global loss and loss-token count."""
     device = next(model.parameters()).device
     micro_batches = build_micro_batches(case, pipe)
     micro_tokens = [sum(int(r.target_mask_BT.sum()) for r in forwards) for forwards in micro_batches]
     global_tokens = sum(micro_tokens)
-    scatter = SampleScatter(next(model.parameters()).dtype)
     model.zero_grad(set_to_none=True)
     total_loss = 0.0
     for forwards, tokens in zip(micro_batches, micro_tokens):
@@ -68,7 +72,14 @@ def train_step(model: CausalLM, case: Case, pipe, attention: str) -> StepResult:
             loss = -(lp_BT * rows.target_mask_BT.to(device, lp_BT.dtype)).sum() * weight
             loss.backward()
             total_loss += loss.item()
-            scatter.add(rows, lp_BT, lp_BT.grad)
+            if scatter is not None:
+                scatter.add(rows, lp_BT, lp_BT.grad)
+    return total_loss, global_tokens
+
+
+def train_step(model: CausalLM, case: Case, pipe, attention: str) -> StepResult:
+    scatter = SampleScatter(next(model.parameters()).dtype)
+    total_loss, global_tokens = accumulate_gradients(model, case, pipe, attention, scatter)
     grads = {name: (p.grad if p.grad is not None else torch.zeros_like(p)).detach().cpu().clone() for name, p in model.named_parameters()}
     params_after = None
     if case.optimizer is not None:
