@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import textwrap
 
 
@@ -31,7 +32,6 @@ def handle(args) -> int:
         print(f"(and {len(mutant_names())} mutants: packcheck list mutants)")
     else:
         for name in mutant_names():
-            engine = resolve_engine(name)
-            doc = (type(engine).__module__ and __import__(type(engine).__module__, fromlist=['_']).__doc__ or "").strip().splitlines()
-            print(f"{name:32} {doc[0].split(': ', 1)[-1] if doc else ''}")
+            summary = (sys.modules[type(resolve_engine(name)).__module__].__doc__ or "").strip().partition("\n")[0]
+            print(f"{name:32} {summary.split(': ', 1)[-1]}")
     return 0

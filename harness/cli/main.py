@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = argv
     try:
         return args.handler(args)
+    except BrokenPipeError:  # output piped into `head`: not an error
+        return 0
     except (UsageError, ContractError, LookupError, FileNotFoundError) as err:
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         print(f"packcheck {args.command}: error: {message}", file=sys.stderr)

@@ -19,6 +19,8 @@ def add_parser(commands) -> None:
     parser.add_argument("--device", default="cpu", help="cpu | cuda (default: cpu)")
     parser.add_argument("--attention", default="auto", help="attention backend every case asks for (default: auto, the engine's choice)")
     parser.add_argument("--out", default="runs/latest", help="output directory (default: runs/latest)")
+    parser.add_argument("--save-arms", choices=("failing", "all", "none"), default="failing",
+                        help="keep each arm's case and full result under OUT/cases for failing verdicts, all, or none (default: failing)")
     parser.add_argument("--no-report", action="store_true", help="skip report.html (default: write it)")
     parser.set_defaults(handler=handle)
 
@@ -58,7 +60,8 @@ def handle(args) -> int:
     scenarios = [get_scenario(name) for name in args.scenario] if args.scenario else list(SCENARIOS.values())
     out = Path(args.out)
     results = ResultsFile(out, provenance(args.device, ["packcheck", *args.argv]))
-    matrix = Matrix(engines=engines, families=families, scenarios=scenarios, dtype=args.dtype, device=args.device, attention=args.attention)
+    matrix = Matrix(engines=engines, families=families, scenarios=scenarios, dtype=args.dtype, device=args.device, attention=args.attention,
+                    save_arms=args.save_arms)
     try:
         verdicts = run_matrix(matrix, results)
     finally:

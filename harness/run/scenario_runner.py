@@ -54,7 +54,9 @@ def run_arms(engine: Engine, scenario: Scenario, cases: dict[str, Case], verdict
 
 
 def run_scenario(engine: Engine, scenario: Scenario, family: str, dtype: str = "float64", device: str = "cpu",
-                 save_dir: Path | None = None, attention: str = "auto") -> Verdict:
+                 save_dir: Path | None = None, attention: str = "auto", save_passing: bool = True) -> Verdict:
+    """Judge `engine` on `scenario`; with `save_dir`, keep each arm's case and result there
+    (only for failing verdicts unless `save_passing`)."""
     started = time.perf_counter()
     verdict = Verdict(engine=engine.name, family=family, scenario=scenario.name, dtype=dtype, device=device, status=PASS,
                       attention=attention)
@@ -68,7 +70,7 @@ def run_scenario(engine: Engine, scenario: Scenario, family: str, dtype: str = "
         if failed:
             verdict.status = FAIL
             verdict.diagnosis = scenario.diagnose(judgement, failed)
-        if save_dir is not None:
+        if save_dir is not None and (save_passing or verdict.failed):
             save_arms(save_dir, cases, results)
     elif verdict.status == FAIL:
         verdict.diagnosis = f"the engine broke the result contract: {verdict.comparisons[-1].where}"

@@ -24,6 +24,7 @@ class Matrix:
     dtype: str = "float64"
     device: str = "cpu"
     attention: str = "auto"
+    save_arms: str = "failing"  # all | failing | none
     verdicts: list[Verdict] = field(default_factory=list)
 
     def cells(self):
@@ -38,8 +39,9 @@ def run_matrix(matrix: Matrix, results: ResultsFile, out: TextIO | None = None) 
     cells = list(matrix.cells())
     for index, (engine, family, scenario) in enumerate(cells, 1):
         print(f"[{index}/{len(cells)}] {engine.name} {family} {scenario.name} ...", end=" ", file=out, flush=True)
-        save_dir = Path(results.directory) / "cases" / engine.name / family / scenario.name
-        verdict = run_scenario(engine, scenario, family, matrix.dtype, matrix.device, save_dir=save_dir, attention=matrix.attention)
+        save_dir = None if matrix.save_arms == "none" else Path(results.directory) / "cases" / engine.name / family / scenario.name
+        verdict = run_scenario(engine, scenario, family, matrix.dtype, matrix.device, save_dir=save_dir, attention=matrix.attention,
+                               save_passing=matrix.save_arms == "all")
         worst = verdict.worst
         margin = "" if worst is None else f" (max margin {worst.margin:.2g})"
         print(f"{verdict.status.upper()}{margin} {verdict.seconds:.2f}s", file=out, flush=True)

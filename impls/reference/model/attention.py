@@ -72,8 +72,10 @@ def _flex_block_mask(segment_ids_BT: torch.Tensor):
 def _compiled_flex_attention():
     from torch.nn.attention.flex_attention import flex_attention
 
-    # uncompiled flex_attention materializes the full score matrix; compiling gives the fused kernel
-    return torch.compile(flex_attention, dynamic=False)
+    # uncompiled flex_attention materializes the full score matrix; compiling gives the fused kernel.
+    # dynamic: every layout has other row counts and lengths, and one kernel per shape would hit
+    # dynamo's recompile limit (then flex silently falls back to the unfused path)
+    return torch.compile(flex_attention, dynamic=True)
 
 
 def _flex_attend(q_BHTD, k_BKTD, v_BKTD, block_mask, scale):
