@@ -21,6 +21,8 @@ def add_parser(commands) -> None:
     parser.add_argument("--out", default="runs/latest", help="output directory (default: runs/latest)")
     parser.add_argument("--save-arms", choices=("failing", "all", "none"), default="failing",
                         help="keep each arm's case and full result under OUT/cases for failing verdicts, all, or none (default: failing)")
+    parser.add_argument("--timeout", type=float, default=600.0,
+                        help="seconds one verdict may take before it is reported as hung and the run stops (default: 600; 0: no limit)")
     parser.add_argument("--no-report", action="store_true", help="skip report.html (default: write it)")
     parser.set_defaults(handler=handle)
 
@@ -61,18 +63,21 @@ def handle(args) -> int:
     out = Path(args.out)
     results = ResultsFile(out, provenance(args.device, ["packcheck", *args.argv]))
     matrix = Matrix(engines=engines, families=families, scenarios=scenarios, dtype=args.dtype, device=args.device, attention=args.attention,
-                    save_arms=args.save_arms)
-    try:
-        verdicts = run_matrix(matrix, results)
-    finally:
+                    save_arms=args.save_arms, timeout=args.timeout)
+
+    def write_report() -> None:
         if not args.no_report and results.verdicts:
             from harness.report import write_html
 
             write_html(out, out / "report.html")
+            print(f"report:  {out / 'report.html'}", file=sys.stderr)
+
+    try:
+        verdicts = run_matrix(matrix, results, on_abort=write_report)
+    finally:
+        write_report()
     counts = {status: sum(v.status == status for v in verdicts) for status in ("pass", "fail", "error", "unsupported")}
-    print(f"\n{len(verdicts)} verdicts: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + f"\nresults: {results.path}", file=sys.stderr)
-    if not args.no_report:
-        print(f"report:  {out / 'report.html'}", file=sys.stderr)
+    print(f"{len(verdicts)} verdicts: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + f"\nresults: {results.path}", file=sys.stderr)
     if counts["unsupported"] == len(verdicts):
         print("packcheck run: error: every case was unsupported by the engine: nothing was tested", file=sys.stderr)
         return 2

@@ -35,7 +35,8 @@ class Run:
 
     def rows_of(self, key: tuple) -> pd.DataFrame:
         # Not `rows["key"] == key`: pandas compares a tuple element-wise when the lengths happen to match.
-        return self.rows[[k == key for k in self.rows["key"]]]
+        # `.loc` with a boolean array: a plain empty list would select zero *columns*.
+        return self.rows.loc[[k == key for k in self.rows["key"]]] if len(self.rows) else self.rows
 
     def varying_fields(self) -> list[str]:
         """Key fields beyond engine, family and scenario (dtype, device, ...) that take several values here."""

@@ -1,5 +1,7 @@
 """Run the matrix engines x families x scenarios for one dtype and device, with progress, into a
 results table; the exit status follows the CLI contract (0 all supported pass, 1 a failure).
+Each verdict runs under a watchdog: a hung engine becomes an error verdict with every thread's
+stack, the partial results and report are written, and the process exits 1.
 """
 
 from __future__ import annotations
@@ -7,12 +9,13 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence, TextIO
+from typing import Callable, Sequence, TextIO
 
 from harness.engines import Engine
 from harness.run.results import ResultsFile
 from harness.run.scenario_runner import run_scenario
-from harness.run.verdict import Verdict
+from harness.run.verdict import ERROR, Verdict
+from harness.run.watchdog import Watchdog
 from harness.scenarios import Scenario
 
 
@@ -25,6 +28,7 @@ class Matrix:
     device: str = "cpu"
     attention: str = "auto"
     save_arms: str = "failing"  # all | failing | none
+    timeout: float = 600.0  # seconds per verdict; 0 disables the watchdog
     verdicts: list[Verdict] = field(default_factory=list)
 
     def cells(self):
@@ -34,14 +38,33 @@ class Matrix:
                     yield engine, family, scenario
 
 
-def run_matrix(matrix: Matrix, results: ResultsFile, out: TextIO | None = None) -> list[Verdict]:
+def hang_verdict(matrix: Matrix, engine: Engine, family: str, scenario: Scenario, stacks: str) -> Verdict:
+    return Verdict(
+        engine=engine.name, family=family, scenario=scenario.name, dtype=matrix.dtype, device=matrix.device,
+        attention=matrix.attention, status=ERROR, seconds=matrix.timeout,
+        diagnosis=f"the engine did not finish within {matrix.timeout:g} s (hang or deadlock); the run was stopped here",
+        detail=f"Python stacks at the timeout:\n{stacks}",
+    )
+
+
+def run_matrix(matrix: Matrix, results: ResultsFile, out: TextIO | None = None,
+               on_abort: Callable[[], None] = lambda: None) -> list[Verdict]:
+    """Run every cell; on a hang, record it, call `on_abort` (write the report) and exit."""
     out = out or sys.stderr
     cells = list(matrix.cells())
     for index, (engine, family, scenario) in enumerate(cells, 1):
         print(f"[{index}/{len(cells)}] {engine.name} {family} {scenario.name} ...", end=" ", file=out, flush=True)
         save_dir = None if matrix.save_arms == "none" else Path(results.directory) / "cases" / engine.name / family / scenario.name
-        verdict = run_scenario(engine, scenario, family, matrix.dtype, matrix.device, save_dir=save_dir, attention=matrix.attention,
-                               save_passing=matrix.save_arms == "all")
+
+        def abort(stacks: str, engine=engine, family=family, scenario=scenario) -> None:
+            verdict = hang_verdict(matrix, engine, family, scenario, stacks)
+            print(f"HUNG after {matrix.timeout:g}s\n{verdict.message()}", file=out, flush=True)
+            results.add(verdict)
+            on_abort()
+
+        with Watchdog(matrix.timeout, abort):
+            verdict = run_scenario(engine, scenario, family, matrix.dtype, matrix.device, save_dir=save_dir,
+                                   attention=matrix.attention, save_passing=matrix.save_arms == "all")
         worst = verdict.worst
         margin = "" if worst is None else f" (max margin {worst.margin:.2g})"
         print(f"{verdict.status.upper()}{margin} {verdict.seconds:.2f}s", file=out, flush=True)

@@ -1,0 +1,1 @@
+"""Real Engine subclasses the tests plug in through `package.module:Class`, as users do."""

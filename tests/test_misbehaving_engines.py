@@ -1,0 +1,43 @@
+"""A hung or crashing engine ends as a verdict and a (partial) report, never as a hung job."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness.cli.main import main
+
+TESTS = Path(__file__).parent
+
+
+def test_a_hung_engine_is_reported_with_its_stack_and_the_run_stops(tmp_path):
+    env = {**os.environ, "PYTHONPATH": f"{TESTS.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli.main", "run", "--engine", "tests.engines.misbehaving:HangsOnPackedRows",
+         "--family", "llama", "--scenario", "mask_alignment", "packed_vs_unpacked", "--timeout", "3", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, env=env,
+    )
+    elapsed = time.monotonic() - started
+    assert done.returncode == 1, done.stderr
+    verdicts = json.loads((tmp_path / "results.json").read_text())["verdicts"]
+    assert [v["status"] for v in verdicts] == ["error"], "the first verdict hangs; the run must stop there"
+    assert "did not finish within 3 s" in verdicts[0]["diagnosis"]
+    assert "time.sleep(3600)" in verdicts[0]["detail"], "the hung thread's stack names where it waits"
+    assert (tmp_path / "report.html").exists(), "a partial report is written before exiting"
+    assert elapsed < 60
+
+
+def test_a_crash_is_an_error_verdict_and_the_run_goes_on(tmp_path):
+    code = main(["run", "--engine", "tests.engines.misbehaving:CrashesOnStackedRows", "--family", "qwen3",
+                 "--scenario", "packed_vs_unpacked", "mask_alignment", "--out", str(tmp_path)])
+    assert code == 1
+    verdicts = json.loads((tmp_path / "results.json").read_text())["verdicts"]
+    assert [v["status"] for v in verdicts] == ["error", "pass"]
+    assert "illegal memory access" in verdicts[0]["detail"] and "arm 'stacked'" in verdicts[0]["detail"]
+    html = (tmp_path / "report.html").read_text()
+    assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
