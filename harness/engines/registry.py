@@ -7,11 +7,11 @@ suggestions.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from importlib.metadata import entry_points
 
 from harness.engines.protocol import Engine
+from harness.registry import suggest
 
 ENTRY_POINT_GROUP = "packcheck.engines"
 
@@ -64,10 +64,8 @@ def resolve_engine(spec: str | Engine | type) -> Engine:
         return _instantiate(_load_class(spec), spec)
     registered = _entry_points()
     if spec not in registered:
-        close = difflib.get_close_matches(spec, registered, n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise EngineNotFound(
-            f"no engine named {spec!r}{hint} Known engines: {', '.join(sorted(registered))}; "
+            f"no engine named {spec!r}{suggest(spec, registered)} Known engines: {', '.join(sorted(registered))}; "
             "or pass 'package.module:Class'"
         )
     return _instantiate(registered[spec].load(), spec)

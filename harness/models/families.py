@@ -7,8 +7,9 @@ keeping what matters for packing: several heads, grouped-query attention, RoPE, 
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
+
+from harness.registry import Registry
 
 TINY = dict(
     vocab_size=128,
@@ -36,21 +37,14 @@ class Family:
         return {**self.tiny_config, **overrides}
 
 
-FAMILIES: dict[str, Family] = {}
+FAMILIES: Registry[Family] = Registry("model family")
 
 
 def register_family(family: Family) -> Family:
-    if family.name in FAMILIES:
-        raise ValueError(f"family {family.name!r} is registered twice")
-    FAMILIES[family.name] = family
-    return family
+    return FAMILIES.register(family.name, family)
 
 
 def get_family(name: str) -> Family:
-    if name not in FAMILIES:
-        close = difflib.get_close_matches(name, FAMILIES, n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise KeyError(f"no model family named {name!r}{hint} Known families: {', '.join(sorted(FAMILIES))}")
     return FAMILIES[name]
 
 

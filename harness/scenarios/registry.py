@@ -1,24 +1,16 @@
-"""The scenario registry: names are unique, unknown names get near-match suggestions."""
+"""The scenario registry, in the order runs list the scenarios."""
 
 from __future__ import annotations
 
-import difflib
-
+from harness.registry import Registry
 from harness.scenarios.base import Scenario
 
-SCENARIOS: dict[str, Scenario] = {}
+SCENARIOS: Registry[Scenario] = Registry("scenario")
 
 
 def register_scenario(scenario: Scenario) -> Scenario:
-    if scenario.name in SCENARIOS:
-        raise ValueError(f"scenario {scenario.name!r} is registered twice")
-    SCENARIOS[scenario.name] = scenario
-    return scenario
+    return SCENARIOS.register(scenario.name, scenario)
 
 
 def get_scenario(name: str) -> Scenario:
-    if name not in SCENARIOS:
-        close = difflib.get_close_matches(name, SCENARIOS, n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise KeyError(f"no scenario named {name!r}{hint} Known scenarios: {', '.join(SCENARIOS)}")
     return SCENARIOS[name]
