@@ -67,6 +67,8 @@ class ReferenceEngine(Engine):
             return "attention backend 'flex' has no backward on CPU: use 'sdpa'"
         if case.device == "cuda" and not torch.cuda.is_available():
             return "device 'cuda' requested but torch sees no CUDA device"
+        if case.device == "cuda" and case.parallel.world_size > torch.cuda.device_count():
+            return f"{case.parallel.describe()} needs {case.parallel.world_size} GPUs (one per rank); this machine has {torch.cuda.device_count()}"
         if case.parallel.cp > 1:
             if case.attention != "auto":
                 return f"under context parallelism the cp_style ({case.parallel.cp_style}) is the attention; attention must be 'auto'"
@@ -77,7 +79,10 @@ class ReferenceEngine(Engine):
 
     def run(self, case: Case) -> StepResult | None:
         self.require_supported(case)
-        mesh = Mesh.build(case.parallel)
+        return self.train(case, Mesh.build(case.parallel))
+
+    def train(self, case: Case, mesh: Mesh) -> StepResult | None:
+        """One step of this rank of the mesh; rank 0 returns the result."""
         device = f"cuda:{torch.cuda.current_device()}" if case.device == "cuda" else "cpu"
         model = CausalLM.from_checkpoint(case.model.checkpoint, DTYPES[case.dtype], device)
         attention = CONTEXT_PARALLEL[case.parallel.cp_style](mesh) if case.parallel.cp > 1 else self.attention_backend(case)
