@@ -9,6 +9,7 @@ Launches are shared by module-scoped fixtures: each costs seconds of start-up on
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -65,7 +66,7 @@ def mesh_run(workdir):
 
 @pytest.fixture(scope="module")
 def gil_run(workdir):
-    return run_distributed("tests.engines.distributed:HoldsTheGil", [dp_case("spins", "gil")], "cpu", 3.0, workdir / "gil")
+    return run_distributed("tests.engines.distributed:HoldsTheGil", [dp_case("spins", "gil")], "cpu", 4.0, workdir / "gil")
 
 
 def test_results_come_back_from_rank_0_with_every_ranks_collective_log(deadlock_run):
@@ -172,7 +173,7 @@ def test_no_process_of_any_launch_is_left(workdir, deadlock_run, crash_run, mesh
 def test_the_guard_kills_a_launch_that_makes_no_progress(tmp_path):
     marker = str(tmp_path / "never-starts")
     started = time.monotonic()
-    guarded = run_guarded(["python3", "-c", "import time, sys; time.sleep(60)", marker], env=dict(os.environ),
+    guarded = run_guarded([sys.executable, "-c", "import time, sys; time.sleep(60)", marker], env=dict(os.environ),
                           log=tmp_path / "log", last_progress=lambda: None, pid_files=lambda: [],
                           startup_seconds=0.5, stall_seconds=0.5, marker=marker)
     assert guarded.killed_after is not None and guarded.returncode < 0

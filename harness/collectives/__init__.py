@@ -8,10 +8,10 @@
 """
 
 from harness.collectives.ops import OPS, describe, describe_state
-from harness.collectives.recorder import CollectiveRecorder, active_recorder, install_recorder
+from harness.collectives.recorder import CollectiveRecorder, install_recorder
 from harness.collectives.symmetry import first_divergence, group_sequences, signature
 
 __all__ = [
-    "OPS", "CollectiveRecorder", "active_recorder", "describe", "describe_state", "first_divergence",
+    "OPS", "CollectiveRecorder", "describe", "describe_state", "first_divergence",
     "group_sequences", "install_recorder", "signature",
 ]

@@ -73,10 +73,6 @@ class CollectiveRecorder:
                 self.log[seq]["state"] = "completed"
                 del self._unobserved[seq]
 
-    def last(self) -> dict | None:
-        log = self.snapshot()
-        return log[-1] if log else None
-
     # -- installing ------------------------------------------------------------------------
 
     def install(self) -> CollectiveRecorder:
@@ -190,10 +186,6 @@ class CollectiveRecorder:
 def install_recorder() -> CollectiveRecorder:
     """Install a recorder for this process (once) and return it."""
     return CollectiveRecorder().install()
-
-
-def active_recorder() -> CollectiveRecorder | None:
-    return _active
 
 
 def _is_completed(work) -> bool:
