@@ -27,6 +27,7 @@ SHUTDOWN_TIMEOUT = 5  # seconds between SIGTERM and SIGKILL when the agent tears
 
 
 def launch_config(job: Job, launch: LaunchDir) -> LaunchConfig:
+    optional = {"shutdown_timeout": SHUTDOWN_TIMEOUT} if "shutdown_timeout" in LaunchConfig.__dataclass_fields__ else {}  # torch >= 2.12
     return LaunchConfig(
         min_nodes=1,
         max_nodes=1,
@@ -37,7 +38,7 @@ def launch_config(job: Job, launch: LaunchDir) -> LaunchConfig:
         max_restarts=0,
         monitor_interval=MONITOR_INTERVAL,
         logs_specs=DefaultLogsSpecs(log_dir=str(launch.logs), redirects=Std.ALL),
-        shutdown_timeout=SHUTDOWN_TIMEOUT,
+        **optional,
     )
 
 

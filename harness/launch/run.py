@@ -143,5 +143,7 @@ def _startup_failure(launch: LaunchDir, guarded: GuardedExit, world_size: int) -
     else:
         head = f"the launch ended (agent exit status {guarded.returncode}) before any rank started a case"
     agent = launch.agent_log.read_text(errors="replace").splitlines()[-20:] if launch.agent_log.exists() else []
+    if launch.agent_result.exists():
+        agent += json.loads(launch.agent_result.read_text()).get("error", "").splitlines()[-20:]
     ranks = [f"rank {r} stderr:\n    | " + "\n    | ".join(log_tail(launch, r)) for r in range(world_size) if log_tail(launch, r)]
     return "\n".join([head, "agent output (last lines):", *(f"    | {line}" for line in agent), *ranks])

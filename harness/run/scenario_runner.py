@@ -11,6 +11,7 @@ broken field.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 import time
 import traceback
@@ -83,10 +84,20 @@ def run_launched(engine: Engine, cases: dict[str, Case], options: RunOptions) ->
     for (name, case), outcome in zip(cases.items(), outcomes):
         if outcome.status == LAUNCH_HANG:
             raise ArmProblem(HANG, f"arm {name!r} ({case.describe()}):\n{outcome.hang.describe()}")
+        if outcome.status == LAUNCH_ERROR and (outcome.error_type or "").endswith(".UnsupportedCase"):
+            raise ArmProblem(ERROR, f"arm {name!r}: a rank raised UnsupportedCase for a case the engine declares supported: "
+                                    f"fix the declaration or the engine.\n{outcome.error}")
         if outcome.status == LAUNCH_ERROR:
             raise ArmProblem(ERROR, f"arm {name!r} ({case.describe()}) failed:\n{outcome.error}")
         results[name] = accept(engine, name, case, outcome.result)
     return results
+
+
+DIAGNOSES = {
+    FAIL: lambda problem: f"the engine broke the result contract: {problem.comparison.where}",
+    ERROR: lambda problem: "the engine crashed: " + first_error_line(problem.detail),
+    HANG: lambda problem: "a collective never completed on some rank (deadlock): see the per-rank states and stacks",
+}
 
 
 def run_arms(engine: Engine, scenario: Scenario, cases: dict[str, Case], verdict: Verdict, options: RunOptions) -> dict[str, StepResult] | None:
@@ -110,6 +121,7 @@ def run_arms(engine: Engine, scenario: Scenario, cases: dict[str, Case], verdict
                 results |= run_launched(engine, group, options)
     except ArmProblem as problem:
         verdict.status, verdict.detail = problem.status, verdict.detail + problem.detail
+        verdict.diagnosis = DIAGNOSES[problem.status](problem)
         if problem.comparison is not None:
             verdict.comparisons.append(problem.comparison)
         return None
@@ -139,12 +151,15 @@ def run_scenario(engine: Engine, scenario: Scenario, family: str, dtype: str = "
             verdict.diagnosis = scenario.diagnose(judgement, failed)
         if save_dir is not None and (save_passing or verdict.failed):
             save_arms(save_dir, cases, results)
-    elif verdict.status == FAIL:
-        verdict.diagnosis = f"the engine broke the result contract: {verdict.comparisons[-1].where}"
-    elif verdict.status == HANG:
-        verdict.diagnosis = "a collective never completed on some rank (deadlock): see the per-rank states and stacks"
     verdict.seconds = time.perf_counter() - started
     return verdict
+
+
+def first_error_line(detail: str) -> str:
+    """The first line that names an exception ("...Error: ..."), else the first line."""
+    lines = [line.strip() for line in detail.splitlines() if line.strip() and not line.startswith(" ")]
+    named = [line for line in lines if re.search(r"\w(Error|Exception)\b", line)]
+    return (named[0] if named else lines[0] if lines else "no detail")[:300]
 
 
 def save_arms(directory: Path, cases: dict[str, Case], results: dict[str, StepResult]) -> None:

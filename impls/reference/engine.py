@@ -79,11 +79,12 @@ class ReferenceEngine(Engine):
 
     def run(self, case: Case) -> StepResult | None:
         self.require_supported(case)
-        return self.train(case, Mesh.build(case.parallel))
+        device = f"cuda:{torch.cuda.current_device()}" if case.device == "cuda" else "cpu"
+        return self.train(case, Mesh.build(case.parallel, device))
 
     def train(self, case: Case, mesh: Mesh) -> StepResult | None:
         """One step of this rank of the mesh; rank 0 returns the result."""
-        device = f"cuda:{torch.cuda.current_device()}" if case.device == "cuda" else "cpu"
+        device = mesh.device
         model = CausalLM.from_checkpoint(case.model.checkpoint, DTYPES[case.dtype], device)
         attention = CONTEXT_PARALLEL[case.parallel.cp_style](mesh) if case.parallel.cp > 1 else self.attention_backend(case)
         return step.train_step(model, case, self, attention, mesh)

@@ -23,6 +23,7 @@ class Mesh:
     rank: int
     dp_group: object = None
     cp_group: object = None
+    device: str = "cpu"  # where collectives run: NCCL groups reduce only device tensors
 
     @property
     def dp_rank(self) -> int:
@@ -45,20 +46,23 @@ class Mesh:
         return cls(dp=1, cp=1, rank=0)
 
     @classmethod
-    def build(cls, plan: ParallelPlan) -> Mesh:
+    def build(cls, plan: ParallelPlan, device: str = "cpu") -> Mesh:
         """Create the groups; every rank must call this, in the same order."""
         if plan.world_size == 1:
-            return cls.single()
+            return cls(dp=1, cp=1, rank=0, device=device)
         if not dist.is_initialized() or dist.get_world_size() != plan.world_size:
             have = dist.get_world_size() if dist.is_initialized() else "no process group"
             raise RuntimeError(f"the case needs a process group of {plan.world_size} ranks (dp{plan.dp} x cp{plan.cp}); found {have}")
         dp, cp, rank = plan.dp, plan.cp, dist.get_rank()
         cp_groups = [dist.new_group([d * cp + c for c in range(cp)]) for d in range(dp)]
         dp_groups = [dist.new_group([d * cp + c for d in range(dp)]) for c in range(cp)]
-        return cls(dp=dp, cp=cp, rank=rank, dp_group=dp_groups[rank % cp], cp_group=cp_groups[rank // cp])
+        return cls(dp=dp, cp=cp, rank=rank, dp_group=dp_groups[rank % cp], cp_group=cp_groups[rank // cp], device=device)
 
     def all_reduce(self, tensor: torch.Tensor, group: str = "world") -> torch.Tensor:
         """Sum over "world", "dp" or "cp" (in place; the identity on a single process)."""
         if self.distributed:
-            dist.all_reduce(tensor, group={"world": None, "dp": self.dp_group, "cp": self.cp_group}[group])
+            on_device = tensor.to(self.device)
+            dist.all_reduce(on_device, group={"world": None, "dp": self.dp_group, "cp": self.cp_group}[group])
+            if on_device is not tensor:
+                tensor.copy_(on_device)
         return tensor

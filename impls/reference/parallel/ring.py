@@ -5,7 +5,7 @@ After cp - 1 hops every query has seen every key shard. Masks use global token i
 row's global segment ids, so causality and document boundaries hold across shard cuts. The
 backward is autograd's: gradients of each key/value shard travel back around the ring to their
 owner (`ring_shift`'s backward). Written for exactness, not speed: the scores of a shard pair
-are materialised.
+are materialised, in float32 at least (as attention kernels accumulate), then cast back.
 
 Shapes: B batch, H heads, S = T / cp a shard, D head_dim.
 """
@@ -54,13 +54,15 @@ def ring_backend(mesh: Mesh) -> AttentionBackend:
     def attend(q_BHSD, k_BKSD, v_BKSD, context, scale):
         n_rep = q_BHSD.shape[1] // k_BKSD.shape[1]
         k, v = repeat_kv(k_BKSD, n_rep), repeat_kv(v_BKSD, n_rep)
-        out = torch.zeros_like(q_BHSD)
-        lse = torch.full(q_BHSD.shape[:-1], float("-inf"), dtype=q_BHSD.dtype, device=q_BHSD.device)
+        compute = torch.promote_types(q_BHSD.dtype, torch.float32)
+        q = q_BHSD.to(compute)
+        out = torch.zeros_like(q)
+        lse = torch.full(q.shape[:-1], float("-inf"), dtype=compute, device=q.device)
         for step in range(cp):
             owner = (me - step) % cp  # whose key/value shard this rank holds at this step
-            out, lse = _merge(out, lse, *_block(q_BHSD, k, v, allowed(context, owner), scale))
+            out, lse = _merge(out, lse, *_block(q, k.to(compute), v.to(compute), allowed(context, owner), scale))
             if step < cp - 1:
                 k, v = ring_shift(k, group), ring_shift(v, group)
-        return out
+        return out.to(q_BHSD.dtype)
 
     return AttentionBackend(name="ring", description="ring context parallelism (key/value shards passed around)", build_mask=build_mask, attend=attend)
