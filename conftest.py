@@ -18,7 +18,7 @@ OPTIONS = (
     ("--dtype", "float64", "dtype of the conformance cases (default: float64)"),
     ("--device", "cpu", "device of the conformance cases (default: cpu)"),
     ("--attention", "auto", "attention backend the cases ask for (default: auto, the engine's choice)"),
-    ("--arm-timeout", "45", "seconds one arm may run before it is judged hung (default: 45; packcheck run's default is 600)"),
+    ("--arm-timeout", "30", "seconds one arm may run before it is judged hung (default: 30; packcheck run's default is 600)"),
 )
 
 settings.register_profile("ci", derandomize=True, max_examples=12, deadline=None, print_blob=True,
