@@ -51,7 +51,6 @@ class ReferenceEngine(Engine):
     shard = staticmethod(step.shard)
     global_token_count = staticmethod(step.global_token_count)
     token_weight = staticmethod(loss.token_weight)
-    reduce_gradients = staticmethod(step.reduce_gradients)
 
     def attention_backend(self, case: Case) -> str:
         return "sdpa" if case.attention == "auto" else case.attention

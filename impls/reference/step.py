@@ -1,12 +1,13 @@
 """One training step of the reference trainer over a Case, on one process or on every rank of a
-dp x cp mesh: each micro-batch's forwards and backwards, gradients summed over the mesh, an
+dp x cp mesh: each micro-batch's forwards and backwards, gradients summed over the mesh by
+DistributedDataParallel (parallel/data_parallel.py), an
 optional AdamW step, and the StepResult (on rank 0).
 
 `accumulate_gradients` is the forward/backward half on its own, so that `impls.reference.train`
 runs many steps through exactly this code with its own model and optimizer persisting.
 
 The pipeline (`pipe`) supplies the replaceable steps (unpad, pack, widen for CP, positions and
-segments, target mask, shard, count, token weight, gradient reduction): the reference engine
+segments, target mask, shard, count, token weight): the reference engine
 passes its own, and each mutant replaces exactly one. The loss-token count is the engine's own
 count of the targets in the rows it built, over every micro-batch of every data-parallel rank,
 before the first backward, as a real trainer must.
@@ -19,6 +20,7 @@ import torch
 from harness.contract import Case, StepResult
 from impls.reference.layouts import plan_forwards
 from impls.reference.model import CausalLM
+from impls.reference.parallel.data_parallel import GradientSync
 from impls.reference.parallel.mesh import Mesh
 from impls.reference.predictions import Predictions, label_logprobs
 from impls.reference.rows import build_rows
@@ -45,20 +47,25 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe, attention, scatter: 
     shard_tokens = sum(int(p.label_mask_BT.sum()) for forwards in shards for p in forwards)
     global_tokens = pipe.global_token_count(micro_tokens, shard_tokens, mesh)
     model.zero_grad(set_to_none=True)
+    sync = GradientSync(model, mesh)
+    last = (len(shards) - 1, len(shards[-1]) - 1)
     local_loss = 0.0
-    for forwards, tokens in zip(shards, micro_tokens):
+    for m, (forwards, tokens) in enumerate(zip(shards, micro_tokens)):
         weight = pipe.token_weight(tokens, global_tokens, len(micro_batches))
-        for predictions in forwards:
+        for f, predictions in enumerate(forwards):
             p = predictions.to(device)
-            logits_BTV = model(p.input_ids_BT, p.position_ids_BT, p.segment_ids_BT, attention)
-            lp_BT = label_logprobs(logits_BTV, p.label_BT)
-            lp_BT.retain_grad()
-            loss = -(lp_BT * p.label_mask_BT.to(lp_BT.dtype)).sum() * weight
-            loss.backward()
+            with sync.backward_context(last=(m, f) == last):
+                logits_BTV = sync.forward_module(p.input_ids_BT, p.position_ids_BT, p.segment_ids_BT, attention)
+                lp_BT = label_logprobs(logits_BTV, p.label_BT)
+                lp_BT.retain_grad()
+                loss = -(lp_BT * p.label_mask_BT.to(lp_BT.dtype)).sum() * weight
+                loss.backward()
             local_loss += loss.item()
             if scatter is not None:
                 scatter.add(predictions, lp_BT, lp_BT.grad)
-    pipe.reduce_gradients(model, mesh, shard_tokens)
+    for parameter in model.parameters():  # a rank whose rows reach no parameter still contributes zeros
+        if parameter.grad is None:
+            parameter.grad = torch.zeros_like(parameter)
     total_loss = mesh.all_reduce(torch.tensor([local_loss], dtype=torch.float64)).item()
     return total_loss, global_tokens
 
@@ -66,14 +73,6 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe, attention, scatter: 
 def global_token_count(micro_tokens: list[int], shard_tokens: int, mesh: Mesh) -> int:
     """Every rank of a CP group counted the same whole rows: sum over the data-parallel group only."""
     return int(mesh.all_reduce(torch.tensor([sum(micro_tokens)], dtype=torch.float64), "dp").item())
-
-
-def reduce_gradients(model: CausalLM, mesh: Mesh, shard_tokens: int) -> None:
-    """Each rank backpropagated its own share of the global loss: the gradient is their sum."""
-    for p in model.parameters():
-        if p.grad is None:
-            p.grad = torch.zeros_like(p)
-        mesh.all_reduce(p.grad)
 
 
 def shard(predictions: Predictions, mesh: Mesh) -> Predictions:
