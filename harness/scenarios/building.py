@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from harness.compare import Comparison
+from harness.compare import Comparison, compare_results
 from harness.contract import Case, Layout, Partition, Sample
 from harness.data.samples import make_samples
-from harness.scenarios.base import Setting
+from harness.scenarios.base import Judgement, Setting
 
 
 def arm(setting: Setting, name: str, samples: Sequence[Sample], layout: Layout, partition: Partition | None = None, **fields) -> Case:
@@ -29,3 +29,12 @@ def samples_for(setting: Setting, spec) -> tuple[Sample, ...]:
 
 def failing(comparisons: list[Comparison], quantity: str | None = None) -> list[Comparison]:
     return [c for c in comparisons if not c.passed and (quantity is None or c.quantity == quantity)]
+
+
+def every_arm_against(j: Judgement, baseline: str) -> list[Comparison]:
+    """Every other arm that ran, compared with `baseline` on everything the two must agree on."""
+    rows = []
+    for name, result in j.results.items():
+        if name != baseline:
+            rows += compare_results(f"{name} vs {baseline}", result, j.results[baseline], j.tolerance, j.locate(name))
+    return rows

@@ -10,12 +10,11 @@ or over the wrong group, and uneven shards all move some quantity here.
 
 from __future__ import annotations
 
-from harness.compare import compare_results
 from harness.contract import UNPACKED, ParallelPlan, packed
 from harness.contract.parallel import CP_STYLES
 from harness.data.samples import CP_CUTS, CP_CUTS_SEQ_LEN
 from harness.scenarios.base import Judgement, Scenario, Setting
-from harness.scenarios.building import arm, failing, samples_for
+from harness.scenarios.building import arm, every_arm_against, failing, samples_for
 
 SINGLE = "single"
 INDIVISIBLE_SEQ_LEN = 50  # not a multiple of 4
@@ -36,11 +35,7 @@ def build(setting: Setting) -> dict:
 
 
 def judge(j: Judgement) -> list:
-    rows = []
-    for name, result in j.results.items():
-        if name != SINGLE:
-            rows += compare_results(f"{name} vs {SINGLE}", result, j.results[SINGLE], j.tolerance, j.locate(name))
-    return rows
+    return every_arm_against(j, SINGLE)
 
 
 def diagnose(j: Judgement, failed: list) -> str:

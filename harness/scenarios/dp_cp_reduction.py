@@ -10,11 +10,10 @@ leaves the others waiting.
 
 from __future__ import annotations
 
-from harness.compare import compare_results
 from harness.contract import ParallelPlan, Partition, packed
 from harness.data.samples import SKEWED_LENGTHS
 from harness.scenarios.base import Judgement, Scenario, Setting
-from harness.scenarios.building import arm, failing, samples_for
+from harness.scenarios.building import arm, every_arm_against, failing, samples_for
 
 SEQ_LEN = 48
 SINGLE = "single"
@@ -36,11 +35,7 @@ def build(setting: Setting) -> dict:
 
 
 def judge(j: Judgement) -> list:
-    rows = []
-    for name, result in j.results.items():
-        if name != SINGLE:
-            rows += compare_results(f"{name} vs {SINGLE}", result, j.results[SINGLE], j.tolerance, j.locate(name))
-    return rows
+    return every_arm_against(j, SINGLE)
 
 
 def diagnose(j: Judgement, failed: list) -> str:
