@@ -26,8 +26,10 @@ from impls.reference.predictions import Predictions, label_logprobs
 from impls.reference.rows import build_rows
 from impls.reference.scatter import SampleScatter
 
+SINGLE_PROCESS = Mesh.single()
 
-def build_micro_batches(case: Case, pipe, mesh: Mesh = Mesh.single()) -> list[list[Predictions]]:
+
+def build_micro_batches(case: Case, pipe, mesh: Mesh = SINGLE_PROCESS) -> list[list[Predictions]]:
     """The whole rows of every forward of this data-parallel rank's micro-batches, in execution order."""
     return [
         [Predictions.from_rows(build_rows(plans, pipe.positions_and_segments, pipe.target_mask))
@@ -37,7 +39,7 @@ def build_micro_batches(case: Case, pipe, mesh: Mesh = Mesh.single()) -> list[li
 
 
 def accumulate_gradients(model: CausalLM, case: Case, pipe, attention, scatter: SampleScatter | None = None,
-                         mesh: Mesh = Mesh.single()) -> tuple[float, int]:
+                         mesh: Mesh = SINGLE_PROCESS) -> tuple[float, int]:
     """Forwards and backwards of every micro-batch into `.grad`, summed over the mesh: the global
     loss and loss-token count."""
     device = next(model.parameters()).device
@@ -79,7 +81,7 @@ def shard(predictions: Predictions, mesh: Mesh) -> Predictions:
     return predictions.shard(mesh.cp_rank, mesh.cp)
 
 
-def train_step(model: CausalLM, case: Case, pipe, attention, mesh: Mesh = Mesh.single()) -> StepResult | None:
+def train_step(model: CausalLM, case: Case, pipe, attention, mesh: Mesh = SINGLE_PROCESS) -> StepResult | None:
     scatter = SampleScatter([len(s.input_ids) for s in case.samples], next(model.parameters()).dtype)
     total_loss, global_tokens = accumulate_gradients(model, case, pipe, attention, scatter, mesh)
     scatter.reduce(mesh)
