@@ -6,7 +6,8 @@ it claims to catch, and how quietly the reference passes it.
 Bug signal = the worst margin (observed / allowed) of the mutant's verdict, the smaller of the
 families (the weakest family is the one that matters); clean margin = the reference's worst
 margin, the larger of the families. A signal of inf is a count or set mismatch (allowed error 0)
-or a result that broke the contract.
+or a result that broke the contract; ERROR and HANG mean the mutant crashed or deadlocked, which
+the verdict reports without a margin.
 """
 
 from __future__ import annotations
@@ -16,6 +17,14 @@ from pathlib import Path
 
 from harness.report.load import format_margin, load_run
 from harness.scenarios import SCENARIOS
+
+
+def _signal(flagged) -> str:
+    """The weakest margin, or the status where a crash or a hang is the signal (no margin)."""
+    statuses = set(flagged["status"])
+    if statuses & {"error", "hang"}:
+        return " / ".join(sorted(statuses)).upper()
+    return format_margin(flagged["max_margin"].min())
 
 
 def margin_table(run_dir: Path) -> str:
@@ -36,9 +45,9 @@ def margin_table(run_dir: Path) -> str:
             mutant = here[here["engine"] == f"mutant.{bug}"]
             if not len(mutant):
                 continue
-            flagged = mutant[mutant["status"].isin(["fail", "error"])]
+            flagged = mutant[mutant["status"].isin(["fail", "error", "hang"])]
             families = ", ".join(sorted(flagged["family"])) or "NOT FLAGGED"
-            signal = format_margin(flagged["max_margin"].min()) if len(flagged) == len(mutant) else "not flagged in every family"
+            signal = _signal(flagged) if len(flagged) == len(mutant) else "not flagged in every family"
             lines.append(f"| {scenario.name} | {clean_margin} | mutant.{bug} | {signal} | {families} |")
     return "\n".join(lines) + "\n"
 
