@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import torch
 
-from harness.contract import Case, LayoutKind, StepResult
+from harness.contract import Case, LayoutKind, LossKind, StepResult
 from harness.engines import Capabilities, Engine
-from impls.reference import collate, loss, packing, rows
+from impls.reference import aggregation, collate, loss, packing, policy_inputs, rows
 from impls.reference.model import CausalLM
 from impls.reference.step import train_step
 
@@ -24,6 +24,7 @@ class ReferenceEngine(Engine):
         families=frozenset({"llama", "qwen3"}),
         dtypes=frozenset(DTYPES),
         devices=frozenset({"cpu", "cuda"}),
+        losses=frozenset(LossKind),
         reports=frozenset({"dloss_dlogprobs", "params_after"}),
         attention={
             "auto": ALL_LAYOUTS,
@@ -38,6 +39,8 @@ class ReferenceEngine(Engine):
     positions_and_segments = staticmethod(rows.positions_and_segments)
     target_mask = staticmethod(rows.target_mask)
     token_weight = staticmethod(loss.token_weight)
+    policy_inputs = staticmethod(policy_inputs.policy_inputs)
+    aggregation_weights = staticmethod(aggregation.aggregation_weights)
 
     def attention_backend(self, case: Case) -> str:
         return "sdpa" if case.attention == "auto" else case.attention

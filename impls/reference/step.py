@@ -5,9 +5,10 @@ backwards, gradients accumulated, an optional AdamW step, and the StepResult.
 runs many steps through exactly this code with its own model and optimizer persisting.
 
 The pipeline (`pipe`) supplies the replaceable steps (unpad, pack, positions and segments, target
-mask, token weight): the reference engine passes its own, and each mutant replaces exactly one.
-The loss-token count is the engine's own count of the targets in the rows it built, counted over
-every micro-batch before the first backward, as a real trainer must.
+mask, token weight; for policy losses the per-token inputs and the aggregation weights): the
+reference engine passes its own, and each mutant replaces exactly one. The counts the loss is
+normalised by are the engine's own counts of the targets in the rows it built, over every
+micro-batch before the first backward, as a real trainer must.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from __future__ import annotations
 import torch
 
 from harness.contract import Case, StepResult
+from impls.reference.counts import count_targets
 from impls.reference.layouts import plan_forwards
 from impls.reference.loss import target_logprobs
 from impls.reference.model import CausalLM
+from impls.reference.objective import forward_loss
 from impls.reference.rows import Rows, build_rows
 
 
@@ -59,22 +62,20 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe, attention: str,
     """Forwards and backwards of every micro-batch into `.grad`: the global loss and loss-token count."""
     device = next(model.parameters()).device
     micro_batches = build_micro_batches(case, pipe)
-    micro_tokens = [sum(int(r.target_mask_BT.sum()) for r in forwards) for forwards in micro_batches]
-    global_tokens = sum(micro_tokens)
+    counts = count_targets(micro_batches)
     model.zero_grad(set_to_none=True)
     total_loss = 0.0
-    for forwards, tokens in zip(micro_batches, micro_tokens):
-        weight = pipe.token_weight(tokens, global_tokens, len(micro_batches))
+    for forwards, micro_counts in zip(micro_batches, counts):
         for rows in forwards:
             logits_BTV = model(rows.input_ids_BT.to(device), rows.position_ids_BT.to(device), rows.segment_ids_BT.to(device), attention)
             lp_BT = target_logprobs(logits_BTV, rows.input_ids_BT.to(device))
             lp_BT.retain_grad()
-            loss = -(lp_BT * rows.target_mask_BT.to(device, lp_BT.dtype)).sum() * weight
+            loss = forward_loss(case, pipe, rows, logits_BTV, lp_BT, micro_counts)
             loss.backward()
             total_loss += loss.item()
             if scatter is not None:
                 scatter.add(rows, lp_BT, lp_BT.grad)
-    return total_loss, global_tokens
+    return total_loss, counts[0].global_tokens
 
 
 def train_step(model: CausalLM, case: Case, pipe, attention: str) -> StepResult:
