@@ -4,10 +4,9 @@ rollout log-probs, so the ratio r = exp(logp - old) is known by construction.
 - `rollout_samples`: zero advantages and placeholder old log-probs: the policy loss is identically
   zero, the arm is run only for its log-probs (any engine with a policy loss can run it).
 - `on_policy_samples`: old = ref = the rollout's log-probs: at step 0 every ratio is exactly 1.
-- `off_policy_samples`: old = rollout - log(ratio) with the ratio drawn per token from RATIOS, so
-  the tokens land in every branch of the clipped surrogate (unclipped, clipped on either side,
-  dual-clipped), each far from the clip boundaries (1 -+ 0.2, dual clip 3); ref = rollout + a small
-  per-token offset, so the KL penalty has a gradient.
+- `off_policy_samples`: old = rollout - log(ratio) with the ratio drawn per token from `ratios`
+  (the caller picks them for its clip range: every branch of the surrogate, far from its
+  boundaries); ref = rollout + a small per-token offset, so the KL penalty has a gradient.
 
 Advantages never vanish and take both signs: one per sample (GRPO) for even samples, one per token
 (PPO with GAE) for odd ones.
@@ -23,7 +22,6 @@ import torch
 
 from harness.contract import Sample
 
-RATIOS = (0.5, 0.9, 1.0, 1.1, 1.5, 4.0)
 ADVANTAGES = (-2.0, -0.6, 0.4, 1.5)
 REF_OFFSETS = (-0.4, 0.25)
 
@@ -50,7 +48,8 @@ def on_policy_samples(samples: Sequence[Sample], rollout: Sequence[torch.Tensor]
     )
 
 
-def off_policy_samples(samples: Sequence[Sample], rollout: Sequence[torch.Tensor], seed: int) -> tuple[Sample, ...]:
+def off_policy_samples(samples: Sequence[Sample], rollout: Sequence[torch.Tensor], ratios: Sequence[float],
+                       seed: int) -> tuple[Sample, ...]:
     rng = random.Random(seed)
     out = []
     for i, (sample, lp) in enumerate(zip(samples, rollout)):
@@ -58,7 +57,7 @@ def off_policy_samples(samples: Sequence[Sample], rollout: Sequence[torch.Tensor
         out.append(_with(
             sample,
             advantages=advantages(sample, i, rng),
-            old_logprobs=[v - math.log(rng.choice(RATIOS)) for v in values],
+            old_logprobs=[v - math.log(rng.choice(ratios)) for v in values],
             ref_logprobs=[v + rng.choice(REF_OFFSETS) for v in values],
         ))
     return tuple(out)

@@ -4,17 +4,14 @@ global batch, whatever the micro-batch partition and the layout.
 A rollout arm gives the engine's own log-probs; the policy arms (the follow-up) take their old
 log-probs from it, shifted per token so the ratio lands in every branch of the clipped surrogate
 (harness/data/rl.py), with per-sample and per-token advantages of both signs. Lengths are skewed,
-rows hold several documents, one sample is fully masked. For each mode, arms with one
-micro-batch and with an uneven partition (packed, and unpacked) are judged:
-- against the definition, evaluated by the harness at the engine's own log-probs: the reported
-  loss, every token's weight (`dloss_dlogprobs`), and the exact set of clipped tokens;
-- against each other: loss, count, weights and every gradient do not depend on the partition or
-  the layout.
-Every arm has the dual clip; without a KL penalty the clipped tokens' weights are exactly 0 and
-their set is compared exactly. One arm per mode adds the k3 KL penalty (exact loss and weights);
-a pair adds KL and an entropy bonus, which the harness cannot evaluate (it needs the whole
-distribution): those are judged by partition invariance, their non-entropy weights, and the size
-of the entropy term (harness/compare/policy.py).
+rows hold several documents, one sample is fully masked. Per mode, every arm is judged against
+the definition as the harness evaluates it at the engine's own log-probs (harness/compare/policy.py),
+and every arm but `one` against `one` of its terms (loss, count, weights, every gradient):
+- `clip/{one, uneven, uneven_unpacked}` (asymmetric clip, dual clip): loss, every token's weight, and the exact set
+  of clipped tokens, whose weight is exactly 0;
+- `kl/one` (+ k3 KL): loss and weights with the penalty's value and derivative;
+- `kl+entropy/{one, uneven}` (+ entropy bonus, which the harness cannot evaluate without the
+  whole distribution): weights with the entropy held fixed, and the size of the entropy term.
 """
 
 from __future__ import annotations
@@ -34,10 +31,15 @@ ROLLOUT = "rollout"
 UNEVEN = Partition.single_rank([(0, 7), (1, 2, 4), (3, 5, 6, 8)])
 # Dr.GRPO's constant: unlike seq_len (48) and the longest sample (44), so a normaliser read off the batch shape shows.
 NORM_CONSTANT = 64.0
+# An asymmetric clip range (clip-higher) so that swapping clip_low and clip_high moves tokens, and
+# ratios in every branch: below the range, inside, inside only because clip_high > clip_low, above,
+# above the dual clip. Each is >= 0.15 nats from a boundary: layout noise never moves a token across.
+CLIP = dict(clip_low=0.2, clip_high=0.8, dual_clip=4.0)
+RATIOS = (0.5, 1.0, 1.4, 2.5, 6.0)
 TERMS = {
-    "clip": dict(dual_clip=3.0),
-    "kl": dict(dual_clip=3.0, kl_coef=0.1),
-    "kl+entropy": dict(dual_clip=3.0, kl_coef=0.1, entropy_coef=0.05),
+    "clip": CLIP,
+    "kl": CLIP | dict(kl_coef=0.1),
+    "kl+entropy": CLIP | dict(kl_coef=0.1, entropy_coef=0.05),
 }
 SHAPES = {  # shape -> (layout, partition); every arm is compared with the "one" of its mode and terms
     "one": (packed(SEQ_LEN), None),
@@ -64,7 +66,7 @@ def build(setting: Setting) -> dict:
 def policy_arm(setting: Setting, results: Mapping[str, StepResult], mode: Aggregation, terms: str, shape: str,
                layout: Layout, partition: Partition | None) -> Case:
     """The arm `mode/terms/shape`, its old log-probs made from the rollout's (the conformance suite adds shapes)."""
-    samples = off_policy_samples(samples_for(setting, SKEWED_LENGTHS), results[ROLLOUT].logprobs, seed=setting.seed)
+    samples = off_policy_samples(samples_for(setting, SKEWED_LENGTHS), results[ROLLOUT].logprobs, RATIOS, seed=setting.seed)
     name = arm_name(mode, terms, shape)
     return arm(setting, name, samples, layout, partition, loss=loss_spec(mode, terms))
 

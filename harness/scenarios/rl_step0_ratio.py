@@ -51,9 +51,8 @@ def follow_up(setting: Setting, results) -> dict:
     base = samples_for(setting, MIXED_DOCUMENTS)
     arms = {}
     for name, (rollout, layout, partition) in ARMS.items():
-        if rollout_arm(rollout) in results:
-            samples = on_policy_samples(base, results[rollout_arm(rollout)].logprobs, seed=setting.seed)
-            arms[name] = arm(setting, name, samples, layout, partition, loss=LOSS)
+        samples = on_policy_samples(base, results[rollout_arm(rollout)].logprobs, seed=setting.seed)
+        arms[name] = arm(setting, name, samples, layout, partition, loss=LOSS)
     return arms
 
 
