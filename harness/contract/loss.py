@@ -24,7 +24,7 @@ A the advantage, old / ref the behaviour / reference policy's log-probs, r = exp
 | mode | loss | w[i, t] | micro-batch m contributes | all-reduce before the first backward |
 |---|---|---|---|---|
 | token-mean | sum_{i,t} l / N | 1 / N | sum_{i in m, t} l / N | N (loss tokens) over the DP group |
-| seq-mean-token-mean | (1/G) sum_i (sum_t l / |S_i|) | 1 / (G |S_i|) | sum_{i in m} (sum_t l / |S_i|) / G | G (non-empty samples); |S_i| whole-sample under CP |
+| seq-mean-token-mean | (1/G) sum_i sum_t l / |S_i| | 1 / (G |S_i|) | sum_{i in m} (sum_t l / |S_i|) / G | G; |S_i| whole (CP) |
 | seq-mean-token-sum | (1/G) sum_i sum_t l | 1 / G | sum_{i in m, t} l / G | G (non-empty samples) over the DP group |
 | seq-mean-token-sum-norm | sum_{i,t} l / C | 1 / C | sum_{i in m, t} l / C | nothing: C = norm_constant is fixed (Dr.GRPO) |
 
