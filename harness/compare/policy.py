@@ -1,7 +1,7 @@
 """Compare a policy-loss StepResult with the loss's definition, evaluated by the harness.
 
-The definition (harness/losses) is evaluated at the engine's own log-probs (or, for step 0, at the
-old log-probs, where every ratio is 1 by construction), so these checks need no second engine:
+The definition (harness/losses) is evaluated at the engine's own log-probs, so these checks need no
+second engine and hold in any dtype:
 - the reported loss equals the definition (not for entropy arms: the harness cannot evaluate H);
 - `dloss_dlogprobs` equals the definition's weight of every token, 0 off the loss mask;
 - without KL, the tokens whose weight the clip zeroes are exactly the definition's;
@@ -20,7 +20,7 @@ import torch
 from harness.compare.arms import Locate
 from harness.compare.comparison import Comparison
 from harness.compare.metrics import rel
-from harness.compare.tolerances import Tolerance
+from harness.compare.tolerances import TOLERANCES, Tolerance
 from harness.contract import Case, StepResult
 from harness.losses import Branch, TokenLoss, token_loss, token_weights
 
@@ -74,13 +74,15 @@ def compare_policy_weights(case: Case, result: StepResult, expected: Expected, t
                       observed=observed, threshold=tol.dloss_dlogprobs, where=where)
 
 
-def compare_clipped_set(case: Case, result: StepResult, expected: Expected, tol: Tolerance, locate: Locate, arm: str) -> Comparison:
+def compare_clipped_set(case: Case, result: StepResult, expected: Expected, locate: Locate, arm: str) -> Comparison:
     """Without a KL penalty, the loss tokens with weight zero (clipped) must be exactly the definition's: the clip
-    bounds, the min/max branch and the ratio's old log-probs all show here, token by token."""
+    bounds, the min/max branch and the ratio's old log-probs all show here, token by token. A clipped token's weight
+    is exactly 0 in any dtype (the clip branch is a constant), so "zero" means zero to float64 precision."""
     scale = max(float(t.abs().max()) for t in expected.dloss_dlogprobs if t.numel())
+    zero = TOLERANCES["float64"].dloss_dlogprobs * scale
     engine, harness = set(), set()
     for i, t in case.supervised:
-        if abs(float(result.dloss_dlogprobs[i][t])) <= tol.dloss_dlogprobs * scale:
+        if abs(float(result.dloss_dlogprobs[i][t])) <= zero:
             engine.add((i, t))
         if float(expected.dloss_dlogprobs[i][t]) == 0.0:
             harness.add((i, t))
@@ -94,15 +96,14 @@ def compare_clipped_set(case: Case, result: StepResult, expected: Expected, tol:
     )
 
 
-def compare_policy(case: Case, result: StepResult, tol: Tolerance, locate: Locate, arm: str,
-                   at: Sequence[torch.Tensor] | None = None) -> list[Comparison]:
-    """Every check of a policy-loss result against its definition, evaluated at `at` (default: the engine's log-probs)."""
-    expected = expected_policy(case, result.logprobs if at is None else at)
+def compare_policy(case: Case, result: StepResult, tol: Tolerance, locate: Locate, arm: str) -> list[Comparison]:
+    """Every check of a policy-loss result against its definition, evaluated at the engine's own log-probs."""
+    expected = expected_policy(case, result.logprobs)
     rows = [] if case.loss.entropy_coef else [compare_policy_loss(case, result, expected, tol, arm)]
     if result.dloss_dlogprobs is not None:
         rows.append(compare_policy_weights(case, result, expected, tol, locate, arm))
         if not case.loss.kl_coef:
-            rows.append(compare_clipped_set(case, result, expected, tol, locate, arm))
+            rows.append(compare_clipped_set(case, result, expected, locate, arm))
     if case.loss.entropy_coef:
         rows.append(compare_entropy_term(case, result, expected, tol, arm))
     return rows

@@ -8,13 +8,11 @@ distributions the rollout saw (verl #2088, trlx #107, TRL #454). Rollout arms gi
 from an unpacked and from a packed run; policy arms recompute them in another layout (packed from
 unpacked, unpacked from packed, packed with an uneven partition, length-bucketed), so a packing
 bug that moves documents 2..k of a row shows as r != 1 exactly there. Judged per arm: the ratio
-of every token, every token's weight (-A w at r = 1) and the loss (-sum w A), all evaluated by
-the harness at r = 1.
+of every token is 1; every token's weight and the loss equal the definition at the engine's
+log-probs, which at r = 1 is -A w (nothing clips, the KL gradient vanishes) and -sum(w A).
 """
 
 from __future__ import annotations
-
-import torch
 
 from harness.compare import compare_count
 from harness.compare.policy import compare_policy, compare_ratio_is_one
@@ -56,10 +54,6 @@ def follow_up(setting: Setting, results) -> dict:
     return arms
 
 
-def old_logprobs(case) -> list[torch.Tensor]:
-    return [torch.tensor(s.old_logprobs, dtype=torch.float64) for s in case.samples]
-
-
 def judge(j: Judgement) -> list:
     rows = []
     for name in ARMS:
@@ -68,7 +62,7 @@ def judge(j: Judgement) -> list:
         case, result = j.cases[name], j.results[name]
         rows.append(compare_ratio_is_one(case, result, j.tolerance, j.locate(name), name))
         rows.append(compare_count(case, result, name))
-        rows += compare_policy(case, result, j.tolerance, j.locate(name), name, at=old_logprobs(case))
+        rows += compare_policy(case, result, j.tolerance, j.locate(name), name)
     return rows
 
 
