@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.compare import compare_results, tolerance_for
-from harness.compare.policy import compare_policy
+from harness.compare import compare_policy, compare_results, tolerance_for
 from harness.contract import UNPACKED, Aggregation, packed
 from harness.data.samples import SKEWED_LENGTHS
 from harness.data.strategies import partitions

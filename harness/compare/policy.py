@@ -52,7 +52,7 @@ def describe_branch(case: Case, expected: Expected, sample: int, token: int) -> 
     return f"{Branch(int(tl.branch_T[token])).name.lower()}, r={float(tl.ratio_T[token]):.6g}, A={advantage:+.3g}"
 
 
-def compare_policy_loss(case: Case, result: StepResult, expected: Expected, tol: Tolerance, arm: str) -> Comparison:
+def compare_policy_loss(result: StepResult, expected: Expected, tol: Tolerance, arm: str) -> Comparison:
     return Comparison(
         arms=f"{arm}: {ARMS}", quantity="loss", item="policy loss definition", metric="rel", observed=rel(result.loss, expected.loss),
         threshold=tol.loss, where=f"reported {result.loss:.12g}, the definition at the engine's log-probs gives {expected.loss:.12g}",
@@ -99,7 +99,7 @@ def compare_clipped_set(case: Case, result: StepResult, expected: Expected, loca
 def compare_policy(case: Case, result: StepResult, tol: Tolerance, locate: Locate, arm: str) -> list[Comparison]:
     """Every check of a policy-loss result against its definition, evaluated at the engine's own log-probs."""
     expected = expected_policy(case, result.logprobs)
-    rows = [] if case.loss.entropy_coef else [compare_policy_loss(case, result, expected, tol, arm)]
+    rows = [] if case.loss.entropy_coef else [compare_policy_loss(result, expected, tol, arm)]
     if result.dloss_dlogprobs is not None:
         rows.append(compare_policy_weights(case, result, expected, tol, locate, arm))
         if not case.loss.kl_coef:

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from harness.compare import compare_count, compare_results
-from harness.compare.policy import compare_policy
+from harness.compare import compare_count, compare_policy, compare_results
 from harness.contract import UNPACKED, Aggregation, Case, Layout, LossSpec, Partition, StepResult, packed
 from harness.data.rl import off_policy_samples, rollout_samples
 from harness.data.samples import SKEWED_LENGTHS

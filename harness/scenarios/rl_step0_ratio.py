@@ -14,8 +14,7 @@ log-probs, which at r = 1 is -A w (nothing clips, the KL gradient vanishes) and 
 
 from __future__ import annotations
 
-from harness.compare import compare_count
-from harness.compare.policy import compare_policy, compare_ratio_is_one
+from harness.compare import compare_count, compare_policy, compare_ratio_is_one
 from harness.contract import UNPACKED, Layout, LayoutKind, LossSpec, Partition, packed
 from harness.data.rl import on_policy_samples, rollout_samples
 from harness.data.samples import MIXED_DOCUMENTS
