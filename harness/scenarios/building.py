@@ -1,4 +1,4 @@
-"""Small helpers the scenario entries share to build their arms."""
+"""Small helpers the scenario entries share to build their arms and read their failures."""
 
 from __future__ import annotations
 
@@ -29,3 +29,7 @@ def samples_for(setting: Setting, spec) -> tuple[Sample, ...]:
 
 def failing(comparisons: list[Comparison], quantity: str | None = None) -> list[Comparison]:
     return [c for c in comparisons if not c.passed and (quantity is None or c.quantity == quantity)]
+
+
+COUNT_MISMATCH = ("the engine's loss-token count differs from the loss mask's: padding or labels across document boundaries "
+                  "are in the loss, or targets are missing (see mask_alignment, token_conservation)")

@@ -23,7 +23,7 @@ from harness.contract import UNPACKED, Aggregation, Case, Layout, LossSpec, Part
 from harness.data.rl import off_policy_samples, rollout_samples
 from harness.data.samples import SKEWED_LENGTHS
 from harness.scenarios.base import Judgement, Scenario, Setting
-from harness.scenarios.building import arm, failing, samples_for
+from harness.scenarios.building import COUNT_MISMATCH, arm, failing, samples_for
 
 SEQ_LEN = 48
 ROLLOUT = "rollout"
@@ -99,8 +99,7 @@ def diagnose(j: Judgement, failed: list) -> str:
         return (f"[{modes}] per-token log-probs differ between layouts or partitions: the forward itself depends on how "
                 "samples are packed (see packed_vs_unpacked), so no loss built on them can be right")
     if failing(failed, "num_loss_tokens"):
-        return (f"[{modes}] the engine's loss-token count differs from the loss mask's: padding or labels across document "
-                "boundaries are in the loss, or targets are missing (see mask_alignment, token_conservation)")
+        return f"[{modes}] {COUNT_MISMATCH}"
     if failing(failed, "clipped_set"):
         return (f"[{modes}] the engine clips other tokens than the definition: its ratio uses other old log-probs, "
                 "other clip bounds, or the min/max of the surrogate is inverted")

@@ -19,7 +19,7 @@ from harness.contract import UNPACKED, Layout, LayoutKind, LossSpec, Partition, 
 from harness.data.rl import on_policy_samples, rollout_samples
 from harness.data.samples import MIXED_DOCUMENTS
 from harness.scenarios.base import Judgement, Scenario, Setting
-from harness.scenarios.building import arm, failing, samples_for
+from harness.scenarios.building import COUNT_MISMATCH, arm, failing, samples_for
 from harness.scenarios.document_drift import drift_by_document
 
 SEQ_LEN = 48
@@ -79,6 +79,8 @@ def diagnose(j: Judgement, failed: list) -> str:
                     "attention, positions not reset), so old and new log-probs disagree across layouts")
         return ("the ratio is not 1 at step 0: old and new log-probs of the same weights differ between layouts, so the "
                 "trainer does not reconstruct the distributions the rollout saw")
+    if failing(failed, "num_loss_tokens"):
+        return COUNT_MISMATCH
     return ("the ratios are 1 but the loss or its weights are not -A w: at step 0 nothing may clip and the KL to an identical "
             "reference vanishes, so the loss is normalised differently from its definition (with an uneven partition only: "
             "per micro-batch)")
