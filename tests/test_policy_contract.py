@@ -11,8 +11,8 @@ from harness.contract import UNPACKED, Aggregation, Case, ContractError, LossSpe
 from harness.engines import Capabilities
 from harness.golden.store import float64_digest, golden_path
 from harness.models import model_spec
-from harness.scenarios import SCENARIOS
 from harness.run.scenario_runner import setting_for
+from harness.scenarios import SCENARIOS
 
 PPO = LossSpec(kind="ppo_clip")
 

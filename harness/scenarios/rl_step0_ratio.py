@@ -69,7 +69,7 @@ def diagnose(j: Judgement, failed: list) -> str:
     ratios = failing(failed, "ratio")
     if ratios:
         name = ratios[0].arms.split(":")[0]
-        rollout, layout, _ = ARMS[name]
+        _, layout, _ = ARMS[name]
         packed_case = j.cases[name] if layout.kind is LayoutKind.PACKED else j.cases[rollout_arm("packed")]
         unpacked = j.results[rollout_arm("unpacked")] if layout.kind is LayoutKind.PACKED else j.results[name]
         first, later = drift_by_document(packed_case, j.results[packed_case.name], unpacked)
