@@ -10,7 +10,8 @@ import itertools
 
 import pytest
 
-from harness.contract import Layout, LayoutKind, ModelSpec, Partition
+from harness.contract import Layout, LayoutKind, LossSpec, ModelSpec, Partition
+from harness.data.rl import rollout_samples
 from harness.data.samples import MIXED_DOCUMENTS
 from harness.engines import UnsupportedCase
 from harness.run.scenario_runner import setting_for
@@ -22,7 +23,7 @@ LAYOUTS = {
     "packed": Layout(kind=LayoutKind.PACKED, seq_len=48),
     "stacked": Layout(kind=LayoutKind.STACKED),
 }
-PROBES = ("unknown_family", "float64", "float32", "bfloat16", "cuda")
+PROBES = ("unknown_family", "float64", "float32", "bfloat16", "cuda", "ppo_clip")
 BACKENDS = ("auto", "sdpa", "sdpa_causal", "flex", "no_such_backend")
 
 
@@ -35,6 +36,8 @@ def probe_cases(family: str):
             case = case.with_(model=ModelSpec(family="unknown_family", config=case.model.config, seed=0, checkpoint=case.model.checkpoint))
         elif probe == "cuda":
             case = case.with_(device="cuda")
+        elif probe == "ppo_clip":
+            case = case.with_(samples=rollout_samples(samples), loss=LossSpec(kind="ppo_clip", entropy_coef=0.01))
         else:
             case = case.with_(dtype=probe)
         yield case

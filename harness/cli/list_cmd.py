@@ -28,7 +28,8 @@ def handle(args) -> int:
             if not name.startswith("mutant."):
                 caps = resolve_engine(name).capabilities
                 print(f"{name:12} families {','.join(sorted(caps.families))}; dtypes {','.join(sorted(caps.dtypes))}; "
-                      f"devices {','.join(sorted(caps.devices))}; reports {','.join(sorted(caps.reports)) or '-'}")
+                      f"devices {','.join(sorted(caps.devices))}; losses {','.join(sorted(caps.losses))}; "
+                      f"reports {','.join(sorted(caps.reports)) or '-'}")
         print(f"(and {len(mutant_names())} mutants: packcheck list mutants)")
     else:
         for name in mutant_names():

@@ -13,7 +13,9 @@ from dataclasses import asdict, dataclass
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Comparison:
     arms: str  # which arms were compared, e.g. "packed vs unpacked", or "engine vs harness"
-    quantity: str  # logprobs | loss | num_loss_tokens | grad | dloss_dlogprobs | supervised_set | params_after | samples
+    # logprobs | loss | num_loss_tokens | grad | dloss_dlogprobs | supervised_set | params_after | samples
+    # | clipped_set | ratio | entropy_term (policy losses)
+    quantity: str
     item: str  # parameter name, sample index, or "" for scalars
     metric: str  # rel_l2 | max_abs | rel | abs | mismatched
     observed: float

@@ -3,7 +3,7 @@
 from harness.contract.case import DTYPES, Case
 from harness.contract.errors import ContractError
 from harness.contract.layout import UNPACKED, Layout, LayoutKind, packed
-from harness.contract.loss import SFT_TOKEN_MEAN, LossKind, LossSpec
+from harness.contract.loss import SFT_TOKEN_MEAN, Aggregation, LossKind, LossSpec
 from harness.contract.model import ModelSpec
 from harness.contract.optimizer import OptimizerSpec
 from harness.contract.parallel import SINGLE_PROCESS, ParallelPlan
@@ -13,6 +13,6 @@ from harness.contract.samples import Sample
 
 __all__ = [
     "DTYPES", "OPTIONAL_REPORTS", "SFT_TOKEN_MEAN", "SINGLE_PROCESS", "UNPACKED",
-    "Case", "ContractError", "Layout", "LayoutKind", "LossKind", "LossSpec", "ModelSpec",
+    "Aggregation", "Case", "ContractError", "Layout", "LayoutKind", "LossKind", "LossSpec", "ModelSpec",
     "OptimizerSpec", "ParallelPlan", "Partition", "Sample", "StepResult", "packed",
 ]

@@ -55,6 +55,7 @@ class Case:
             raise ContractError(f"case {self.name!r}: device {self.device!r} is not one of {DEVICES}")
         for i, sample in enumerate(self.samples):
             sample.check(f"case {self.name!r}: samples[{i}]", self.model.vocab_size)
+        self.loss.check_samples(self.samples, f"case {self.name!r}")
         if self.layout.kind is LayoutKind.PACKED:
             too_long = [i for i, s in enumerate(self.samples) if len(s.input_ids) > self.layout.seq_len]
             if too_long:
@@ -82,7 +83,7 @@ class Case:
         return (
             f"{self.name}: {self.model.family} {self.dtype} {self.device} {self.layout.describe()} "
             f"micro-batches {self.partition.describe()} {self.parallel.describe()} attention={self.attention}"
-        )
+        ) + (f" loss={self.loss.describe()}" if self.loss.is_policy else "")
 
     def to_json(self) -> dict:
         return {

@@ -1,24 +1,44 @@
-"""One training sample: token ids and the loss mask aligned to them.
+"""One training sample: token ids, the loss mask aligned to them, and the optional RL fields.
 
 `loss_mask[t] == 1` means token t is a target predicted from tokens `< t`, so `loss_mask[0]` is
 always 0 (nothing precedes token 0). Samples carry no padding: padding belongs to the layout.
+
+RL fields, read by a policy loss (`LossSpec(kind='ppo_clip')`, see loss.py) and absent otherwise:
+- `advantages`: one float for the whole sample (GRPO) or one per token, aligned to input_ids (PPO/GAE);
+- `old_logprobs[t]`: log p_old(x_t | x_<t) of the behaviour (rollout) policy, aligned like
+  StepResult.logprobs (entry 0 and the masked entries are never read);
+- `ref_logprobs[t]`: the same for the reference policy of the KL penalty.
+An SFT sample serialises exactly as it did before these fields existed.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from harness.contract.errors import ContractError
+from harness.contract.loss import POLICY_FIELDS
+
+
+def _floats(values) -> tuple[float, ...] | None:
+    return None if values is None else tuple(float(v) for v in values)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Sample:
     input_ids: tuple[int, ...]
     loss_mask: tuple[int, ...]
+    advantages: float | tuple[float, ...] | None = None
+    old_logprobs: tuple[float, ...] | None = None
+    ref_logprobs: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "input_ids", tuple(int(t) for t in self.input_ids))
         object.__setattr__(self, "loss_mask", tuple(int(m) for m in self.loss_mask))
+        per_sample = isinstance(self.advantages, (int, float))
+        object.__setattr__(self, "advantages", float(self.advantages) if per_sample else _floats(self.advantages))
+        object.__setattr__(self, "old_logprobs", _floats(self.old_logprobs))
+        object.__setattr__(self, "ref_logprobs", _floats(self.ref_logprobs))
 
     def check(self, where: str, vocab_size: int) -> None:
         """Raise ContractError naming `where` (e.g. "samples[3]") if this sample is malformed."""
@@ -40,14 +60,41 @@ class Sample:
         bad = [t for t in self.input_ids if not 0 <= t < vocab_size]
         if bad:
             raise ContractError(f"{where}.input_ids has ids {bad[:3]} outside the vocabulary [0, {vocab_size})")
+        self._check_policy_fields(where, n)
+
+    def _check_policy_fields(self, where: str, n: int) -> None:
+        for name in POLICY_FIELDS:
+            values = getattr(self, name)
+            if values is None:
+                continue
+            if isinstance(values, float):
+                values = (values,)
+            elif len(values) != n:
+                raise ContractError(f"{where}.{name} has {len(values)} entries but input_ids has {n}: give {POLICY_FIELDS[name]}")
+            bad = [t for t, v in enumerate(values) if not math.isfinite(v)]
+            if bad:
+                raise ContractError(f"{where}.{name} has non-finite values at tokens {bad[:3]}: every entry must be a finite float")
 
     @property
     def num_targets(self) -> int:
         return sum(self.loss_mask)
 
+    @property
+    def token_advantages(self) -> tuple[float, ...]:
+        """The advantage of every token: a per-sample advantage broadcast over the sample."""
+        assert self.advantages is not None, "only policy-loss samples have advantages"
+        if isinstance(self.advantages, float):
+            return (self.advantages,) * len(self.input_ids)
+        return self.advantages
+
     def to_json(self) -> dict:
-        return {"input_ids": list(self.input_ids), "loss_mask": list(self.loss_mask)}
+        data = {"input_ids": list(self.input_ids), "loss_mask": list(self.loss_mask)}
+        for name in POLICY_FIELDS:
+            value = getattr(self, name)
+            if value is not None:  # only present fields: an SFT sample serialises as it always did
+                data[name] = value if isinstance(value, float) else list(value)
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> Sample:
-        return cls(input_ids=data["input_ids"], loss_mask=data["loss_mask"])
+        return cls(**data)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.contract import Case, LayoutKind, LossKind
+from harness.contract import Aggregation, Case, LayoutKind, LossKind
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -19,6 +19,9 @@ class Capabilities:
     dtypes: frozenset[str] = frozenset({"float64", "float32"})
     devices: frozenset[str] = frozenset({"cpu"})
     losses: frozenset[LossKind] = frozenset({LossKind.SFT_TOKEN_MEAN})
+    # for a policy loss (LossKind.PPO_CLIP in `losses`): the aggregation modes and optional terms it implements
+    aggregations: frozenset[Aggregation] = frozenset(Aggregation)
+    loss_terms: frozenset[str] = frozenset({"dual_clip", "kl", "entropy"})
     max_dp: int = 1
     max_cp: int = 1
     cp_styles: frozenset[str] = frozenset()
@@ -34,6 +37,8 @@ class Capabilities:
             (case.dtype in self.dtypes, f"dtype {case.dtype!r}"),
             (case.device in self.devices, f"device {case.device!r}"),
             (case.loss.kind in self.losses, f"loss {case.loss.kind.value!r}"),
+            (not case.loss.is_policy or case.loss.aggregation in self.aggregations, f"loss aggregation {case.loss.aggregation.value!r}"),
+            (not case.loss.is_policy or case.loss.terms <= self.loss_terms, f"loss terms {sorted(case.loss.terms - self.loss_terms)}"),
             (case.parallel.dp <= self.max_dp, f"dp={case.parallel.dp} (max {self.max_dp})"),
             (case.parallel.cp <= self.max_cp, f"cp={case.parallel.cp} (max {self.max_cp})"),
             (case.parallel.cp == 1 or case.parallel.cp_style in self.cp_styles, f"cp_style {case.parallel.cp_style!r}"),
@@ -57,6 +62,8 @@ class Capabilities:
             "dtypes": sorted(self.dtypes),
             "devices": sorted(self.devices),
             "losses": sorted(k.value for k in self.losses),
+            "aggregations": sorted(k.value for k in self.aggregations),
+            "loss_terms": sorted(self.loss_terms),
             "max_dp": self.max_dp,
             "max_cp": self.max_cp,
             "cp_styles": sorted(self.cp_styles),

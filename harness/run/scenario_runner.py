@@ -139,6 +139,11 @@ def run_scenario(engine: Engine, scenario: Scenario, family: str, dtype: str = "
     setting = setting_for(family, dtype, device, attention)
     cases = scenario.build(setting)
     results = run_arms(engine, scenario, cases, verdict, options)
+    if results is not None and scenario.follow_up is not None:
+        later = scenario.follow_up(setting, results)
+        cases |= later
+        later_results = run_arms(engine, scenario, later, verdict, options)
+        results = None if later_results is None else results | later_results
     if results is not None:
         judgement = Judgement(setting=setting, cases=cases, results=results, tolerance=tolerance_for(dtype))
         verdict.comparisons = scenario.judge(judgement)

@@ -9,10 +9,12 @@ from harness.scenarios.mask_alignment import MASK_ALIGNMENT
 from harness.scenarios.microbatch_invariance import MICROBATCH_INVARIANCE
 from harness.scenarios.packed_vs_unpacked import PACKED_VS_UNPACKED
 from harness.scenarios.registry import SCENARIOS, get_scenario, register_scenario
+from harness.scenarios.rl_loss_aggregation import RL_LOSS_AGGREGATION
+from harness.scenarios.rl_step0_ratio import RL_STEP0_RATIO
 from harness.scenarios.token_conservation import TOKEN_CONSERVATION
 
 for _scenario in (PACKED_VS_UNPACKED, DOCUMENT_ISOLATION, MICROBATCH_INVARIANCE, MASK_ALIGNMENT, TOKEN_CONSERVATION, GOLDEN_REGRESSION,
-                  CP_VS_NOCP, DP_CP_REDUCTION):
+                  CP_VS_NOCP, DP_CP_REDUCTION, RL_LOSS_AGGREGATION, RL_STEP0_RATIO):
     register_scenario(_scenario)
 
 __all__ = ["SCENARIOS", "Judgement", "Scenario", "Setting", "get_scenario", "register_scenario"]

@@ -2,7 +2,9 @@
 
 A scenario states an invariant a correct engine satisfies exactly in real arithmetic. `build`
 turns a Setting (family, dtype, device) into named arms; the runner runs the engine on each arm;
-`judge` returns every Comparison; `diagnose` names the likely bug class when one fails.
+`follow_up`, when given, builds more arms from those results (e.g. an RL case whose old log-probs
+are the engine's own, taken from a rollout arm) and the runner runs them too; `judge` returns
+every Comparison; `diagnose` names the likely bug class when one fails.
 `catches` lists the BUGS.md ids whose mutants this scenario is proven (in CI) to flag.
 """
 
@@ -24,6 +26,10 @@ class Setting:
     model: ModelSpec
     attention: str = "auto"
     seed: int = 0
+
+
+# arms built from the results of the first ones: (setting, results by arm) -> more arms
+FollowUp = Callable[[Setting, Mapping[str, StepResult]], dict[str, Case]]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -51,5 +57,6 @@ class Scenario:
     build: Callable[[Setting], dict[str, Case]]
     judge: Callable[[Judgement], list[Comparison]]
     diagnose: Callable[[Judgement, list[Comparison]], str]
+    follow_up: FollowUp | None = None
     optional_arms: frozenset[str] = field(default_factory=frozenset)
     notes: str = ""

@@ -1,4 +1,4 @@
-"""Small helpers the scenario entries share to build their arms."""
+"""Small helpers the scenario entries share to build their arms and read their failures."""
 
 from __future__ import annotations
 
@@ -38,3 +38,7 @@ def every_arm_against(j: Judgement, baseline: str) -> list[Comparison]:
         if name != baseline:
             rows += compare_results(f"{name} vs {baseline}", result, j.results[baseline], j.tolerance, j.locate(name))
     return rows
+
+
+COUNT_MISMATCH = ("the engine's loss-token count differs from the loss mask's: padding or labels across document boundaries "
+                  "are in the loss, or targets are missing (see mask_alignment, token_conservation)")

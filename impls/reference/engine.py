@@ -12,9 +12,9 @@ from pathlib import Path
 
 import torch
 
-from harness.contract import Case, LayoutKind, StepResult
+from harness.contract import Case, LayoutKind, LossKind, StepResult
 from harness.engines import Capabilities, Engine
-from impls.reference import collate, layouts, loss, packing, rows, step
+from impls.reference import aggregation, collate, layouts, loss, packing, policy_inputs, rows, step
 from impls.reference.model import CausalLM
 from impls.reference.parallel.mesh import Mesh
 from impls.reference.parallel.ring import ring_backend
@@ -34,6 +34,7 @@ class ReferenceEngine(Engine):
         max_dp=8,
         max_cp=8,
         cp_styles=frozenset(CONTEXT_PARALLEL),
+        losses=frozenset(LossKind),
         reports=frozenset({"dloss_dlogprobs", "params_after"}),
         attention={
             "auto": ALL_LAYOUTS,
@@ -51,6 +52,8 @@ class ReferenceEngine(Engine):
     shard = staticmethod(step.shard)
     global_token_count = staticmethod(step.global_token_count)
     token_weight = staticmethod(loss.token_weight)
+    policy_inputs = staticmethod(policy_inputs.policy_inputs)
+    aggregation_weights = staticmethod(aggregation.aggregation_weights)
 
     def attention_backend(self, case: Case) -> str:
         return "sdpa" if case.attention == "auto" else case.attention
@@ -68,6 +71,8 @@ class ReferenceEngine(Engine):
             return "device 'cuda' requested but torch sees no CUDA device"
         if case.device == "cuda" and case.parallel.world_size > torch.cuda.device_count():
             return f"{case.parallel.describe()} needs {case.parallel.world_size} GPUs (one per rank); this machine has {torch.cuda.device_count()}"
+        if case.loss.is_policy and case.parallel.world_size > 1:
+            return "the reference computes policy losses on one process for now: its sequence counts are not reduced over data-parallel ranks yet"
         if case.parallel.cp > 1:
             if case.attention != "auto":
                 return f"under context parallelism the cp_style ({case.parallel.cp_style}) is the attention; attention must be 'auto'"

@@ -7,19 +7,24 @@ optional AdamW step, and the StepResult (on rank 0).
 runs many steps through exactly this code with its own model and optimizer persisting.
 
 The pipeline (`pipe`) supplies the replaceable steps (unpad, pack, widen for CP, positions and
-segments, target mask, shard, count, token weight): the reference engine
-passes its own, and each mutant replaces exactly one. The loss-token count is the engine's own
-count of the targets in the rows it built, over every micro-batch of every data-parallel rank,
-before the first backward, as a real trainer must.
+segments, target mask, shard, count, token weight; for policy losses the per-token inputs and
+the aggregation weights): the reference engine passes its own, and each mutant replaces exactly
+one. The counts the loss is normalised by are the engine's own counts of the targets in the rows
+it built, over every micro-batch of every data-parallel rank, before the first backward, as a
+real trainer must.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from harness.contract import Case, StepResult
+from impls.reference.counts import count_targets
 from impls.reference.layouts import plan_forwards
 from impls.reference.model import CausalLM
+from impls.reference.objective import forward_loss
 from impls.reference.parallel.data_parallel import GradientSync
 from impls.reference.parallel.mesh import Mesh
 from impls.reference.predictions import Predictions, label_logprobs
@@ -44,23 +49,23 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe, attention, scatter: 
     loss and loss-token count."""
     device = next(model.parameters()).device
     micro_batches = build_micro_batches(case, pipe, mesh)
-    micro_tokens = [sum(int(p.label_mask_BT.sum()) for p in forwards) for forwards in micro_batches]
+    local_counts = count_targets(micro_batches)
     shards = [[pipe.shard(p, mesh) for p in forwards] for forwards in micro_batches]
     shard_tokens = sum(int(p.label_mask_BT.sum()) for forwards in shards for p in forwards)
-    global_tokens = pipe.global_token_count(micro_tokens, shard_tokens, mesh)
+    global_tokens = pipe.global_token_count([c.micro_tokens for c in local_counts], shard_tokens, mesh)
+    counts = [dataclasses.replace(c, global_tokens=global_tokens) for c in local_counts]
     model.zero_grad(set_to_none=True)
     sync = GradientSync(model, mesh)
     last = (len(shards) - 1, len(shards[-1]) - 1)
     local_loss = 0.0
-    for m, (forwards, tokens) in enumerate(zip(shards, micro_tokens)):
-        weight = pipe.token_weight(tokens, global_tokens, len(micro_batches))
+    for m, (forwards, micro_counts) in enumerate(zip(shards, counts)):
         for f, predictions in enumerate(forwards):
             p = predictions.to(device)
             with sync.backward_context(last=(m, f) == last):
                 logits_BTV = sync.forward_module(p.input_ids_BT, p.position_ids_BT, p.segment_ids_BT, attention)
                 lp_BT = label_logprobs(logits_BTV, p.label_BT)
                 lp_BT.retain_grad()
-                loss = -(lp_BT * p.label_mask_BT.to(lp_BT.dtype)).sum() * weight
+                loss = forward_loss(case, pipe, p, logits_BTV, lp_BT, micro_counts)
                 loss.backward()
             local_loss += loss.item()
             if scatter is not None:

@@ -1,0 +1,137 @@
+"""Compare a policy-loss StepResult with the loss's definition, evaluated by the harness.
+
+The definition (harness/losses) is evaluated at the engine's own log-probs, so these checks need no
+second engine and hold in any dtype:
+- the reported loss equals the definition (not for entropy arms: the harness cannot evaluate H);
+- `dloss_dlogprobs` equals the definition's weight of every token, 0 off the loss mask;
+- without KL, the tokens whose weight the clip zeroes are exactly the definition's;
+- at step 0, exp(logp - old) is 1 for every token;
+- the entropy bonus is present, with its sign, and no larger than log(V) times the total weight.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from harness.compare.arms import Locate
+from harness.compare.comparison import Comparison
+from harness.compare.metrics import rel
+from harness.compare.tolerances import TOLERANCES, Tolerance
+from harness.contract import Case, StepResult
+from harness.losses import Branch, TokenLoss, token_loss, token_weights
+
+ARMS = "engine vs harness"
+
+
+@dataclass(frozen=True, slots=True)
+class Expected:
+    loss: float  # without the entropy bonus
+    dloss_dlogprobs: list[torch.Tensor]
+    token_losses: list[TokenLoss]
+
+
+def expected_policy(case: Case, logprobs: Sequence[torch.Tensor]) -> Expected:
+    """The definition of `case.loss` evaluated at `logprobs`."""
+    weights = token_weights(case)
+    losses = [token_loss(lp, sample, case.loss) for lp, sample in zip(logprobs, case.samples)]
+
+    def weighted(values: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        return [torch.where(w != 0, w * v, 0.0) for w, v in zip(weights, values)]  # masked tokens may hold anything
+
+    value = weighted([tl.value_T for tl in losses])
+    return Expected(math.fsum(float(v.sum()) for v in value), weighted([tl.dvalue_dlogp_T for tl in losses]), losses)
+
+
+def describe_branch(case: Case, expected: Expected, sample: int, token: int) -> str:
+    tl = expected.token_losses[sample]
+    advantage = case.samples[sample].token_advantages[token]
+    return f"{Branch(int(tl.branch_T[token])).name.lower()}, r={float(tl.ratio_T[token]):.6g}, A={advantage:+.3g}"
+
+
+def compare_policy_loss(result: StepResult, expected: Expected, tol: Tolerance, arm: str) -> Comparison:
+    return Comparison(
+        arms=f"{arm}: {ARMS}", quantity="loss", item="policy loss definition", metric="rel", observed=rel(result.loss, expected.loss),
+        threshold=tol.loss, where=f"reported {result.loss:.12g}, the definition at the engine's log-probs gives {expected.loss:.12g}",
+    )
+
+
+def compare_policy_weights(case: Case, result: StepResult, expected: Expected, tol: Tolerance, locate: Locate, arm: str) -> Comparison:
+    scale = max(float(t.abs().max()) for t in expected.dloss_dlogprobs if t.numel())
+    worst, where = 0.0, ""
+    for i, (got, want) in enumerate(zip(result.dloss_dlogprobs, expected.dloss_dlogprobs)):
+        diff = (got.double() - want).abs()
+        if diff.numel() and float(diff.max()) > worst:
+            t = int(diff.argmax())
+            worst = float(diff.max())
+            where = (f"{locate(i, t)} ({describe_branch(case, expected, i, t)}): weight {float(got[t]):.6g}, "
+                     f"the definition gives {float(want[t]):.6g}")
+    observed = worst / scale if scale else (0.0 if worst == 0 else math.inf)
+    return Comparison(arms=f"{arm}: {ARMS}", quantity="dloss_dlogprobs", item="policy token weight", metric="max_rel",
+                      observed=observed, threshold=tol.dloss_dlogprobs, where=where)
+
+
+def compare_clipped_set(case: Case, result: StepResult, expected: Expected, locate: Locate, arm: str) -> Comparison:
+    """Without a KL penalty, the loss tokens with weight zero (clipped) must be exactly the definition's: the clip
+    bounds, the min/max branch and the ratio's old log-probs all show here, token by token. A clipped token's weight
+    is exactly 0 in any dtype (the clip branch is a constant), so "zero" means zero to float64 precision."""
+    scale = max(float(t.abs().max()) for t in expected.dloss_dlogprobs if t.numel())
+    zero = TOLERANCES["float64"].dloss_dlogprobs * scale
+    engine, harness = set(), set()
+    for i, t in case.supervised:
+        if abs(float(result.dloss_dlogprobs[i][t])) <= zero:
+            engine.add((i, t))
+        if float(expected.dloss_dlogprobs[i][t]) == 0.0:
+            harness.add((i, t))
+    examples = [f"clipped by the definition, not by the engine: {locate(*p)} ({describe_branch(case, expected, *p)})"
+                for p in sorted(harness - engine)[:2]]
+    examples += [f"clipped by the engine, not by the definition: {locate(*p)} ({describe_branch(case, expected, *p)})"
+                 for p in sorted(engine - harness)[:2]]
+    return Comparison(
+        arms=f"{arm}: {ARMS}", quantity="clipped_set", item="", metric="mismatched", observed=float(len(engine ^ harness)),
+        threshold=0.0, where="; ".join(examples) or f"{len(harness)} of {len(case.supervised)} loss tokens clipped, identical",
+    )
+
+
+def compare_policy(case: Case, result: StepResult, tol: Tolerance, locate: Locate, arm: str) -> list[Comparison]:
+    """Every check of a policy-loss result against its definition, evaluated at the engine's own log-probs."""
+    expected = expected_policy(case, result.logprobs)
+    rows = [] if case.loss.entropy_coef else [compare_policy_loss(result, expected, tol, arm)]
+    if result.dloss_dlogprobs is not None:
+        rows.append(compare_policy_weights(case, result, expected, tol, locate, arm))
+        if not case.loss.kl_coef:
+            rows.append(compare_clipped_set(case, result, expected, locate, arm))
+    if case.loss.entropy_coef:
+        rows.append(compare_entropy_term(case, result, expected, tol, arm))
+    return rows
+
+
+def compare_ratio_is_one(case: Case, result: StepResult, tol: Tolerance, locate: Locate, arm: str) -> Comparison:
+    """With old log-probs from the same policy, exp(logp - old) = 1 for every token of every sample."""
+    worst, where = 0.0, ""
+    for i, (lp, sample) in enumerate(zip(result.logprobs, case.samples)):
+        error = (torch.exp(lp.double()[1:] - torch.tensor(sample.old_logprobs[1:], dtype=torch.float64)) - 1.0).abs()
+        if error.numel() and float(error.max()) > worst:
+            worst, where = float(error.max()), locate(i, int(error.argmax()) + 1)
+    return Comparison(arms=f"{arm}: {ARMS}", quantity="ratio", item="exp(logp - old)", metric="max_abs(r - 1)", observed=worst,
+                      threshold=tol.logprobs, where=where)
+
+
+def compare_entropy_term(case: Case, result: StepResult, expected: Expected, tol: Tolerance, arm: str) -> Comparison:
+    """E = (the definition without entropy - the reported loss) / entropy_coef is the aggregated entropy, a
+    weighted sum of per-token entropies: 0 < E <= log(V) * sum(w).
+
+    Not an equality (the engine does not report the distribution), but it fails when the bonus is
+    missing, has the wrong sign, or is normalised by a count that is too small."""
+    weight = math.fsum(float(w.sum()) for w in token_weights(case))
+    bound = math.log(case.model.vocab_size) * weight
+    entropy = (expected.loss - result.loss) / case.loss.entropy_coef
+    outside = math.inf if entropy <= 0 else max(0.0, entropy / bound - 1.0)
+    return Comparison(
+        arms=f"{arm}: {ARMS}", quantity="entropy_term", item="", metric="rel excess over (0, log V * sum w]", observed=outside,
+        threshold=tol.loss,
+        where=f"aggregated entropy E = {entropy:.6g}, bound log(V) * sum(w) = {bound:.6g}",
+    )

@@ -1,0 +1,127 @@
+"""rl_loss_aggregation: every aggregation mode of the PPO/GRPO loss equals its definition over the
+global batch, whatever the micro-batch partition and the layout.
+
+A rollout arm gives the engine's own log-probs; the policy arms (the follow-up) take their old
+log-probs from it, shifted per token so the ratio lands in every branch of the clipped surrogate
+(harness/data/rl.py), with per-sample and per-token advantages of both signs. Lengths are skewed,
+rows hold several documents, one sample is fully masked. Per mode, every arm is judged against
+the definition as the harness evaluates it at the engine's own log-probs (harness/compare/policy.py),
+and every arm but `one` against `one` of its terms (loss, count, weights, every gradient):
+- `clip/{one, uneven, uneven_unpacked}` (asymmetric clip, dual clip): loss, every token's weight, and the exact set
+  of clipped tokens, whose weight is exactly 0;
+- `kl/one` (+ k3 KL): loss and weights with the penalty's value and derivative;
+- `kl+entropy/{one, uneven}` (+ entropy bonus, which the harness cannot evaluate without the
+  whole distribution): weights with the entropy held fixed, and the size of the entropy term.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from harness.compare import compare_count, compare_policy, compare_results
+from harness.contract import UNPACKED, Aggregation, Case, Layout, LossSpec, Partition, StepResult, packed
+from harness.data.rl import off_policy_samples, rollout_samples
+from harness.data.samples import SKEWED_LENGTHS
+from harness.scenarios.base import Judgement, Scenario, Setting
+from harness.scenarios.building import COUNT_MISMATCH, arm, failing, samples_for
+
+SEQ_LEN = 48
+ROLLOUT = "rollout"
+UNEVEN = Partition.single_rank([(0, 7), (1, 2, 4), (3, 5, 6, 8)])
+# Dr.GRPO's constant: unlike seq_len (48) and the longest sample (44), so a normaliser read off the batch shape shows.
+NORM_CONSTANT = 64.0
+# An asymmetric clip range (clip-higher) so that swapping clip_low and clip_high moves tokens, and
+# ratios in every branch: below the range, inside, inside only because clip_high > clip_low, above,
+# above the dual clip. Each is >= 0.15 nats from a boundary: layout noise never moves a token across.
+CLIP = dict(clip_low=0.2, clip_high=0.8, dual_clip=4.0)
+RATIOS = (0.5, 1.0, 1.4, 2.5, 6.0)
+TERMS = {
+    "clip": CLIP,
+    "kl": CLIP | dict(kl_coef=0.1),
+    "kl+entropy": CLIP | dict(kl_coef=0.1, entropy_coef=0.05),
+}
+SHAPES = {  # shape -> (layout, partition); every arm is compared with the "one" of its mode and terms
+    "one": (packed(SEQ_LEN), None),
+    "uneven": (packed(SEQ_LEN), UNEVEN),
+    "uneven_unpacked": (UNPACKED, UNEVEN),
+}
+SHAPES_BY_TERMS = {"clip": ("one", "uneven", "uneven_unpacked"), "kl": ("one",), "kl+entropy": ("one", "uneven")}
+
+
+def loss_spec(mode: Aggregation, terms: str) -> LossSpec:
+    norm = NORM_CONSTANT if mode is Aggregation.SEQ_MEAN_TOKEN_SUM_NORM else None
+    return LossSpec(kind="ppo_clip", aggregation=mode, norm_constant=norm, **TERMS[terms])
+
+
+def arm_name(mode: Aggregation, terms: str, shape: str) -> str:
+    return f"{mode.value}/{terms}/{shape}"
+
+
+def build(setting: Setting) -> dict:
+    samples = rollout_samples(samples_for(setting, SKEWED_LENGTHS))
+    return {ROLLOUT: arm(setting, ROLLOUT, samples, UNPACKED, loss=LossSpec(kind="ppo_clip"))}
+
+
+def policy_arm(setting: Setting, results: Mapping[str, StepResult], mode: Aggregation, terms: str, shape: str,
+               layout: Layout, partition: Partition | None) -> Case:
+    """The arm `mode/terms/shape`, its old log-probs made from the rollout's (the conformance suite adds shapes)."""
+    samples = off_policy_samples(samples_for(setting, SKEWED_LENGTHS), results[ROLLOUT].logprobs, RATIOS, seed=setting.seed)
+    name = arm_name(mode, terms, shape)
+    return arm(setting, name, samples, layout, partition, loss=loss_spec(mode, terms))
+
+
+def follow_up(setting: Setting, results: Mapping[str, StepResult]) -> dict:
+    return {
+        arm_name(mode, terms, shape): policy_arm(setting, results, mode, terms, shape, *SHAPES[shape])
+        for mode in Aggregation for terms, shapes in SHAPES_BY_TERMS.items() for shape in shapes
+    }
+
+
+def judge(j: Judgement) -> list:
+    rows = []
+    for name, case in j.cases.items():
+        if name == ROLLOUT:
+            continue
+        result = j.results[name]
+        rows.append(compare_count(case, result, name))
+        rows += compare_policy(case, result, j.tolerance, j.locate(name), name)
+        mode, terms, shape = name.split("/")
+        one = f"{mode}/{terms}/one"
+        if shape != "one":
+            rows += compare_results(f"{name} vs {one}", result, j.results[one], j.tolerance, j.locate(name))
+    return rows
+
+
+def diagnose(j: Judgement, failed: list) -> str:
+    arms = sorted({c.arms.split(":")[0].split(" vs ")[0] for c in failed})
+    modes = ", ".join(sorted({a.split("/")[0] for a in arms}))
+    if failing(failed, "logprobs"):
+        return (f"[{modes}] per-token log-probs differ between layouts or partitions: the forward itself depends on how "
+                "samples are packed (see packed_vs_unpacked), so no loss built on them can be right")
+    if failing(failed, "num_loss_tokens"):
+        return f"[{modes}] {COUNT_MISMATCH}"
+    if failing(failed, "clipped_set"):
+        return (f"[{modes}] the engine clips other tokens than the definition: its ratio uses other old log-probs, "
+                "other clip bounds, or the min/max of the surrogate is inverted")
+    against_definition = [c for c in failed if "engine vs harness" in c.arms]
+    if against_definition and all("unpacked" not in c.arms for c in against_definition):
+        return (f"[{modes}] packed arms break the definition, unpacked arms do not: a per-sample quantity (a sequence's "
+                "token mean or token count) is computed over the packed row instead of per sample")
+    if any(a.endswith("/one") for a in arms):
+        return (f"[{modes}] even with one micro-batch the loss differs from its global definition: wrong normaliser "
+                "(for seq-mean-token-sum-norm: not the constant loss.norm_constant, e.g. the padded length of the batch)")
+    return (f"[{modes}] the loss or its gradients depend on how the batch is cut into micro-batches: the normaliser is "
+            "taken per micro-batch (a token-mean over the micro-batch, a Dr.GRPO constant that depends on the "
+            "micro-batch size) instead of over the global batch")
+
+
+RL_LOSS_AGGREGATION = Scenario(
+    name="rl_loss_aggregation",
+    invariant="every PPO/GRPO aggregation mode (token-mean, seq-mean-token-mean, seq-mean-token-sum, seq-mean-token-sum-norm) "
+              "equals its global definition, token by token, for uneven partitions, packed and unpacked",
+    catches=("rl-token-mean-scope", "drgrpo-constant", "seq-mean-over-row"),
+    build=build,
+    follow_up=follow_up,
+    judge=judge,
+    diagnose=diagnose,
+)

@@ -1,0 +1,26 @@
+"""mutant.drgrpo-constant: seq-mean-token-sum-norm is divided by the micro-batch's padded length.
+
+Where it happened: verl #3741, fixed by PR #4360 (loss_scale_factor) and PR #5366. agg_loss
+divided the token sums by `loss_mask.shape[-1]`, the padded width of the micro-batch, instead of
+a constant, and gradient accumulation then divided by the number of micro-steps: loss and
+gradients scale with the micro-batch size and move with every micro-batch's longest sample.
+"""
+
+from harness.contract import Aggregation, LossSpec
+from impls.reference.aggregation import aggregation_weights
+from impls.reference.counts import Counts
+from impls.reference.engine import ReferenceEngine
+from impls.reference.predictions import Predictions
+
+
+def padded_width_norm_weights(spec: LossSpec, predictions: Predictions, counts: Counts):
+    if spec.aggregation is Aggregation.SEQ_MEAN_TOKEN_SUM_NORM:
+        width = predictions.label_mask_BT.cpu().shape[-1]  # the bug: loss_mask.shape[-1], not loss.norm_constant
+        return predictions.label_mask_BT.cpu().double() / width / counts.micro_steps
+    return aggregation_weights(spec, predictions, counts)
+
+
+class DrGrpoConstant(ReferenceEngine):
+    name = "mutant.drgrpo-constant"
+    bug = "drgrpo-constant"
+    aggregation_weights = staticmethod(padded_width_norm_weights)

@@ -1,0 +1,24 @@
+"""The loss of one forward pass: its share of the global loss, as the case's loss spec defines it.
+
+Everything is aligned to what each position predicts (impls/reference/predictions.py).
+SFT token-mean: -sum(lp * label_mask) * token_weight. Policy loss: sum(l * w), the per-token
+PPO/GRPO loss l weighted by its aggregation weight w. Summed over every forward of every
+micro-batch, both give the global loss (harness/contract/loss.py).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from harness.contract import Case
+from impls.reference import policy_loss
+from impls.reference.counts import Counts
+from impls.reference.predictions import Predictions
+
+
+def forward_loss(case: Case, pipe, predictions: Predictions, logits_BTV: torch.Tensor, lp_BT: torch.Tensor, counts: Counts) -> torch.Tensor:
+    if case.loss.is_policy:
+        loss_BT = policy_loss.token_loss(lp_BT, logits_BTV, pipe.policy_inputs(case, predictions), case.loss)
+        return (loss_BT * pipe.aggregation_weights(case.loss, predictions, counts).to(loss_BT)).sum()
+    weight = pipe.token_weight(counts.micro_tokens, counts.global_tokens, counts.micro_steps)
+    return -(lp_BT * predictions.label_mask_BT.to(lp_BT)).sum() * weight
