@@ -24,7 +24,7 @@ from impls.reference.counts import count_targets
 from impls.reference.engine import ReferenceEngine
 from impls.reference.objective import forward_loss
 from impls.reference.policy_inputs import scatter_per_token
-from impls.reference.policy_loss import target_entropy
+from impls.reference.policy_loss import prediction_entropy
 from impls.reference.step import build_micro_batches
 
 LOGPROBS = ([0.0, -1.0, -2.0, -0.5], [0.0, -3.0, -1.0], [0.0, -0.7])
@@ -68,18 +68,19 @@ def harness_loss_and_weights(case: Case) -> tuple[float, list[torch.Tensor]]:
 
 
 def reference_loss_and_weights(case: Case) -> tuple[float, list[torch.Tensor]]:
-    """The reference's forward_loss on rows whose log-probs are the hand values, differentiated by autograd."""
+    """The reference's forward_loss on positions whose log-probs are the hand values, differentiated by autograd."""
     engine = ReferenceEngine()
     micro_batches = build_micro_batches(case, engine)
     total, dloss = 0.0, [torch.zeros(len(lp), dtype=torch.float64) for lp in LOGPROBS]
     for forwards, counts in zip(micro_batches, count_targets(micro_batches)):
-        for rows in forwards:
-            lp_BT = scatter_per_token(rows, lambda i: LOGPROBS[i]).requires_grad_()
-            loss = forward_loss(case, engine, rows, torch.zeros(*lp_BT.shape, 4, dtype=torch.float64), lp_BT, counts)
+        for predictions in forwards:
+            lp_BT = scatter_per_token(predictions, lambda i: LOGPROBS[i]).requires_grad_()
+            loss = forward_loss(case, engine, predictions, torch.zeros(*lp_BT.shape, 4, dtype=torch.float64), lp_BT, counts)
             (grad_BT,) = torch.autograd.grad(loss, lp_BT)
             total += float(loss.detach())
-            for b, t in (rows.sample_BT >= 0).nonzero().tolist():
-                dloss[int(rows.sample_BT[b, t])][int(rows.token_BT[b, t])] += grad_BT[b, t]
+            samples_BT, tokens_BT = predictions.label_sample_BT, predictions.label_token_BT
+            for b, t in (samples_BT >= 0).nonzero().tolist():
+                dloss[int(samples_BT[b, t])][int(tokens_BT[b, t])] += grad_BT[b, t]
     return total, dloss
 
 
@@ -114,6 +115,5 @@ def test_the_harness_names_the_branch_of_every_token():
 
 
 def test_entropy_of_a_uniform_prediction_is_log_vocab():
-    entropy_BT = target_entropy(torch.zeros(2, 5, 7, dtype=torch.float64))
-    assert entropy_BT[:, 0].abs().max() == 0
-    assert entropy_BT[:, 1:] == pytest.approx(torch.full((2, 4), math.log(7), dtype=torch.float64))
+    entropy_BT = prediction_entropy(torch.zeros(2, 5, 7, dtype=torch.float64))
+    assert entropy_BT == pytest.approx(torch.full((2, 5), math.log(7), dtype=torch.float64))
