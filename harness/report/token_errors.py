@@ -6,6 +6,10 @@ For each such comparison this recomputes, for every token, the error of the quan
 the log-prob (nats) when log-probs differ, else the loss weight d loss / d logprob relative to
 -1/N (gradient-only bugs leave log-probs exact and show up there). A sample that differs between
 the two arms (document_isolation replaces some on purpose) is not compared.
+
+Log-prob errors are laid out in the rows of whichever arm packs the most documents per row (the
+fewest rows): a leak across documents shows only where documents share a row. Loss-weight errors
+are laid out in the observed arm's rows, whose micro-batches are what the comparison varies.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from harness.contract import Case, StepResult
+from harness.data.packing import layout_rows
 from harness.report.saved_arms import SavedArms
 
 PAIR = re.compile(r"^(?P<observed>[\w.-]+) vs (?P<reference>[\w.-]+)")
@@ -29,7 +34,7 @@ MAX_STRIPS = 3  # per verdict: the worst failing per-token comparisons
 class TokenErrors:
     arms: str
     quantity: str  # logprobs | dloss_dlogprobs
-    case: Case  # the observed arm: its layout places the tokens in rows
+    case: Case  # the arm whose layout places the tokens in rows
     errors: list[list[float] | None]  # [sample][token]; None: the sample is not compared
     threshold: float
     failed: bool
@@ -38,6 +43,8 @@ class TokenErrors:
     def what(self) -> str:
         if self.quantity == "logprobs":
             return "log-prob error |observed - reference| (nats)"
+        if HARNESS.match(self.arms):
+            return "loss-weight error |d loss/d logprob - expected| x N (expected: -1/N on the loss mask, 0 elsewhere)"
         return "loss-weight error |d loss/d logprob - reference| x N (relative to the weight -1/N of one token)"
 
 
@@ -109,12 +116,15 @@ def token_errors(saved: SavedArms, rows: pd.DataFrame) -> list[TokenErrors]:
         observed = saved.get((pair or HARNESS.match(choice.arms))["observed"])
         if observed is None:
             continue
+        layout = observed[0]
         if pair:
             reference = saved.get(pair["reference"])
             errors = None if reference is None else _pair_errors(choice.quantity, observed, reference)
+            if reference is not None and choice.quantity == "logprobs":
+                layout = min((observed[0], reference[0]), key=lambda case: len(list(layout_rows(case))))
         else:
             errors = _harness_errors(*observed)
         if errors is not None:
-            found.append(TokenErrors(arms=choice.arms, quantity=choice.quantity, case=observed[0], errors=errors,
+            found.append(TokenErrors(arms=choice.arms, quantity=choice.quantity, case=layout, errors=errors,
                                      threshold=choice.threshold, failed=choice.failed))
     return found
