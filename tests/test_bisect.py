@@ -120,12 +120,22 @@ def test_every_revision_is_judged_once(toy):
     assert time.monotonic() - started < 30
 
 
-def test_a_family_that_did_not_regress_is_not_bisected(toy):
+def _with(command: list[str], **values: str) -> list[str]:
+    """The command with the values of some flags replaced: _with(command, good=rev, family="llama")."""
+    command = list(command)
+    for flag, value in values.items():
+        start = command.index(f"--{flag}") + 1
+        stop = next((i for i in range(start, len(command)) if command[i].startswith("--")), len(command))
+        command[start:stop] = [value]
+    return command
+
+
+def test_families_that_did_not_regress_in_the_range_are_not_bisected(toy):
     command, commits = toy["command"], toy["commits"]
-    at = {flag: command.index(flag) + 1 for flag in ("--bad", "--family")}
-    command = command[:at["--bad"]] + [commits[1]] + command[at["--bad"] + 1:]
-    out, _ = _bisect(command[:at["--family"]] + ["llama"] + command[at["--family"] + 2:])
+    out, _ = _bisect(_with(command, bad=commits[1], family="llama"))
     assert out.splitlines()[1].split()[:3] == ["llama", "not", "regressed"]
-    _, err = _bisect(command[:at["--bad"]] + ["no-such-rev"] + command[at["--bad"] + 1:], expected_exit=2)
+    out, _ = _bisect(_with(command, good=commits[LLAMA_BREAKS], family="llama"), expected_exit=1)  # undecided
+    assert out.splitlines()[1].split()[:3] == ["llama", "already", "bad"]
+    _, err = _bisect(_with(command, bad="no-such-rev"), expected_exit=2)
     assert "'no-such-rev' is not a commit" in err
     assert _state(toy["repo"]) == toy["before"]

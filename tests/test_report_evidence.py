@@ -12,7 +12,7 @@ import torch
 
 from harness.contract import Case, ModelSpec, ParallelPlan, Partition, Sample, StepResult, packed
 from harness.report import render_html
-from harness.report.collectives import collective_table, first_divergence
+from harness.report.collectives import collective_table, first_divergence, well_formed
 from harness.run.results import arms_directory
 
 SEQ_LEN = 16
@@ -138,3 +138,4 @@ def test_first_divergence():
     assert first_divergence([[a, b], [a, a]]) == 1
     assert first_divergence([[a | {"seq": 0}], [a | {"seq": 7}]]) is None  # seq numbers are per rank, not part of the signature
     assert collective_table([[a] * 40, [a] * 40])["rows"][-1]["index"] == 15  # identical: the first 16 only
+    assert well_formed([[a], []]) and not well_formed([a, a]) and not well_formed([["all_reduce"]])

@@ -16,6 +16,11 @@ BEFORE, AFTER = 4, 12  # rows shown around the first divergence
 UNDIVERGED = 16  # rows shown when every rank agrees
 
 
+def well_formed(per_rank: object) -> bool:
+    """A list per rank of dicts: what this table can draw (the engine's result is not trusted here)."""
+    return isinstance(per_rank, list) and all(isinstance(r, list) and all(isinstance(e, dict) for e in r) for r in per_rank)
+
+
 def _signature(entry: dict | None) -> tuple | None:
     if entry is None:
         return None

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.report.collectives import collective_table
+from harness.report.collectives import collective_table, well_formed
 from harness.report.saved_arms import SavedArms
 from harness.report.token_errors import token_errors
 from harness.report.token_strip import token_strip
@@ -26,7 +26,9 @@ def arm_evidence(run_dir: Path, v, rows: pd.DataFrame) -> dict | None:
             continue
         case, result = loaded
         arms.append({"name": name, "case": case.describe()})
-        if result.collectives and len(result.collectives) > 1:
+        if result.collectives and not well_formed(result.collectives):
+            saved.problems.append(f"arm {name!r}: collectives is not a list per rank of dicts; not drawn")
+        elif result.collectives and len(result.collectives) > 1:
             collectives.append({"arm": name} | collective_table(result.collectives))
         if result.notes:
             notes.append({"arm": name, "text": json.dumps(result.notes, indent=1, sort_keys=True, default=str)})
