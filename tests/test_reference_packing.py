@@ -19,8 +19,8 @@ def test_reference_packing_matches_the_contract(seq_len_and_lengths):
     assert all(sum(lengths[i] for i in row) <= seq_len for row in rows)
 
 
-@given(st.lists(st.integers(1, 20), min_size=1, max_size=12).filter(lambda lengths: max(lengths) > 1), st.sampled_from(["packed", "unpacked", "stacked"]),
-       st.sampled_from(["left", "right"]), st.integers(1, 3))
+@given(st.lists(st.integers(1, 20), min_size=1, max_size=12).filter(lambda lengths: max(lengths) > 1),
+       st.sampled_from(["packed", "unpacked", "stacked"]), st.sampled_from(["left", "right"]), st.integers(1, 3))
 def test_harness_rows_are_the_rows_the_reference_forwards(lengths, kind, side, micro_batches):
     """layout_rows (what reports draw) places every document where the reference trainer puts it."""
     from harness.contract import Case, Layout, ModelSpec, Partition, Sample

@@ -192,7 +192,8 @@ def test_junit_has_one_testcase_per_verdict(run_dir, tmp_path):
     root = ET.parse(tmp_path / "junit.xml").getroot()
     assert root.tag == "testsuites"
     (suite,) = root.findall("testsuite")
-    assert {k: suite.get(k) for k in ("tests", "failures", "errors", "skipped")} == {"tests": "4", "failures": "1", "errors": "1", "skipped": "1"}
+    counts = {k: suite.get(k) for k in ("tests", "failures", "errors", "skipped")}
+    assert counts == {"tests": "4", "failures": "1", "errors": "1", "skipped": "1"}
     assert {p.get("name"): p.get("value") for p in suite.find("properties")}["git_commit"] == "abc1234"
     cases = {(c.get("classname"), c.get("name")): c for c in suite.findall("testcase")}
     assert len(cases) == 4

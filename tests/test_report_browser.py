@@ -75,7 +75,8 @@ def test_engine_markup_is_shown_as_text_and_never_runs(page):
     assert not re.search(r"<(img|svg)\b[^>]*\bon(error|load)=", dom), "an injected element with an event handler exists"
     injector = "injects_markup-llama-"
     notes = _section(dom, injector + "packed_vs_unpacked")
-    assert "Engine notes, arm packed" in notes and "&lt;script&gt;document.body.setAttribute('data-injected', 'script')&lt;/script&gt;" in notes
+    assert "Engine notes, arm packed" in notes
+    assert "&lt;script&gt;document.body.setAttribute('data-injected', 'script')&lt;/script&gt;" in notes
     crash = _section(dom, injector + "mask_alignment")
     assert "RuntimeError: kernel launch failed: &lt;script&gt;" in crash and "&lt;img src=x onerror=" in crash
     invalid = _section(dom, injector + "token_conservation")

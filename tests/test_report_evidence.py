@@ -100,7 +100,8 @@ def test_a_label_across_a_boundary_peaks_right_after_it(tmp_path):
                             dtype=torch.float64) for i, length in enumerate(LENGTHS)]
     rows = [{"arms": "packed: engine vs harness", "quantity": q, "item": item, "metric": m, "observed": o, "threshold": th,
              "where": "", "passed": False, "margin": o / th if th else "inf"}
-            for q, item, m, o, th in (("supervised_set", "", "mismatched", 3.0, 0.0), ("dloss_dlogprobs", "token weight", "max_rel", 0.1, 1e-10))]
+            for q, item, m, o, th in (("supervised_set", "", "mismatched", 3.0, 0.0),
+                                      ("dloss_dlogprobs", "token weight", "max_rel", 0.1, 1e-10))]
     _write(tmp_path, "mask_alignment", {"packed": (case, _result(dloss_dlogprobs=weights))}, rows)
     strip = _strip(render_html(tmp_path))
     assert "loss-weight error |d loss/d logprob - expected| x N" in strip and "packed: llama float64 cpu packed(seq_len=16" in strip
@@ -122,7 +123,8 @@ def test_collective_traces_side_by_side_with_the_first_divergence(tmp_path):
     table = html[html.index('class="collectives"'):]
     table = table[:table.index("</table>")]
     assert "<th>rank 0</th><th>rank 1</th>" in table
-    assert "The ranks diverge at collective #3: rank 0: #3 all_gather [fsdp:vision] 16x16 float32, rank 1: #3 all_reduce [dp] 1 float32." in table
+    assert ("The ranks diverge at collective #3: rank 0: #3 all_gather [fsdp:vision] 16x16 float32, "
+            "rank 1: #3 all_reduce [dp] 1 float32.") in table
     first = table[table.index('<tr class="first">'):]
     first = first[:first.index("</tr>")]
     assert first.count(" odd") == 1 and "all_reduce [dp] 1 float32" in first.split(" odd")[1]

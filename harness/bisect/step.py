@@ -38,7 +38,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parse(sys.argv[1:] if argv is None else argv)
-        probe = Probe(engine=args.engine, families=tuple(args.families), scenarios=tuple(args.scenario), dtype=args.dtype, device=args.device, timeout=args.timeout)
+    except SystemExit:  # argparse has printed the usage error
+        return ABORT
+    try:
+        probe = Probe(engine=args.engine, families=tuple(args.families), scenarios=tuple(args.scenario), dtype=args.dtype,
+                      device=args.device, timeout=args.timeout)
         worktree = Path.cwd()
         commit = git(worktree, "rev-parse", "HEAD")
         outcome, cached = judge(probe, worktree, commit, args.family, VerdictCache(Path(args.cache)))

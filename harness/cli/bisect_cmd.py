@@ -17,7 +17,8 @@ UNDECIDED = ("already bad", "cannot judge", "ambiguous")
 
 def add_parser(commands) -> None:
     parser = commands.add_parser("bisect", help="find the first bad commit of an engine repository, per model family")
-    parser.add_argument("--repo", required=True, help="the engine's git repository (left untouched: revisions are checked out in a scratch worktree)")
+    parser.add_argument("--repo", required=True,
+                        help="the engine's git repository (left untouched: revisions are checked out in a scratch worktree)")
     parser.add_argument("--good", required=True, help="a revision where the engine passes")
     parser.add_argument("--bad", required=True, help="a later revision where it fails")
     parser.add_argument("--engine", required=True,
@@ -57,7 +58,8 @@ def handle(args) -> int:
         get_family(family)
     for scenario in args.scenario or ():
         get_scenario(scenario)
-    probe = Probe(engine=args.engine, families=tuple(families), scenarios=tuple(args.scenario or ()), dtype=args.dtype, device=args.device, timeout=args.timeout)
+    probe = Probe(engine=args.engine, families=tuple(families), scenarios=tuple(args.scenario or ()), dtype=args.dtype,
+                  device=args.device, timeout=args.timeout)
     cache = VerdictCache(Path(args.cache) if args.cache else default_cache_path())
     results = bisect_families(repo, args.good, args.bad, probe, cache)
     print(format_table(results))

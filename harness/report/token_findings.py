@@ -69,7 +69,8 @@ def summarise(strip: TokenErrors, rows: list[PlacedRow]) -> tuple[str, list[str]
     at_boundary = sum("document boundary" in f for f in findings)
     text = f"{len(findings)} of {len(rows)} rows out of tolerance"
     if at_boundary == len(findings):
-        text += "; in every one the error starts at a document boundary and the row's first document is exact: information crosses documents"
+        text += ("; in every one the error starts at a document boundary and the row's first document is exact: "
+                 "information crosses documents")
     elif at_boundary:
         text += f"; in {at_boundary} the error starts at a document boundary"
     peaks = _boundary_peaks(strip, rows)
