@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from harness.report import render_html, render_markdown, write_html
+from harness.report import render_html, render_junit, render_markdown, write_html
 from harness.report.load import format_margin, load_run
 
 PAYLOAD = "<script>alert(1)</script>"
@@ -209,3 +209,17 @@ def test_junit_has_one_testcase_per_verdict(run_dir, tmp_path):
     assert skipped.tag == "skipped" and "no qwen3 support" in skipped.get("message")
     (error,) = cases["packcheck.mutant.x.llama", "golden_regression[float64-cpu-auto]"]
     assert error.tag == "error" and BREAKOUT in error.get("message")  # engine text survives as text: the parser gives it back
+
+
+def test_junit_and_markdown_treat_a_newer_failing_status_as_an_error(run_dir):
+    import xml.etree.ElementTree as ET
+
+    path = run_dir / "results.json"
+    data = json.loads(path.read_text())
+    data["verdicts"].append(dict(data["verdicts"][0], scenario="vlm_collective_symmetry", status="hang", diagnosis="rank 1 waits"))
+    path.write_text(json.dumps(data))
+    suite = ET.fromstring(render_junit(run_dir)).find("testsuite")
+    assert suite.get("errors") == "2"
+    (hang,) = [c for c in suite.findall("testcase") if c.get("name").startswith("vlm_collective_symmetry")]
+    assert [(e.tag, e.get("type")) for e in hang] == [("error", "hang")]
+    assert "**HANG** vlm_collective_symmetry" in render_markdown(run_dir)

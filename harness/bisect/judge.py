@@ -7,7 +7,7 @@ know yet at this commit, so a commit the llama bisection visited is free for qwe
 
 The exit status is read as the CLI contract defines it: 0 every supported case passes (every
 family good); 1 a case fails or crashes (each family then reads its own verdicts in
-results.json: bad if one failed or errored, good if all passed); anything else (2: the engine
+results.json: bad if one did not pass (fail, error, hang), good if all passed); anything else (2: the engine
 does not import or build, a usage error) means the revision cannot be judged (skip). A family
 without verdicts (the run stopped early) is left uncached and judged again on its own.
 """
@@ -66,7 +66,7 @@ def _outcomes(code: int, out: Path, families: list[str], stderr: str) -> dict[st
     outcomes = {}
     for family in families:
         mine = [v for v in verdicts if v["family"] == family]
-        failing = tuple(dict.fromkeys(v["scenario"] for v in mine if v["status"] in ("fail", "error")))
+        failing = tuple(dict.fromkeys(v["scenario"] for v in mine if v["status"] not in ("pass", "unsupported")))
         if failing:
             outcomes[family] = Outcome(status=BAD, failing=failing)
         elif any(v["status"] == "pass" for v in mine):

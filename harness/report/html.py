@@ -144,7 +144,7 @@ def _layer_chart(rows: pd.DataFrame) -> dict | None:
 
 def _detail(run: Run, v) -> dict:
     rows = run.rows_of(v.key)
-    failed = v.status in ("fail", "error")
+    failed = v.status not in ("pass", "unsupported")  # fail, error, and any status a newer run adds (hang)
     return {
         "anchor": v.anchor, "status": v.status, "scenario": v.scenario, "label": describe(v),
         "diagnosis": v.diagnosis, "detail": v.detail, "reproduce": v.reproduce,

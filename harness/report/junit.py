@@ -2,8 +2,8 @@
 
 One <testcase> per verdict: classname `packcheck.<engine>.<family>`, name `<scenario>[<dtype>-<device>-<attention>]`,
 time = the verdict's seconds. A failing verdict carries <failure message="the verdict's message">
-(the small report `packcheck run` prints, ending with the reproduce command), an erroring one
-<error>, an unsupported one <skipped> with the engine's reason. The run's provenance goes into
+(the small report `packcheck run` prints, ending with the reproduce command), an unsupported one
+<skipped> with the engine's reason, any other status that is not a pass (error, hang) <error>. The run's provenance goes into
 <properties>. ElementTree escapes the text; characters XML 1.0 cannot hold at all (control
 characters in a traceback) are replaced.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from harness.report.load import load_run, status_counts
 
-OUTCOME = {"fail": "failure", "error": "error", "unsupported": "skipped"}
+OUTCOME = {"pass": None, "fail": "failure", "unsupported": "skipped"}  # any other status (error, hang, ...): <error>
 NOT_XML = re.compile(r"[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
@@ -41,7 +41,7 @@ def render_junit(run_dir: str | Path) -> str:
     suites = ET.Element("testsuites", name="packcheck")
     suite = ET.SubElement(suites, "testsuite", {
         "name": f"packcheck {run.directory}", "tests": str(len(verdicts)), "failures": str(counts["fail"]),
-        "errors": str(counts["error"]), "skipped": str(counts["unsupported"]),
+        "errors": str(sum(n for status, n in counts.items() if status not in OUTCOME)), "skipped": str(counts["unsupported"]),
         "time": _seconds(float(verdicts["seconds"].fillna(0).sum()) if len(verdicts) else 0.0),
         "timestamp": _xml_text(run.provenance.get("time", "")),
     })
@@ -51,7 +51,7 @@ def render_junit(run_dir: str | Path) -> str:
     for v in verdicts.itertuples(index=False):
         case = ET.SubElement(suite, "testcase", classname=_xml_text(f"packcheck.{v.engine}.{v.family}"),
                              name=_xml_text(f"{v.scenario}[{v.dtype}-{v.device}-{v.attention or 'auto'}]"), time=_seconds(v.seconds))
-        outcome = OUTCOME.get(v.status)
+        outcome = OUTCOME.get(v.status, "error")
         if outcome == "skipped":
             ET.SubElement(case, "skipped", message=_xml_text(_given(v.detail, v.diagnosis, "unsupported by the engine")))
         elif outcome is not None:
