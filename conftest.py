@@ -7,8 +7,10 @@ heavy is imported until a test needs it.
 
 from __future__ import annotations
 
+import functools
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 OPTIONS = (
@@ -16,6 +18,7 @@ OPTIONS = (
     ("--dtype", "float64", "dtype of the conformance cases (default: float64)"),
     ("--device", "cpu", "device of the conformance cases (default: cpu)"),
     ("--attention", "auto", "attention backend the cases ask for (default: auto, the engine's choice)"),
+    ("--arm-timeout", "45", "seconds one arm may run before it is judged hung (default: 45; packcheck run's default is 600)"),
 )
 
 settings.register_profile("ci", derandomize=True, max_examples=12, deadline=None, print_blob=True,
@@ -36,3 +39,21 @@ def pytest_report_header(config):
     families = config.getoption("--family") or "all supported"
     return (f"packcheck: engine={config.getoption('--engine')} families={families} dtype={config.getoption('--dtype')} "
             f"device={config.getoption('--device')} attention={config.getoption('--attention')} hypothesis-profile={settings._current_profile}")
+
+
+@pytest.fixture(scope="session")
+def verdict_of(pytestconfig):
+    """verdict_of(engine_spec, scenario, family, dtype="float64", device="cpu", attention="auto"):
+    run once per session and shared, because the conformance suite and the mutant proof judge
+    the same reference cells (multi-process ones cost seconds each)."""
+    from harness.engines import resolve_engine
+    from harness.run.scenario_runner import RunOptions, run_scenario
+    from harness.scenarios import SCENARIOS
+
+    options = RunOptions(timeout=float(pytestconfig.getoption("--arm-timeout")))
+
+    @functools.cache
+    def run(engine: str, scenario: str, family: str, dtype: str = "float64", device: str = "cpu", attention: str = "auto"):
+        return run_scenario(resolve_engine(engine), SCENARIOS[scenario], family, dtype, device, attention=attention, options=options)
+
+    return run

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from harness.run.scenario_runner import run_scenario
 from harness.run.verdict import UNSUPPORTED
 
 
-def test_scenario(engine, scenario, family, dtype, device, attention):
-    verdict = run_scenario(engine, scenario, family, dtype, device, attention=attention)
+def test_scenario(pytestconfig, verdict_of, scenario, family, dtype, device, attention):
+    verdict = verdict_of(pytestconfig.getoption("--engine"), scenario.name, family, dtype, device, attention)
     if verdict.status == UNSUPPORTED:
         pytest.skip(f"unsupported: {verdict.detail}")
     assert verdict.status == "pass", verdict.message()

@@ -25,7 +25,7 @@ def test_a_hung_engine_is_reported_with_its_stack_and_the_run_stops(tmp_path):
     elapsed = time.monotonic() - started
     assert done.returncode == 1, done.stderr
     verdicts = json.loads((tmp_path / "results.json").read_text())["verdicts"]
-    assert [v["status"] for v in verdicts] == ["error"], "the first verdict hangs; the run must stop there"
+    assert [v["status"] for v in verdicts] == ["hang"], "the first verdict hangs; the run must stop there"
     assert "did not finish within 3 s" in verdicts[0]["diagnosis"]
     assert "time.sleep(3600)" in verdicts[0]["detail"], "the hung thread's stack names where it waits"
     assert (tmp_path / "report.html").exists(), "a partial report is written before exiting"

@@ -77,3 +77,12 @@ MASK_EDGE_CASES = ((9, "first_target_masked"), (6, "none"), (1, "none"), (2, "al
 CONSERVATION = ((32, "all"), (10, "response"), (22, "all"), (5, "turns"), (30, "all"), (7, "response"),
                 (3, "all"), (11, "first_target_masked"))
 CONSERVATION_SEQ_LEN = 32
+
+# Context-parallel cuts of a 48-token row fall at 24 (cp 2) and 12, 24, 36 (cp 4). First row: a
+# document exactly filling the first cp-4 shard, a length-1 document right before the cp-2 cut,
+# a document starting exactly at it and crossing the next cut. Second row: a document crossing
+# two cuts, a length-1 document, trailing padding. Third: a partial tail row.
+CP_CUTS_SEQ_LEN = 48
+CP_CUTS = ((12, "all"), (11, "response"), (1, "none"), (20, "turns"), (4, "all"),
+           (30, "response"), (7, "all"), (5, "first_target_masked"), (1, "none"),
+           (17, "all"), (3, "all"))

@@ -1,7 +1,8 @@
 """Run the matrix engines x families x scenarios for one dtype and device, with progress, into a
 results table; the exit status follows the CLI contract (0 all supported pass, 1 a failure).
-Each verdict runs under a watchdog: a hung engine becomes an error verdict with every thread's
-stack, the partial results and report are written, and the process exits 1.
+An in-process arm runs under a watchdog: if it hangs, the verdict records every thread's stack,
+the partial results and report are written, and the process exits 1 (a Python call cannot be
+interrupted). Multi-process arms have per-rank watchdogs in the launcher and the run goes on.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ from typing import Callable, Sequence, TextIO
 
 from harness.engines import Engine
 from harness.run.results import ResultsFile
-from harness.run.scenario_runner import run_scenario
-from harness.run.verdict import ERROR, Verdict
-from harness.run.watchdog import Watchdog
+from harness.run.scenario_runner import RunOptions, run_scenario
+from harness.run.verdict import HANG, Verdict
 from harness.scenarios import Scenario
 
 
@@ -41,7 +41,7 @@ class Matrix:
 def hang_verdict(matrix: Matrix, engine: Engine, family: str, scenario: Scenario, stacks: str) -> Verdict:
     return Verdict(
         engine=engine.name, family=family, scenario=scenario.name, dtype=matrix.dtype, device=matrix.device,
-        attention=matrix.attention, status=ERROR, seconds=matrix.timeout,
+        attention=matrix.attention, status=HANG, seconds=matrix.timeout,
         diagnosis=f"the engine did not finish within {matrix.timeout:g} s (hang or deadlock); the run was stopped here",
         detail=f"Python stacks at the timeout:\n{stacks}",
     )
@@ -62,9 +62,10 @@ def run_matrix(matrix: Matrix, results: ResultsFile, out: TextIO | None = None,
             results.add(verdict)
             on_abort()
 
-        with Watchdog(matrix.timeout, abort):
-            verdict = run_scenario(engine, scenario, family, matrix.dtype, matrix.device, save_dir=save_dir,
-                                   attention=matrix.attention, save_passing=matrix.save_arms == "all")
+        options = RunOptions(timeout=matrix.timeout, on_hang=abort if matrix.timeout > 0 else None,
+                             workdir=Path(results.directory) / "launches" / engine.name / family / scenario.name)
+        verdict = run_scenario(engine, scenario, family, matrix.dtype, matrix.device, save_dir=save_dir,
+                               attention=matrix.attention, save_passing=matrix.save_arms == "all", options=options)
         worst = verdict.worst
         margin = "" if worst is None else f" (max margin {worst.margin:.2g})"
         print(f"{verdict.status.upper()}{margin} {verdict.seconds:.2f}s", file=out, flush=True)

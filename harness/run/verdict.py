@@ -2,7 +2,8 @@
 
 status: pass (every comparison within tolerance), fail (a comparison out of tolerance, or an
 invalid result), unsupported (the engine declares it cannot run an arm), error (the engine
-crashed). A failing verdict's message is a small report that ends with the reproduce command.
+crashed), hang (a step did not finish within the timeout: a deadlock, with every rank's state).
+A failing verdict's message is a small report that ends with the reproduce command.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 
 from harness.compare import Comparison
 
-PASS, FAIL, UNSUPPORTED, ERROR = "pass", "fail", "unsupported", "error"
+PASS, FAIL, UNSUPPORTED, ERROR, HANG = "pass", "fail", "unsupported", "error", "hang"
 
 
 @dataclass(kw_only=True, slots=True)
@@ -37,7 +38,7 @@ class Verdict:
 
     @property
     def failed(self) -> bool:
-        return self.status in (FAIL, ERROR)
+        return self.status in (FAIL, ERROR, HANG)
 
     @property
     def worst(self) -> Comparison | None:

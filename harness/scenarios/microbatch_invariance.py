@@ -1,7 +1,8 @@
 """microbatch_invariance: the gradient of the global token-mean loss does not depend on how the
 batch is cut into micro-batches.
 
-Lengths are skewed so the token counts of micro-batches differ by an order of magnitude: a
+Lengths are skewed so the token counts of micro-batches (and of data-parallel ranks, in the
+dp2 arm) differ by an order of magnitude: a
 per-micro-batch mean, or a constant per-micro-batch scale, is exact only for equal counts and
 shows up here. The conformance suite adds hypothesis-generated partitions through
 `arms_for_partition`.
@@ -10,7 +11,7 @@ shows up here. The conformance suite adds hypothesis-generated partitions throug
 from __future__ import annotations
 
 from harness.compare import compare_results
-from harness.contract import UNPACKED, Partition, packed
+from harness.contract import UNPACKED, ParallelPlan, Partition, packed
 from harness.data.samples import SKEWED_LENGTHS
 from harness.scenarios.base import Judgement, Scenario, Setting
 from harness.scenarios.building import arm, failing, samples_for
@@ -23,6 +24,8 @@ PARTITIONS = {
     "shuffled": Partition.single_rank([(5, 1), (8, 0, 3), (2,), (7, 4, 6)]),
 }
 REFERENCE_ARM = "one"
+# Two data-parallel ranks with uneven token counts per rank and per micro-step.
+DP_ARM, DP_PARTITION = "dp2_uneven", Partition(per_rank=(((0, 7), (1, 2, 4)), ((3, 5), (6, 8))))
 
 
 def arms_for_partition(setting: Setting, partition: Partition, layout=None) -> dict:
@@ -40,6 +43,7 @@ def build(setting: Setting) -> dict:
     arms |= {name: arm(setting, name, samples, packed(SEQ_LEN), partition) for name, partition in PARTITIONS.items()}
     arms["one_unpacked"] = arm(setting, "one_unpacked", samples, UNPACKED)
     arms["uneven_unpacked"] = arm(setting, "uneven_unpacked", samples, UNPACKED, PARTITIONS["uneven"])
+    arms[DP_ARM] = arm(setting, DP_ARM, samples, packed(SEQ_LEN), DP_PARTITION, parallel=ParallelPlan(dp=2))
     return arms
 
 
@@ -71,4 +75,5 @@ MICROBATCH_INVARIANCE = Scenario(
     build=build,
     judge=judge,
     diagnose=diagnose,
+    optional_arms=frozenset({DP_ARM}),
 )

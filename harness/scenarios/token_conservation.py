@@ -4,16 +4,20 @@ dropped or truncated, and the loss is the mean over exactly those tokens.
 The samples are chosen so that one fills a packed row exactly, two fill the next exactly, one
 overflows into a new row and the last row is a partial tail pack; a sample of the tail pack or
 an overflow sample that goes missing shows up as a lower count (or missing log-probs), padding or
-boundary targets in the loss as a higher one.
+boundary targets in the loss as a higher one. A data-parallel arm checks the count summed over
+two ranks with uneven shares.
 """
 
 from __future__ import annotations
 
 from harness.compare import compare_count, compare_loss_with_logprobs
-from harness.contract import UNPACKED, Partition, packed
+from harness.contract import UNPACKED, ParallelPlan, Partition, packed
 from harness.data.samples import CONSERVATION, CONSERVATION_SEQ_LEN
 from harness.scenarios.base import Judgement, Scenario, Setting
 from harness.scenarios.building import arm, samples_for
+
+
+DP_ARM = "packed_dp2"
 
 
 def build(setting: Setting) -> dict:
@@ -23,6 +27,7 @@ def build(setting: Setting) -> dict:
         "packed": arm(setting, "packed", samples, layout),
         "packed_micro": arm(setting, "packed_micro", samples, layout, Partition.single_rank([(0, 1, 2), (3, 4, 5, 6, 7)])),
         "unpacked": arm(setting, "unpacked", samples, UNPACKED),
+        DP_ARM: arm(setting, DP_ARM, samples, layout, Partition(per_rank=(((0, 1, 2),), ((3, 4, 5, 6, 7),))), parallel=ParallelPlan(dp=2)),
     }
 
 
@@ -52,4 +57,5 @@ TOKEN_CONSERVATION = Scenario(
     build=build,
     judge=judge,
     diagnose=diagnose,
+    optional_arms=frozenset({DP_ARM}),
 )

@@ -3,6 +3,9 @@
 - unpacked: one forward over the padded batch itself (one document per row);
 - packed: unpad, pack into rows of seq_len, one forward;
 - stacked: unpad, bucket by ceil(len / bucket_width), one forward per bucket.
+
+Under context parallelism every row is widened by `padded_width` (padding is its own segment)
+so that it splits into equal shards.
 """
 
 from __future__ import annotations
@@ -16,23 +19,30 @@ from impls.reference.collate import UnpadMask, pad_batch, unpad
 from impls.reference.rows import RowPlan
 
 PackRows = Callable[[Sequence[int], int], list[list[int]]]
+PaddedWidth = Callable[[int, int], int]
 
 
-def plan_forwards(case: Case, micro_batch: Sequence[int], pack_rows: PackRows, unpad_mask: UnpadMask) -> list[list[RowPlan]]:
-    layout = case.layout
+def padded_width(width: int, cp: int) -> int:
+    """The row width rounded up to a multiple of cp, so every shard has the same length."""
+    return -(-width // cp) * cp
+
+
+def plan_forwards(case: Case, micro_batch: Sequence[int], pack_rows: PackRows, unpad_mask: UnpadMask,
+                  widen: PaddedWidth = padded_width) -> list[list[RowPlan]]:
+    layout, cp = case.layout, case.parallel.cp
     batch = pad_batch([case.samples[i] for i in micro_batch], layout.padding_side)
     if layout.kind is LayoutKind.UNPACKED:
-        width = batch.input_ids_BL.shape[1]
+        width = widen(batch.input_ids_BL.shape[1], cp)
         return [[RowPlan((doc,), width, layout.padding_side) for doc in unpad(batch, micro_batch)]]
     documents = unpad(batch, micro_batch, unpad_mask)
     if layout.kind is LayoutKind.PACKED:
         rows = pack_rows([len(d) for d in documents], layout.seq_len)
-        return [[RowPlan(tuple(documents[j] for j in row), layout.seq_len) for row in rows]]
+        return [[RowPlan(tuple(documents[j] for j in row), widen(layout.seq_len, cp)) for row in rows]]
     buckets = defaultdict(list)
     for doc in documents:
         buckets[ceil(len(doc) / layout.bucket_width)].append(doc)
     forwards = []
     for key in sorted(buckets):
-        width = max(len(d) for d in buckets[key])
+        width = widen(max(len(d) for d in buckets[key]), cp)
         forwards.append([RowPlan((doc,), width, layout.padding_side) for doc in buckets[key]])
     return forwards

@@ -38,9 +38,8 @@ from harness.models import model_spec
 from harness.run.provenance import provenance
 from impls.reference.corpus import VOCAB_SIZE, split_corpus
 from impls.reference.engine import DTYPES, ReferenceEngine
-from impls.reference.loss import target_logprobs
 from impls.reference.model import CausalLM
-from impls.reference.rows import Rows
+from impls.reference.predictions import Predictions, label_logprobs
 from impls.reference.schedule import WarmupCosine
 from impls.reference.step import accumulate_gradients, build_micro_batches
 
@@ -125,15 +124,16 @@ def partition_by_tokens(samples: Sequence[Sample], max_tokens: int) -> Partition
 
 
 @torch.no_grad()
-def evaluate(model: CausalLM, micro_batches: Sequence[Sequence[Rows]], attention: str) -> float:
+def evaluate(model: CausalLM, micro_batches: Sequence[Sequence[Predictions]], attention: str) -> float:
     """Token-mean loss over all the rows, forward only."""
     device = next(model.parameters()).device
     total, tokens = 0.0, 0
     for forwards in micro_batches:
-        for rows in forwards:
-            logits_BTV = model(rows.input_ids_BT.to(device), rows.position_ids_BT.to(device), rows.segment_ids_BT.to(device), attention)
-            lp_BT = target_logprobs(logits_BTV, rows.input_ids_BT.to(device))
-            mask_BT = rows.target_mask_BT.to(device, lp_BT.dtype)
+        for predictions in forwards:
+            p = predictions.to(device)
+            logits_BTV = model(p.input_ids_BT, p.position_ids_BT, p.segment_ids_BT, attention)
+            lp_BT = label_logprobs(logits_BTV, p.label_BT)
+            mask_BT = p.label_mask_BT.to(lp_BT.dtype)
             total -= (lp_BT * mask_BT).sum().item()
             tokens += int(mask_BT.sum())
     return total / tokens

@@ -16,7 +16,7 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from impls.reference.model.attention import get_attention_backend
+from impls.reference.model.attention import AttentionBackend, get_attention_backend
 from impls.reference.model.config import ModelConfig
 from impls.reference.model.layers import DecoderLayer
 from impls.reference.model.norm import RMSNorm
@@ -45,10 +45,10 @@ class CausalLM(nn.Module):
         input_ids_BT: torch.Tensor,
         position_ids_BT: torch.Tensor,
         segment_ids_BT: torch.Tensor,
-        attention: str = "sdpa",
+        attention: str | AttentionBackend = "sdpa",
     ) -> torch.Tensor:
         assert input_ids_BT.shape == position_ids_BT.shape == segment_ids_BT.shape, "ids, positions, segments must align"
-        backend = get_attention_backend(attention)
+        backend = attention if isinstance(attention, AttentionBackend) else get_attention_backend(attention)
         mask = backend.build_mask(segment_ids_BT)
         x_BTC = self.model.embed_tokens(input_ids_BT)
         cos_BTD, sin_BTD = rope_cos_sin(position_ids_BT, self.config.head_dim, self.config.rope_theta, x_BTC.dtype)

@@ -1,0 +1,17 @@
+"""Per-rank collective recorder: what each rank issued, for symmetry checks and hang diagnosis.
+
+    recorder = install_recorder()        # before the engine is imported
+    recorder.start_case()
+    ...                                  # the engine runs; every torch.distributed call is logged
+    log = recorder.snapshot()            # list of JSON-serialisable dicts, one per call
+    first_divergence([log_rank0, log_rank1, ...])   # None, or where the ranks stopped matching
+"""
+
+from harness.collectives.ops import OPS, describe, describe_state
+from harness.collectives.recorder import CollectiveRecorder, install_recorder
+from harness.collectives.symmetry import first_divergence, group_sequences, signature
+
+__all__ = [
+    "OPS", "CollectiveRecorder", "describe", "describe_state", "first_divergence",
+    "group_sequences", "install_recorder", "signature",
+]

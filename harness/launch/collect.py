@@ -1,0 +1,117 @@
+"""Read what the ranks left in a case directory back into a CaseOutcome.
+
+A case every rank finished is ok: rank 0's StepResult, with every rank's collective log. A case
+that stopped is judged by its root cause, the earliest report that is not a reaction to another
+rank: a rank that raised makes it an error; a rank whose watchdog fired makes it a hang. With no
+report at all it is a hang if it ran past its timeout (or the parent's guard killed it), else an
+error. A rank that left no report (killed by a signal) is described from the agent's record of
+its exit, its faulthandler stacks and the tail of its stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from harness.collectives import first_divergence
+from harness.contract import StepResult
+from harness.launch.exit_status import MEANING
+from harness.launch.layout import CaseDir, LaunchDir
+from harness.launch.outcome import CaseOutcome, HangReport, RankState
+
+LOG_TAIL_LINES = 15
+
+
+def read_outcome(case_dir: CaseDir, case_name: str, launch: LaunchDir, world_size: int, timeout: float,
+                 killed_by_guard: bool) -> CaseOutcome | None:
+    """The case's outcome, or None if no rank started it."""
+    started = [float(case_dir.started(r).read_text()) for r in range(world_size) if case_dir.started(r).exists()]
+    if not started:
+        return None
+    if all(case_dir.done(r).exists() for r in range(world_size)):
+        return _finished(case_dir, case_name, world_size, min(started))
+    reports = {r: json.loads(case_dir.report(r).read_text()) for r in range(world_size) if case_dir.report(r).exists()}
+    exits = _rank_exits(launch)
+    states = tuple(_rank_state(r, reports.get(r), case_dir, exits.get(r, "")) for r in range(world_size))
+    outcome = CaseOutcome(case=case_name, ranks=states, seconds=_ended(reports, launch) - min(started), directory=case_dir.path)
+    root = _root_cause(reports)
+    if root is not None and root["reason"] == "raised":
+        outcome.error = _error_text(root, states)
+        outcome.error_type = root["error"]["type"]
+    elif root is not None or killed_by_guard or outcome.seconds >= timeout:
+        outcome.hang = HangReport(case=case_name, timeout=timeout, ranks=states, killed_by_guard=killed_by_guard,
+                                  divergence=first_divergence([list(s.collectives) for s in states]))
+    else:
+        outcome.error = _silent_failure_text(states, launch)
+    return outcome
+
+
+def _finished(case_dir: CaseDir, case_name: str, world_size: int, started: float) -> CaseOutcome:
+    result = StepResult.load(case_dir.result)
+    result.collectives = [json.loads(case_dir.collectives(r).read_text()) for r in range(world_size)]
+    ended = max(float(case_dir.done(r).read_text()) for r in range(world_size))
+    return CaseOutcome(case=case_name, result=result, seconds=ended - started, directory=case_dir.path)
+
+
+def _ended(reports: dict[int, dict], launch: LaunchDir) -> float:
+    """When the case stopped: its first report, else when the agent recorded the ranks' exits."""
+    if reports:
+        return min(report["time"] for report in reports.values())
+    return launch.agent_result.stat().st_mtime if launch.agent_result.exists() else time.time()
+
+
+def _root_cause(reports: dict[int, dict]) -> dict | None:
+    causes = [r for r in reports.values() if r["reason"] in ("raised", "timeout")]
+    return min(causes, key=lambda r: r["time"], default=None)
+
+
+def _rank_state(rank: int, report: dict | None, case_dir: CaseDir, exit_text: str) -> RankState:
+    if report is not None:
+        return RankState(rank=rank, reason=report["reason"], engine_returned=report["engine_returned"],
+                         collectives=tuple(report["collectives"]), stacks=report["stacks"], exit=exit_text)
+    returned = case_dir.collectives(rank).exists()
+    log = json.loads(case_dir.collectives(rank).read_text()) if returned else []
+    stacks_file = case_dir.stacks(rank)
+    stacks = stacks_file.read_text() if stacks_file.exists() else ""
+    return RankState(rank=rank, reason="no_report", engine_returned=returned, collectives=tuple(log),
+                     stacks=stacks, exit=exit_text)
+
+
+def _rank_exits(launch: LaunchDir) -> dict[int, str]:
+    if not launch.agent_result.exists():
+        return {}
+    ranks = json.loads(launch.agent_result.read_text()).get("ranks", {})
+    return {int(rank): _exit_text(info) for rank, info in ranks.items()}
+
+
+def _exit_text(info: dict) -> str:
+    if info.get("signal"):
+        return f"killed by {info['signal']}"
+    code = info["exitcode"]
+    return f"exit status {code}" + (f": {MEANING[code]}" if code in MEANING else "")
+
+
+def _error_text(root: dict, states: tuple[RankState, ...]) -> str:
+    error = root["error"]
+    lines = [f"rank {root['rank']} raised {error['type'].rsplit('.', 1)[-1]}: {error['message']}",
+             error["traceback"].rstrip(), "the ranks when it failed:"]
+    lines += [f"  {s.describe()}" for s in states]
+    return "\n".join(lines)
+
+
+def _silent_failure_text(states: tuple[RankState, ...], launch: LaunchDir) -> str:
+    lines = ["the case stopped without a report from any rank (a rank died: a signal, the OOM killer, os._exit):"]
+    if not launch.agent_result.exists():
+        lines[0] = "the case stopped without a report from any rank: the elastic agent itself died (its ranks die with it):"
+        lines += [f"    | {line}" for line in launch.agent_log.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]]
+    for s in states:
+        lines.append(f"  {s.describe()}")
+        lines += [f"    | {line}" for line in log_tail(launch, s.rank)]
+    return "\n".join(lines)
+
+
+def log_tail(launch: LaunchDir, rank: int, lines: int = LOG_TAIL_LINES) -> list[str]:
+    path = launch.rank_log(rank)
+    if path is None:
+        return []
+    return path.read_text(errors="replace").splitlines()[-lines:]

@@ -1,0 +1,27 @@
+"""Exit statuses of a rank, distinct from anything Python or a signal produces, so that the
+agent's failure record says why a rank ended even when its report file is missing."""
+
+import os
+import sys
+
+RANK_TIMED_OUT = 86  # the watchdog fired: this rank exceeded the case's timeout
+PEER_FAILED = 87  # another rank raised or timed out in this case; this one stopped with it
+ENGINE_RAISED = 88  # engine.run raised (or rank 0 returned no StepResult) on this rank
+STARTUP_FAILED = 89  # before the first case: process group, recorder or engine resolution
+ORPHANED = 90  # the agent that started this rank is gone
+
+MEANING = {
+    RANK_TIMED_OUT: "timed out (watchdog)",
+    PEER_FAILED: "stopped because another rank failed",
+    ENGINE_RAISED: "the engine raised",
+    STARTUP_FAILED: "failed at start-up",
+    ORPHANED: "its launcher died",
+}
+
+
+def exit_now(status: int) -> None:
+    """End the process without the interpreter's teardown of torch (about a second per process
+    on a busy machine); for the agent and the ranks, whose results are already on disk."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

@@ -1,0 +1,104 @@
+"""Where a launch keeps its files. The parent and the ranks talk only through these files (and,
+between ranks, the launcher's store); nothing is pickled across processes.
+
+    launch-0/
+      job.json              the Job: engine spec, device, timeout, world size, case directories
+      agent.json            how the elastic agent ended: per-rank exit codes and signals
+      agent.log             the agent's own output
+      logs/                 each rank's stdout and stderr (torch elastic's log directory)
+      startup.rank1.json    a rank that failed before its first case: the traceback
+      pid.rank1             each rank's process id, for the parent's guard
+      cases/000-packed/
+        case.json           the Case
+        started.rank1       rank 1 began the case (its deadline runs from here)
+        collectives.rank1.json   rank 1's collective log, once it returned from engine.run
+        result/             rank 0's StepResult (safetensors + JSON)
+        done.rank1          every rank finished the case and rank 1 passed the end barrier
+        report.rank1.json   why rank 1 stopped in this case: raised, timeout or peer_failed
+        stacks.rank1.txt    faulthandler's last-resort stack dump (the watchdog thread could not run)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+
+def write_json_atomically(path: Path, data) -> None:
+    """The reader never sees half a file."""
+    scratch = path.with_name(f".{path.name}.tmp")
+    scratch.write_text(json.dumps(data, indent=1))
+    os.replace(scratch, path)
+
+
+class CaseDir:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    @classmethod
+    def create(cls, parent: Path, index: int, name: str) -> CaseDir:
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:60]
+        case_dir = cls(parent / f"{index:03d}-{safe}")
+        case_dir.path.mkdir(parents=True)
+        return case_dir
+
+    @property
+    def case(self) -> Path:
+        return self.path / "case.json"
+
+    @property
+    def result(self) -> Path:
+        return self.path / "result"
+
+    def started(self, rank: int) -> Path:
+        return self.path / f"started.rank{rank}"
+
+    def collectives(self, rank: int) -> Path:
+        return self.path / f"collectives.rank{rank}.json"
+
+    def done(self, rank: int) -> Path:
+        return self.path / f"done.rank{rank}"
+
+    def report(self, rank: int) -> Path:
+        return self.path / f"report.rank{rank}.json"
+
+    def stacks(self, rank: int) -> Path:
+        return self.path / f"stacks.rank{rank}.txt"
+
+
+class LaunchDir:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    @property
+    def job(self) -> Path:
+        return self.path / "job.json"
+
+    @property
+    def agent_result(self) -> Path:
+        return self.path / "agent.json"
+
+    @property
+    def agent_log(self) -> Path:
+        return self.path / "agent.log"
+
+    @property
+    def logs(self) -> Path:
+        return self.path / "logs"
+
+    @property
+    def cases(self) -> Path:
+        return self.path / "cases"
+
+    def startup(self, rank: int) -> Path:
+        return self.path / f"startup.rank{rank}.json"
+
+    def pid(self, rank: int) -> Path:
+        return self.path / f"pid.rank{rank}"
+
+    def rank_log(self, rank: int, stream: str = "stderr") -> Path | None:
+        """Torch elastic's file for a rank's stream (its directory has a generated name)."""
+        found = sorted(self.logs.glob(f"**/attempt_*/{rank}/{stream}.log"))
+        return found[-1] if found else None

@@ -1,0 +1,57 @@
+"""Rows re-aligned to what each position predicts, and cut into context-parallel shards.
+
+Position p of a row predicts the token at p + 1, so its label, its loss mask and the (sample,
+token) it speaks for are those of p + 1; the row's last position predicts nothing. Shifting the
+labels on the whole row *before* sharding is what lets a shard's last position predict the first
+token of the next shard (the shard cut is not a document boundary).
+
+Shapes: B rows, T tokens (a shard's T is the row's T / cp).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import torch
+
+from impls.reference.rows import Rows
+
+
+@dataclass(frozen=True, slots=True)
+class Predictions:
+    input_ids_BT: torch.Tensor
+    position_ids_BT: torch.Tensor
+    segment_ids_BT: torch.Tensor
+    label_BT: torch.Tensor
+    label_mask_BT: torch.Tensor
+    label_sample_BT: torch.Tensor
+    label_token_BT: torch.Tensor
+    sample_BT: torch.Tensor  # which sample each position holds (-1 padding): which samples this forward saw
+
+    @classmethod
+    def from_rows(cls, rows: Rows) -> Predictions:
+        def next_of(x_BT: torch.Tensor, fill: int) -> torch.Tensor:
+            return torch.cat([x_BT[:, 1:], torch.full_like(x_BT[:, :1], fill)], dim=1)
+
+        return cls(
+            input_ids_BT=rows.input_ids_BT,
+            position_ids_BT=rows.position_ids_BT,
+            segment_ids_BT=rows.segment_ids_BT,
+            label_BT=next_of(rows.input_ids_BT, 0),
+            label_mask_BT=next_of(rows.target_mask_BT, 0),
+            label_sample_BT=next_of(rows.sample_BT, -1),
+            label_token_BT=next_of(rows.token_BT, -1),
+            sample_BT=rows.sample_BT,
+        )
+
+    def shard(self, index: int, count: int) -> Predictions:
+        """The index-th of `count` contiguous shards along T (uneven if T is not divisible)."""
+        return Predictions(**{f.name: torch.tensor_split(getattr(self, f.name), count, dim=1)[index] for f in fields(self)})
+
+    def to(self, device) -> Predictions:
+        return Predictions(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
+
+
+def label_logprobs(logits_BTV: torch.Tensor, label_BT: torch.Tensor) -> torch.Tensor:
+    """log p(label | prefix) at every position: [B, T]."""
+    return torch.log_softmax(logits_BTV, dim=-1).gather(-1, label_BT[..., None]).squeeze(-1)
