@@ -1,6 +1,6 @@
 """A failing verdict's saved arms in the HTML report: token strips laid out in packed rows with
-document boundaries and CP shard cuts, per-rank collective traces with the first divergence, and
-engine notes, on hand-made cases and results (no engine does CP or collectives yet).
+document boundaries and CP shard cuts, per-rank collective traces where the ranks diverge, and
+engine notes, on hand-made cases and results (each drawing checked against exact positions).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 
 from harness.contract import Case, ModelSpec, ParallelPlan, Partition, Sample, StepResult, packed
 from harness.report import render_html
-from harness.report.collectives import collective_table, first_divergence, well_formed
+from harness.report.collectives import collective_table, well_formed
 from harness.run.results import arms_directory
 
 SEQ_LEN = 16
@@ -108,13 +108,17 @@ def test_a_label_across_a_boundary_peaks_right_after_it(tmp_path):
     assert "the largest errors sit right after boundaries (3 tokens, each 5x or more above any other token&#39;s)" in strip
 
 
-def test_collective_traces_side_by_side_with_the_first_divergence(tmp_path):
-    def call(seq, op, group, shape):
-        return {"op": op, "group": group, "shape": shape, "dtype": "float32", "seq": seq}
+def _call(seq: int, op: str, group: list[int], shape: list[int], site: str = "engine.py:10 in step") -> dict:
+    """A collective-recorder entry (harness.collectives), as multi-rank results carry them."""
+    return {"seq": seq, "op": op, "group": group, "tensors": [{"arg": "tensor", "shape": shape, "dtype": "float32"}],
+            "args": {"reduce_op": "SUM"} if op == "all_reduce" else {}, "async": False, "state": "completed", "site": site}
 
-    common = [call(0, "all_gather", "fsdp", [64, 32]), call(1, "all_gather", "fsdp", [32, 32]), call(2, "reduce_scatter", "fsdp", [64, 32])]
-    rank0 = common + [call(3, "all_gather", "fsdp:vision", [16, 16]), call(4, "all_reduce", "dp", [1])]
-    rank1 = common + [call(3, "all_reduce", "dp", [1])]  # skipped the vision tower: a text-only micro-batch
+
+def test_collective_traces_side_by_side_where_the_ranks_diverge(tmp_path):
+    common = [_call(0, "all_gather", [0, 1], [64, 32]), _call(1, "all_gather", [0, 1], [32, 32])]
+    own = {0: _call(2, "broadcast", [0], [8]), 1: _call(2, "broadcast", [1], [8])}  # each rank's own group: no divergence
+    rank0 = [*common, own[0], _call(3, "all_gather", [0, 1], [16, 16], "vision.py:5 in tower"), _call(4, "all_reduce", [0, 1], [1])]
+    rank1 = [*common, own[1], _call(3, "all_reduce", [0, 1], [1])]  # skipped the vision tower: a text-only micro-batch
     result = _result(collectives=[rank0, rank1], notes={"engine": PAYLOAD})
     _write(tmp_path, "vlm_collective_symmetry", {"mixed": (_case("mixed", cp=1), result)},
            [{"arms": "mixed: collectives", "quantity": "collectives", "item": "", "metric": "mismatched", "observed": 1.0,
@@ -122,22 +126,21 @@ def test_collective_traces_side_by_side_with_the_first_divergence(tmp_path):
     html = render_html(tmp_path)
     table = html[html.index('class="collectives"'):]
     table = table[:table.index("</table>")]
-    assert "<th>rank 0</th><th>rank 1</th>" in table
-    assert ("The ranks diverge at collective #3: rank 0: #3 all_gather [fsdp:vision] 16x16 float32, "
-            "rank 1: #3 all_reduce [dp] 1 float32.") in table
+    assert "on group [0, 1], per member (4 / 3 issued)" in table and "<th>rank 0</th><th>rank 1</th>" in table
+    assert "group [0, 1], collective #2 on that group:" in table  # the recorder's own sentence
+    assert "rank 0 issued all_gather(tensor: float32[16, 16]) on group [0, 1], seq 3, at vision.py:5 in tower (completed)" in table
     first = table[table.index('<tr class="first">'):]
     first = first[:first.index("</tr>")]
-    assert first.count(" odd") == 1 and "all_reduce [dp] 1 float32" in first.split(" odd")[1]
-    assert '<tr class="after">' in table and "(nothing: the rank issued no further collective)" in table
+    assert first.count(" odd") == 1 and "#3 all_reduce(tensor: float32[1], reduce_op=SUM) completed" in first.split(" odd")[1]
+    assert '<tr class="after">' in table and "(nothing: the rank issued no further collective on this group)" in table
+    assert "broadcast" not in table, "only the diverging group is drawn"
     assert PAYLOAD not in html and "document.body.dataset.injected = &#39;notes&#39;" in html  # engine notes, escaped
 
 
-def test_first_divergence():
-    a = {"op": "all_reduce", "group": "dp", "shape": [1], "dtype": "float32"}
-    b = a | {"shape": [2]}
-    assert first_divergence([[a, a], [a, a]]) is None
-    assert first_divergence([[a, a, a], [a, a]]) == 2  # rank 1 stopped issuing: the others wait
-    assert first_divergence([[a, b], [a, a]]) == 1
-    assert first_divergence([[a | {"seq": 0}], [a | {"seq": 7}]]) is None  # seq numbers are per rank, not part of the signature
-    assert collective_table([[a] * 40, [a] * 40])["rows"][-1]["index"] == 15  # identical: the first 16 only
-    assert well_formed([[a], []]) and not well_formed([a, a]) and not well_formed([["all_reduce"]])
+def test_matching_or_malformed_collectives_draw_no_table():
+    a, b = _call(0, "all_reduce", [0, 1], [1]), _call(0, "all_reduce", [0, 1], [2])
+    assert collective_table([[a, a], [a, a]]) is None
+    assert collective_table([[a, a], [a]])["first"] == 1  # rank 1 stopped issuing: rank 0 waits
+    assert collective_table([[b], [a]])["first"] == 0
+    assert collective_table([[a | {"seq": 5, "site": "x"}], [a]]) is None  # per-rank seq and call site are not compared
+    assert well_formed([[a], []]) and not well_formed([a, a]) and not well_formed([[{"op": "all_reduce", "shape": [1]}]])

@@ -1,5 +1,6 @@
 """What a failing verdict's saved arms add to its report section: the arms and their cases, token
-strips of the per-token comparisons, per-rank collective traces, and the engine's notes.
+strips of the per-token comparisons, per-rank collective traces where the ranks diverge, and the
+engine's notes.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ def arm_evidence(run_dir: Path, v, rows: pd.DataFrame) -> dict | None:
         case, result = loaded
         arms.append({"name": name, "case": case.describe()})
         if result.collectives and not well_formed(result.collectives):
-            saved.problems.append(f"arm {name!r}: collectives is not a list per rank of dicts; not drawn")
-        elif result.collectives and len(result.collectives) > 1:
-            collectives.append({"arm": name} | collective_table(result.collectives))
+            saved.problems.append(f"arm {name!r}: collectives is not a list per rank of collective-recorder entries; not drawn")
+        elif result.collectives and (table := collective_table(result.collectives)) is not None:
+            collectives.append({"arm": name} | table)
         if result.notes:
             notes.append({"arm": name, "text": json.dumps(result.notes, indent=1, sort_keys=True, default=str)})
     if not arms and not saved.problems:
