@@ -74,6 +74,7 @@ def test_strip_draws_rows_boundaries_and_cp_cuts(tmp_path):
     assert "row 0: starts at position 6, sample 1 token 1, the first target of document 2 of 3: at a document boundary" in strip
     assert "row 1: starts at position 8, sample 3 token 8: at a CP shard cut" in strip
     assert "dashed: CP shard cuts (cp=2)" in strip
+    assert "in 1 the error starts at a document boundary; in 1 the error starts at a CP shard cut." in strip
     assert 'class="t-bad4"' in strip and 'class="t-pad"' in strip and 'class="t-exact"' in strip
 
 

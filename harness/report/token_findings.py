@@ -23,7 +23,7 @@ class PlacedRow:
     label: str
     row: Row
     starts: list[int]  # row position of each document's token 0
-    cuts: list[float]  # row positions of the CP shard cuts
+    cuts: list[int]  # row positions where CP shards begin
 
 
 def is_bad(error: float | None, threshold: float) -> bool:
@@ -73,6 +73,11 @@ def summarise(strip: TokenErrors, rows: list[PlacedRow]) -> tuple[str, list[str]
                  "information crosses documents")
     elif at_boundary:
         text += f"; in {at_boundary} the error starts at a document boundary"
+    at_cut = sum(f.endswith("at a CP shard cut") for f in findings)
+    if at_cut == len(findings):
+        text += "; in every one the error starts at a CP shard cut: something is computed per shard (boundaries, positions, carried state)"
+    elif at_cut:
+        text += f"; in {at_cut} the error starts at a CP shard cut"
     peaks = _boundary_peaks(strip, rows)
     if peaks:
         text += (f"; the largest errors sit right after boundaries ({peaks} tokens, each {PEAK:g}x or more above any other "

@@ -3,7 +3,7 @@ SVG geometry (numbers only; the template draws it and escapes every text).
 
 One band per row of the layout of the arm TokenErrors chose (harness.data.packing.layout_rows): documents
 in row order with their boundaries drawn in, padding greyed, and the CP shard cuts (multiples of
-width / cp) dashed when the case runs context parallel. Each token is coloured by its error in
+width / cp, see _cuts) dashed when the case runs context parallel. Each token is coloured by its error in
 multiples of the allowed error; runs of equal colour are merged into one rectangle. The words
 under it come from token_findings.py.
 """
@@ -29,6 +29,13 @@ def _px(value: float) -> float | int:
     """An SVG coordinate: 96, not 96.0; two decimals at most."""
     value = round(float(value), 2)
     return int(value) if value.is_integer() else value
+
+
+def _cuts(width: int, cp: int) -> list[int]:
+    """Row positions where CP shards begin: equal shards of ceil(width / cp) tokens (a row cp does not
+    divide is padded at its end, never split unevenly), so cuts at multiples of width / cp."""
+    shard = -(-width // cp)
+    return [k * shard for k in range(1, cp) if k * shard < width]
 
 
 def bucket(error: float | None, threshold: float) -> str:
@@ -89,8 +96,7 @@ def token_strip(strip: TokenErrors) -> dict:
     rows = list(layout_rows(case))
     ranks, steps = case.partition.dp, max(len(r) for r in case.partition.per_rank)
     per_sample = case.layout.kind.value != "packed"
-    cp = case.parallel.cp
-    placed = [PlacedRow(_row_label(row, ranks, steps, per_sample), row, row.starts(case), [row.width * k / cp for k in range(1, cp)])
+    placed = [PlacedRow(_row_label(row, ranks, steps, per_sample), row, row.starts(case), _cuts(row.width, case.parallel.cp))
               for row in rows]
     bands = [_band(strip, p, GEOMETRY["top"] + n * (GEOMETRY["row"] + GEOMETRY["gap"])) for n, p in enumerate(placed)]
     summary, findings = summarise(strip, placed)
