@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from harness.report import render_html, render_markdown, write_html
+from harness.report import render_html, render_junit, render_markdown, write_html
 from harness.report.load import format_margin, load_run
 
 PAYLOAD = "<script>alert(1)</script>"
@@ -130,7 +130,8 @@ def test_failing_verdict_shows_gradient_error_by_layer(run_dir):
 
 def test_engine_text_is_escaped_never_raw(run_dir):
     html = render_html(run_dir)
-    assert PAYLOAD not in html and "<script" not in html
+    assert PAYLOAD not in html and html.count("<script") == 1, "the only script is the report's own"
+    assert "script-src 'sha256-" in html, "and the Content-Security-Policy allows only it, by hash"
     assert f"model.layers.1.{ESCAPED}.weight" in html  # a parameter name
     assert f"ValueError: {ESCAPED}" in html  # a traceback in a verdict's detail
     assert 'onmouseover="alert' not in html
@@ -180,3 +181,45 @@ def test_key_fields_that_vary_label_the_rows(run_dir):
     path.write_text(json.dumps(data))
     assert "llama · float32" in render_html(run_dir)
     assert "| engine | family | dtype | packed_vs_unpacked | golden_regression |" in render_markdown(run_dir)
+
+
+def test_junit_has_one_testcase_per_verdict(run_dir, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    from harness.cli.main import main
+
+    assert main(["report", str(run_dir), "-o", str(tmp_path / "r.html"), "--junit", str(tmp_path / "junit.xml")]) == 0
+    root = ET.parse(tmp_path / "junit.xml").getroot()
+    assert root.tag == "testsuites"
+    (suite,) = root.findall("testsuite")
+    counts = {k: suite.get(k) for k in ("tests", "failures", "errors", "skipped")}
+    assert counts == {"tests": "4", "failures": "1", "errors": "1", "skipped": "1"}
+    assert {p.get("name"): p.get("value") for p in suite.find("properties")}["git_commit"] == "abc1234"
+    cases = {(c.get("classname"), c.get("name")): c for c in suite.findall("testcase")}
+    assert len(cases) == 4
+    verdicts = {(v["engine"], v["family"], v["scenario"]): v for v in json.loads((run_dir / "results.json").read_text())["verdicts"]}
+
+    passed = cases["packcheck.reference.llama", "packed_vs_unpacked[float64-cpu-auto]"]
+    assert list(passed) == [] and float(passed.get("time")) == 0.05
+    (failure,) = cases["packcheck.mutant.x.llama", "packed_vs_unpacked[float64-cpu-auto]"]
+    assert failure.tag == "failure"
+    verdict = verdicts["mutant.x", "llama", "packed_vs_unpacked"]
+    assert failure.get("message") == failure.text == (verdict["message"] or verdict["diagnosis"])
+    (skipped,) = cases["packcheck.mutant.x.qwen3", "packed_vs_unpacked[float64-cpu-auto]"]
+    assert skipped.tag == "skipped" and "no qwen3 support" in skipped.get("message")
+    (error,) = cases["packcheck.mutant.x.llama", "golden_regression[float64-cpu-auto]"]
+    assert error.tag == "error" and BREAKOUT in error.get("message")  # engine text survives as text: the parser gives it back
+
+
+def test_junit_and_markdown_treat_a_newer_failing_status_as_an_error(run_dir):
+    import xml.etree.ElementTree as ET
+
+    path = run_dir / "results.json"
+    data = json.loads(path.read_text())
+    data["verdicts"].append(dict(data["verdicts"][0], scenario="vlm_collective_symmetry", status="hang", diagnosis="rank 1 waits"))
+    path.write_text(json.dumps(data))
+    suite = ET.fromstring(render_junit(run_dir)).find("testsuite")
+    assert suite.get("errors") == "2"
+    (hang,) = [c for c in suite.findall("testcase") if c.get("name").startswith("vlm_collective_symmetry")]
+    assert [(e.tag, e.get("type")) for e in hang] == [("error", "hang")]
+    assert "**HANG** vlm_collective_symmetry" in render_markdown(run_dir)

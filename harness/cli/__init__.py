@@ -1,1 +1,1 @@
-"""The `packcheck` command line: list | run | report | golden."""
+"""The `packcheck` command line: list | run | report | bisect | golden."""

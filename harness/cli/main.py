@@ -9,7 +9,7 @@ import argparse
 import sys
 import traceback
 
-from harness.cli import golden_cmd, list_cmd, report_cmd, run_cmd
+from harness.cli import bisect_cmd, golden_cmd, list_cmd, report_cmd, run_cmd
 from harness.cli.errors import UsageError
 from harness.contract import ContractError
 
@@ -19,7 +19,7 @@ USAGE_ERROR = 2
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="packcheck", description="Conformance suite and numerics harness for packed LM training.")
     commands = parser.add_subparsers(dest="command", required=True)
-    for module in (list_cmd, run_cmd, report_cmd, golden_cmd):
+    for module in (list_cmd, run_cmd, report_cmd, bisect_cmd, golden_cmd):
         module.add_parser(commands)
     return parser
 

@@ -1,4 +1,4 @@
-"""`packcheck report DIR [--baseline DIR] -o FILE.html [--markdown FILE.md]`."""
+"""`packcheck report DIR [--baseline DIR] [-o FILE.html] [--markdown FILE.md] [--junit FILE.xml]`."""
 
 from __future__ import annotations
 
@@ -11,16 +11,20 @@ def add_parser(commands) -> None:
     parser.add_argument("--baseline", default=None, help="another run directory to compare against (default: none)")
     parser.add_argument("-o", "--output", default=None, help="HTML file to write (default: RUN_DIR/report.html)")
     parser.add_argument("--markdown", default=None, help="also write a Markdown summary for a PR comment (default: no)")
+    parser.add_argument("--junit", default=None, help="also write JUnit XML, one testcase per verdict, for CI test reports (default: no)")
     parser.set_defaults(handler=handle)
 
 
 def handle(args) -> int:
-    from harness.report import render_markdown, write_html
+    from harness.report import render_markdown, write_html, write_junit
 
-    output = Path(args.output) if args.output else Path(args.run_dir) / "report.html"
-    write_html(Path(args.run_dir), output, baseline_dir=Path(args.baseline) if args.baseline else None)
+    run_dir = Path(args.run_dir)
+    output = Path(args.output) if args.output else run_dir / "report.html"
+    write_html(run_dir, output, baseline_dir=Path(args.baseline) if args.baseline else None)
     print(output)
     if args.markdown:
-        Path(args.markdown).write_text(render_markdown(Path(args.run_dir)))
+        Path(args.markdown).write_text(render_markdown(run_dir))
         print(args.markdown)
+    if args.junit:
+        print(write_junit(run_dir, args.junit))
     return 0

@@ -9,9 +9,9 @@
 
 from harness.collectives.ops import OPS, describe, describe_state
 from harness.collectives.recorder import CollectiveRecorder, install_recorder
-from harness.collectives.symmetry import first_divergence, group_sequences, signature
+from harness.collectives.symmetry import divergence, first_divergence, group_sequences, signature
 
 __all__ = [
-    "OPS", "CollectiveRecorder", "describe", "describe_state", "first_divergence",
+    "OPS", "CollectiveRecorder", "describe", "describe_state", "divergence", "first_divergence",
     "group_sequences", "install_recorder", "signature",
 ]

@@ -41,19 +41,30 @@ def group_sequences(logs: list[list[dict]]) -> dict[tuple[int, ...], dict[int, l
     return groups
 
 
-def first_divergence(logs: list[list[dict]]) -> str | None:
-    """None if every group's members issued the same collectives; otherwise a sentence naming the
-    group, the position, and what each member issued there. `logs[r]` is rank r's log."""
-    found: list[tuple[int, str]] = []
+def divergence(logs: list[list[dict]]) -> tuple[tuple[int, ...], int] | None:
+    """(group, k): the group whose members stop matching first (by the earliest global seq involved)
+    and the position k on that group where they do; None if every group's members match."""
+    found: list[tuple[int, tuple[int, ...], int]] = []
     for group, members in sorted(group_sequences(logs).items()):
         length = max(len(sequence) for sequence in members.values())
         for k in range(length):
-            present = {rank: seq[k] for rank, seq in members.items() if k < len(seq)}
-            if len(present) == len(members) and len({signature(e) for e in present.values()}) == 1:
+            present = [seq[k] for seq in members.values() if k < len(seq)]
+            if len(present) == len(members) and len({signature(e) for e in present}) == 1:
                 continue
-            found.append((min(e["seq"] for e in present.values()), _sentence(list(group), k, members, present)))
+            found.append((min(e["seq"] for e in present), group, k))
             break
-    return min(found)[1] if found else None
+    return min(found)[1:] if found else None
+
+
+def first_divergence(logs: list[list[dict]]) -> str | None:
+    """None if every group's members issued the same collectives; otherwise a sentence naming the
+    group, the position, and what each member issued there. `logs[r]` is rank r's log."""
+    where = divergence(logs)
+    if where is None:
+        return None
+    group, k = where
+    members = group_sequences(logs)[group]
+    return _sentence(list(group), k, members, {rank: seq[k] for rank, seq in members.items() if k < len(seq)})
 
 
 def _sentence(group: list[int], k: int, members: dict[int, list[dict]], present: dict[int, dict]) -> str:

@@ -1,13 +1,16 @@
 """The packing the Layout contract prescribes, computed by the harness for its own bookkeeping.
 
-The harness never hands rows to an engine; it uses this to know how many rows a packed layout
-has, which documents share a row, and to describe a token's place ("document 2 of row 0") in
-failure messages.
+The harness never hands rows to an engine; it uses this to know how many rows a layout has,
+which documents share a row, where each token sits in it (reports draw rows token by token), and
+to describe a token's place ("document 2 of row 0") in failure messages.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections import defaultdict
+from dataclasses import dataclass
+from math import ceil
+from typing import Iterator, Sequence
 
 from harness.contract import Case, LayoutKind
 
@@ -27,6 +30,53 @@ def pack_in_order(lengths: Sequence[int], seq_len: int) -> list[list[int]]:
     return rows
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Row:
+    """One row of one forward: its documents (sample indices, in row order) and its width in tokens."""
+
+    rank: int
+    step: int  # micro-step
+    index: int  # row within the micro-batch
+    samples: tuple[int, ...]
+    width: int
+    padding_side: str = "right"
+
+    def starts(self, case: Case) -> list[int]:
+        """The row position of each document's token 0 (padding takes its side of the row)."""
+        lengths = [len(case.samples[i].input_ids) for i in self.samples]
+        position = self.width - sum(lengths) if self.padding_side == "left" else 0
+        starts = []
+        for length in lengths:
+            starts.append(position)
+            position += length
+        return starts
+
+
+def layout_rows(case: Case) -> Iterator[Row]:
+    """Every row the case's layout prescribes, micro-batch by micro-batch.
+
+    packed: rows of exactly seq_len, documents in order, padding at the end; unpacked: one sample
+    per row, padded to the longest sample of its micro-batch; stacked: one sample per row, padded
+    to the longest sample of its length bucket.
+    """
+    layout = case.layout
+    for rank, steps in enumerate(case.partition.per_rank):
+        for step, micro_batch in enumerate(steps):
+            lengths = [len(case.samples[i].input_ids) for i in micro_batch]
+            if layout.kind is LayoutKind.PACKED:
+                groups = [([micro_batch[j] for j in row], layout.seq_len) for row in pack_in_order(lengths, layout.seq_len)]
+                side = "right"
+            else:
+                buckets: dict[int, list[int]] = defaultdict(list)
+                for i, length in zip(micro_batch, lengths):
+                    key = 0 if layout.kind is LayoutKind.UNPACKED else ceil(length / layout.bucket_width)
+                    buckets[key].append(i)
+                groups = [([i], max(len(case.samples[j].input_ids) for j in buckets[key])) for key in sorted(buckets) for i in buckets[key]]
+                side = layout.padding_side
+            for index, (samples, width) in enumerate(groups):
+                yield Row(rank=rank, step=step, index=index, samples=tuple(samples), width=width, padding_side=side)
+
+
 def describe_token(case: Case, sample: int, token: int) -> str:
     """Where a token sits in the case's layout, in words."""
     base = f"sample {sample} token {token}"
@@ -34,13 +84,7 @@ def describe_token(case: Case, sample: int, token: int) -> str:
         base += " (its first target)"
     if case.layout.kind is not LayoutKind.PACKED:
         return base
-    for micro_batch in (mb for rank in case.partition.per_rank for mb in rank):
-        if sample not in micro_batch:
-            continue
-        rows = pack_in_order([len(case.samples[i].input_ids) for i in micro_batch], case.layout.seq_len)
-        for row_index, row in enumerate(rows):
-            positions = [micro_batch[j] for j in row]
-            if sample in positions:
-                doc = positions.index(sample)
-                return f"{base}, document {doc + 1} of {len(positions)} in packed row {row_index}"
+    for row in layout_rows(case):
+        if sample in row.samples:
+            return f"{base}, document {row.samples.index(sample) + 1} of {len(row.samples)} in packed row {row.index}"
     return base

@@ -45,6 +45,8 @@ def _load_class(spec: str) -> type:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as err:
         raise EngineNotFound(f"engine {spec!r}: cannot import module {module_name!r} ({err})") from err
+    except Exception as err:  # noqa: BLE001 - the engine's own code fails to import: its bug, not packcheck's
+        raise EngineNotFound(f"engine {spec!r}: importing module {module_name!r} raised {type(err).__name__}: {err}") from err
     try:
         obj = module
         for part in attr.split("."):

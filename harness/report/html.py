@@ -1,24 +1,30 @@
-"""The HTML report: one self-contained file (inline CSS and SVG, no script, nothing fetched).
+"""The HTML report: one self-contained file (inline CSS, SVG and one script; nothing fetched).
 
 It shows the run's provenance and counts, a status matrix (engine x family rows, scenario
 columns, coloured by status, printing the max margin), one section per verdict that did not
-pass (diagnosis, worst comparisons, gradient error by layer, detail, reproduce command), every
-verdict's worst comparison, and with a baseline run the verdicts whose status or margin moved.
+pass (diagnosis, worst comparisons, gradient error by layer, from its saved arms the per-token
+error strips, collective traces and engine notes, detail, reproduce command), every verdict's
+worst comparison, and with a baseline run the verdicts whose status or margin moved.
 
-Everything an engine returns (parameter names, diagnoses, tracebacks) reaches the page through
+Everything an engine returns (parameter names, notes, tracebacks) reaches the page through
 Jinja2 autoescaping; the SVG charts are drawn by the template from numbers computed here, so
-the template needs no `|safe` at all.
+the template needs no `|safe` at all. The one trusted string is packcheck's own report.js, and
+the page's Content-Security-Policy lets only that script (by its hash) run.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import math
 import re
 from pathlib import Path
 
 import jinja2
+import markupsafe
 import pandas as pd
 
+from harness.report.evidence import arm_evidence
 from harness.report.load import Run, describe, format_margin, format_number, load_run, status_counts
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -138,11 +144,13 @@ def _layer_chart(rows: pd.DataFrame) -> dict | None:
 
 def _detail(run: Run, v) -> dict:
     rows = run.rows_of(v.key)
+    failed = v.status not in ("pass", "unsupported")  # fail, error, and any status a newer run adds (hang)
     return {
         "anchor": v.anchor, "status": v.status, "scenario": v.scenario, "label": describe(v),
         "diagnosis": v.diagnosis, "detail": v.detail, "reproduce": v.reproduce,
         "comparisons": v.comparisons, "failing": v.failing, "seconds": v.seconds, "worst": _worst_rows(rows),
-        "layers": _layer_chart(rows) if v.status in ("fail", "error") else None,
+        "layers": _layer_chart(rows) if failed else None,
+        "evidence": arm_evidence(run.directory, v, rows) if failed else None,
     }
 
 
@@ -198,10 +206,20 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+def _script() -> tuple[markupsafe.Markup, str]:
+    """report.js, trusted as markup (it is ours), and its CSP source: 'sha256-<base64 digest>'."""
+    text = (TEMPLATES / "report.js").read_text(encoding="utf-8")
+    assert "</" not in text, "report.js must not close its <script> element"
+    digest = base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode()
+    return markupsafe.Markup(text), f"sha256-{digest}"
+
+
 def render_html(run_dir: str | Path, baseline_dir: str | Path | None = None) -> str:
     run = load_run(run_dir)
     verdicts = run.verdicts
+    script, script_hash = _script()
     return _environment().get_template("report.html.j2").render(
+        script=script, script_hash=script_hash,
         directory=str(run.directory),
         provenance=run.provenance,
         counts=status_counts(verdicts),

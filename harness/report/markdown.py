@@ -60,7 +60,7 @@ def render_markdown(run_dir: str | Path) -> str:
     for row, cells in table.items():
         lines.append("| " + " | ".join([*(_text(x) for x in row), *(cells.get(s, "-") for s in scenarios)]) + " |")
 
-    failing = verdicts[verdicts["status"].isin(["fail", "error"])]
+    failing = verdicts[~verdicts["status"].isin(["pass", "unsupported"])]  # fail, error, and newer failing statuses (hang)
     if not failing.empty:
         lines += ["", f"### Failing ({len(failing)})", ""]
         for v in failing.head(LISTED).itertuples(index=False):

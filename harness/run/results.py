@@ -64,6 +64,11 @@ class ResultsFile:
         os.replace(scratch, self.path)
 
 
+def arms_directory(run_dir: str | Path, engine: str, family: str, scenario: str) -> Path:
+    """Where a run keeps each arm's case.json and result.* of one verdict: DIR/cases/<engine>/<family>/<scenario>."""
+    return Path(run_dir) / "cases" / engine / family / scenario
+
+
 def load_results(directory: str | Path) -> dict:
     path = Path(directory) / "results.json"
     if not path.exists():

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Sequence, TextIO
 
 from harness.engines import Engine
-from harness.run.results import ResultsFile
+from harness.run.results import ResultsFile, arms_directory
 from harness.run.scenario_runner import RunOptions, run_scenario
 from harness.run.verdict import HANG, Verdict
 from harness.scenarios import Scenario
@@ -54,7 +54,7 @@ def run_matrix(matrix: Matrix, results: ResultsFile, out: TextIO | None = None,
     cells = list(matrix.cells())
     for index, (engine, family, scenario) in enumerate(cells, 1):
         print(f"[{index}/{len(cells)}] {engine.name} {family} {scenario.name} ...", end=" ", file=out, flush=True)
-        save_dir = None if matrix.save_arms == "none" else Path(results.directory) / "cases" / engine.name / family / scenario.name
+        save_dir = None if matrix.save_arms == "none" else arms_directory(results.directory, engine.name, family, scenario.name)
 
         def abort(stacks: str, engine=engine, family=family, scenario=scenario) -> None:
             verdict = hang_verdict(matrix, engine, family, scenario, stacks)

@@ -1,0 +1,66 @@
+"""`packcheck bisect --repo PATH --good REV --bad REV --engine SPEC [--family F ...] [--scenario S ...]`.
+
+Prints one row per family: the first bad commit (hash, subject) and the scenarios that flipped,
+or why the family was not bisected. Exit 0 when every family got an answer (a first bad commit,
+or not regressed), 1 when some family could not be decided (bad at --good already, an endpoint
+that cannot be judged, skipped commits hiding the answer), 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.cli.errors import UsageError
+
+UNDECIDED = ("already bad", "cannot judge", "ambiguous")
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("bisect", help="find the first bad commit of an engine repository, per model family")
+    parser.add_argument("--repo", required=True,
+                        help="the engine's git repository (left untouched: revisions are checked out in a scratch worktree)")
+    parser.add_argument("--good", required=True, help="a revision where the engine passes")
+    parser.add_argument("--bad", required=True, help="a later revision where it fails")
+    parser.add_argument("--engine", required=True,
+                        help="'package.module:Class' importable from the repository's root (or a registered name), at every revision")
+    parser.add_argument("--family", nargs="+", default=None, help="families to bisect (default: every family packcheck has)")
+    parser.add_argument("--scenario", nargs="+", default=None, help="the scenarios that judge a revision (default: all)")
+    parser.add_argument("--dtype", default="float64", help="float64 | float32 | bfloat16 (default: float64)")
+    parser.add_argument("--device", default="cpu", help="cpu | cuda (default: cpu)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds one verdict may take at a revision (default: 600)")
+    parser.add_argument("--cache", default=None, help="JSON file of judged revisions (default: ~/.cache/packcheck/bisect.json)")
+    parser.set_defaults(handler=handle)
+
+
+def format_table(results) -> str:
+    header = ("family", "first bad commit", "subject", "scenarios that flipped")
+    rows = [(r.family, r.first_bad[:12] if r.first_bad else r.status, r.subject or r.note, ", ".join(r.flipped) or "-") for r in results]
+    widths = [max(len(str(row[i])) for row in (header, *rows)) for i in range(3)]
+    return "\n".join("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)) + "  " + row[3] for row in (header, *rows))
+
+
+def handle(args) -> int:
+    from harness.bisect import Probe, bisect_families
+    from harness.bisect.cache import VerdictCache, default_cache_path
+    from harness.bisect.git import GitError, git
+    from harness.contract import DTYPES
+    from harness.models import FAMILIES, get_family
+    from harness.scenarios import get_scenario
+
+    try:
+        repo = Path(git(Path(args.repo), "rev-parse", "--show-toplevel"))
+    except GitError as err:
+        raise UsageError(f"--repo {args.repo} is not a git repository: {err}") from err
+    if args.dtype not in DTYPES:
+        raise UsageError(f"--dtype {args.dtype!r} is not one of {', '.join(DTYPES)}")
+    families = args.family or sorted(FAMILIES)
+    for family in families:
+        get_family(family)
+    for scenario in args.scenario or ():
+        get_scenario(scenario)
+    probe = Probe(engine=args.engine, families=tuple(families), scenarios=tuple(args.scenario or ()), dtype=args.dtype,
+                  device=args.device, timeout=args.timeout)
+    cache = VerdictCache(Path(args.cache) if args.cache else default_cache_path())
+    results = bisect_families(repo, args.good, args.bad, probe, cache)
+    print(format_table(results))
+    return 1 if any(r.status in UNDECIDED for r in results) else 0

@@ -1,0 +1,69 @@
+"""JUnit XML for CI systems that collect test reports (GitLab, Jenkins, GitHub test reporters).
+
+One <testcase> per verdict: classname `packcheck.<engine>.<family>`, name `<scenario>[<dtype>-<device>-<attention>]`,
+time = the verdict's seconds. A failing verdict carries <failure message="the verdict's message">
+(the small report `packcheck run` prints, ending with the reproduce command), an unsupported one
+<skipped> with the engine's reason, any other status that is not a pass (error, hang) <error>. The run's provenance goes into
+<properties>. ElementTree escapes the text; characters XML 1.0 cannot hold at all (control
+characters in a traceback) are replaced.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from harness.report.load import load_run, status_counts
+
+OUTCOME = {"pass": None, "fail": "failure", "unsupported": "skipped"}  # any other status (error, hang, ...): <error>
+NOT_XML = re.compile(r"[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml_text(value) -> str:
+    return NOT_XML.sub("\ufffd", "" if value is None else str(value))
+
+
+def _given(*values) -> str:
+    """The first non-empty text (older results files lack some fields: pandas gives NaN)."""
+    return next((v for v in values if isinstance(v, str) and v), "")
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.3f}" if isinstance(value, float) and math.isfinite(value) else "0"
+
+
+def render_junit(run_dir: str | Path) -> str:
+    run = load_run(run_dir)
+    verdicts = run.verdicts
+    counts = status_counts(verdicts)
+    suites = ET.Element("testsuites", name="packcheck")
+    suite = ET.SubElement(suites, "testsuite", {
+        "name": f"packcheck {run.directory}", "tests": str(len(verdicts)), "failures": str(counts["fail"]),
+        "errors": str(sum(n for status, n in counts.items() if status not in OUTCOME)), "skipped": str(counts["unsupported"]),
+        "time": _seconds(float(verdicts["seconds"].fillna(0).sum()) if len(verdicts) else 0.0),
+        "timestamp": _xml_text(run.provenance.get("time", "")),
+    })
+    properties = ET.SubElement(suite, "properties")
+    for name, value in run.provenance.items():
+        ET.SubElement(properties, "property", name=_xml_text(name), value=_xml_text(value))
+    for v in verdicts.itertuples(index=False):
+        case = ET.SubElement(suite, "testcase", classname=_xml_text(f"packcheck.{v.engine}.{v.family}"),
+                             name=_xml_text(f"{v.scenario}[{v.dtype}-{v.device}-{v.attention or 'auto'}]"), time=_seconds(v.seconds))
+        outcome = OUTCOME.get(v.status, "error")
+        if outcome == "skipped":
+            ET.SubElement(case, "skipped", message=_xml_text(_given(v.detail, v.diagnosis, "unsupported by the engine")))
+        elif outcome is not None:
+            message = _xml_text(_given(v.message, v.diagnosis, v.status))
+            element = ET.SubElement(case, outcome, message=message, type=v.status)
+            element.text = message
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write_junit(run_dir: str | Path, out_path: str | Path) -> Path:
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(render_junit(run_dir), encoding="utf-8")
+    return out_path

@@ -1,0 +1,141 @@
+"""`packcheck bisect` on a real git repository: a toy engine (the reference with a switchable
+cross-document-attention bug) breaks llama at one commit and qwen3 at a later one, with a commit
+in between that does not even import. Bisect must name both commits, judge nothing twice (a
+second bisect is answered from the cache), and leave the user's checkout exactly as it was.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+ENGINE = '''"""A toy engine under development: the reference trainer with a switchable packing bug."""
+
+from harness.contract import LayoutKind
+from impls.reference.engine import ReferenceEngine
+
+CROSS_DOC_FAMILIES = frozenset({{{families}}})  # packed rows of these families go through plain causal SDPA
+
+
+class ToyEngine(ReferenceEngine):
+    name = "toy"
+
+    def attention_backend(self, case):
+        if case.layout.kind is LayoutKind.PACKED and case.model.family in CROSS_DOC_FAMILIES:
+            return "sdpa_causal"
+        return super().attention_backend(case)
+'''
+# (subject, files written by the commit); the engine is toy/engine.py, imported as toy.engine:ToyEngine.
+HISTORY = (
+    ("Add the toy engine", {"toy/__init__.py": "", "toy/engine.py": ENGINE.format(families="")}),
+    ("Document the engine", {"README.md": "# toy\n\nA packed-training engine.\n"}),
+    ("Use causal SDPA for packed llama rows (faster)", {"toy/engine.py": ENGINE.format(families='"llama"')}),
+    ("Refactor the engine (does not import)", {"toy/engine.py": ENGINE.format(families='"llama"') + "\nthis is not python\n"}),
+    ("Fix the refactor", {"toy/engine.py": ENGINE.format(families='"llama"')}),
+    ("Use causal SDPA for packed qwen3 rows too", {"toy/engine.py": ENGINE.format(families='"llama", "qwen3"')}),
+    ("Update the docs", {"README.md": "# toy\n\nA packed-training engine, now faster.\n"}),
+)
+LLAMA_BREAKS, QWEN3_BREAKS = 2, 5
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=Toy Dev", "-c", "user.email=dev@toy", *args],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def build_toy_repository(repo: Path) -> list[str]:
+    """The repository of HISTORY; returns its commit hashes, oldest first."""
+    repo.mkdir(parents=True)
+    _git(repo, "init", "--quiet", "--initial-branch=main")
+    commits = []
+    for subject, files in HISTORY:
+        for name, text in files.items():
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            (repo / name).write_text(text)
+        _git(repo, "add", "--all")
+        _git(repo, "commit", "--quiet", "-m", subject)
+        commits.append(_git(repo, "rev-parse", "HEAD"))
+    return commits
+
+
+def _state(repo: Path) -> dict:
+    """Everything of the user's checkout that bisect must leave alone."""
+    return {
+        "head": _git(repo, "rev-parse", "HEAD"), "branch": _git(repo, "symbolic-ref", "HEAD"),
+        "status": _git(repo, "status", "--porcelain"), "diff": _git(repo, "diff"), "staged": _git(repo, "diff", "--cached"),
+        "worktrees": _git(repo, "worktree", "list", "--porcelain"), "bisect_refs": _git(repo, "for-each-ref", "refs/bisect"),
+    }
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    """The toy repository with work in progress, bisected once; its state before, the output, the cache."""
+    root = tmp_path_factory.mktemp("bisect")
+    repo = root / "toy"
+    commits = build_toy_repository(repo)
+    (repo / "README.md").write_text("an uncommitted edit\n")  # the user's work in progress
+    (repo / "notes.txt").write_text("staged\n")
+    _git(repo, "add", "notes.txt")
+    before = _state(repo)
+    command = ["bisect", "--repo", str(repo), "--good", commits[0], "--bad", "main", "--engine", "toy.engine:ToyEngine",
+               "--family", "llama", "qwen3", "--scenario", "packed_vs_unpacked", "--cache", str(root / "cache.json")]
+    out, err = _bisect(command)
+    return {"repo": repo, "commits": commits, "before": before, "command": command, "out": out, "err": err}
+
+
+def _bisect(command: list[str], expected_exit: int = 0) -> tuple[str, str]:
+    """packcheck bisect in a subprocess, as a user runs it (its steps write to the terminal, not to pytest)."""
+    done = subprocess.run([sys.executable, "-m", "harness.cli.main", *command], capture_output=True, text=True, timeout=300)
+    assert done.returncode == expected_exit, done.stderr
+    return done.stdout, done.stderr
+
+
+def test_bisect_names_the_first_bad_commit_per_family(toy):
+    commits, out = toy["commits"], toy["out"]
+    table = {line.split()[0]: line for line in out.splitlines()[1:]}
+    for family, k in (("llama", LLAMA_BREAKS), ("qwen3", QWEN3_BREAKS)):
+        assert table[family].split()[1] == commits[k][:12] and f" {HISTORY[k][0]} " in table[family], out
+        assert table[family].endswith(" packed_vs_unpacked")
+    assert f"@ {commits[3][:12]}: skip: cannot be judged" in toy["err"], "the commit that does not import is skipped"
+
+
+def test_the_users_checkout_is_untouched(toy):
+    assert _state(toy["repo"]) == toy["before"], "working tree, index, HEAD, worktrees and bisect refs as they were"
+    assert not list(Path(tempfile.gettempdir()).glob("packcheck-bisect-*/worktree")), "the scratch worktree is removed"
+
+
+def test_every_revision_is_judged_once(toy):
+    judged = [line.split(" @ ")[1].split(":")[0] for line in toy["err"].splitlines() if " @ " in line and "[cached]" not in line]
+    assert len(judged) == len(set(judged)), "a (family, commit) judged twice"
+    started = time.monotonic()
+    out, err = _bisect(toy["command"])
+    assert out == toy["out"]
+    steps = [line for line in err.splitlines() if " @ " in line]
+    assert steps and all(line.endswith("[cached]") for line in steps), "a second bisect is answered from the cache"
+    assert time.monotonic() - started < 30
+
+
+def _with(command: list[str], **values: str) -> list[str]:
+    """The command with the values of some flags replaced: _with(command, good=rev, family="llama")."""
+    command = list(command)
+    for flag, value in values.items():
+        start = command.index(f"--{flag}") + 1
+        stop = next((i for i in range(start, len(command)) if command[i].startswith("--")), len(command))
+        command[start:stop] = [value]
+    return command
+
+
+def test_families_that_did_not_regress_in_the_range_are_not_bisected(toy):
+    command, commits = toy["command"], toy["commits"]
+    out, _ = _bisect(_with(command, bad=commits[1], family="llama"))
+    assert out.splitlines()[1].split()[:3] == ["llama", "not", "regressed"]
+    out, _ = _bisect(_with(command, good=commits[LLAMA_BREAKS], family="llama"), expected_exit=1)  # undecided
+    assert out.splitlines()[1].split()[:3] == ["llama", "already", "bad"]
+    _, err = _bisect(_with(command, bad="no-such-rev"), expected_exit=2)
+    assert "'no-such-rev' is not a commit" in err
+    assert _state(toy["repo"]) == toy["before"]
