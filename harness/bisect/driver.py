@@ -67,6 +67,9 @@ def _bisect_family(repo: Path, worktree: Path, good: str, bad: str, probe: Probe
     if not first:
         return FamilyResult(family=family, status=AMBIGUOUS, note=f"skipped commits hide it; one of {candidates}")
     outcome, _ = judge(probe, worktree, first, family, cache)
+    if outcome.status != BAD:  # git took a step that could not run (exit 1 from a failed import) as "bad"
+        raise GitError(f"git bisect named {first[:12]} the first bad commit for {family}, but packcheck judges it "
+                       f"{describe(outcome, False)}: the bisect step itself failed (see its messages above)")
     return FamilyResult(family=family, status=REGRESSED, first_bad=first, subject=subject(repo, first), flipped=outcome.failing)
 
 
