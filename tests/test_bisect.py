@@ -139,3 +139,12 @@ def test_families_that_did_not_regress_in_the_range_are_not_bisected(toy):
     _, err = _bisect(_with(command, bad="no-such-rev"), expected_exit=2)
     assert "'no-such-rev' is not a commit" in err
     assert _state(toy["repo"]) == toy["before"]
+
+
+def test_a_step_that_cannot_import_packcheck_stops_the_bisection(tmp_path):
+    """git bisect run reads exit 1 as "bad": a step whose interpreter lacks packcheck (-S: no
+    site-packages) must exit 255, which stops the bisection, not Python's 1."""
+    from harness.bisect.step import BOOTSTRAP
+
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", BOOTSTRAP, "--family", "llama"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 255 and "No module named 'harness'" in done.stderr

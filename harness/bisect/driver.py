@@ -17,6 +17,7 @@ from typing import TextIO
 from harness.bisect.cache import BAD, GOOD, VerdictCache
 from harness.bisect.git import GitError, commit_of, git, git_env, subject
 from harness.bisect.judge import Probe, describe, judge
+from harness.bisect.step import BOOTSTRAP
 from harness.bisect.worktree import scratch_worktree
 
 REGRESSED, NOT_REGRESSED, ALREADY_BAD, UNJUDGED, AMBIGUOUS = "regressed", "not regressed", "already bad", "cannot judge", "ambiguous"
@@ -37,7 +38,7 @@ def _git_bisect(worktree: Path, good: str, bad: str, probe: Probe, family: str, 
     """Run `git bisect run` for one family; (first bad commit, "") or ("", candidates) when skips hide it."""
     git(worktree, "bisect", "start", bad, good)
     try:
-        step = [sys.executable, "-I", "-m", "harness.bisect.step", "--family", family, "--cache", str(cache.path), *probe.to_args()]
+        step = [sys.executable, "-I", "-c", BOOTSTRAP, "--family", family, "--cache", str(cache.path), *probe.to_args()]
         done = subprocess.run(["git", "-C", str(worktree), "bisect", "run", *step], stdout=subprocess.PIPE, text=True, env=git_env())
         if "is the first bad commit" in done.stdout:
             return git(worktree, "rev-parse", "refs/bisect/bad"), ""

@@ -1,11 +1,12 @@
 """The command `git bisect run` calls at each revision: judge the checked-out commit for one family.
 
-    python -I -m harness.bisect.step --family F --cache FILE --engine SPEC --families F ... [--scenario S ...] ...
+    python -I -c BOOTSTRAP --family F --cache FILE --engine SPEC --families F ... [--scenario S ...] ...
 
 Run isolated (-I): the current directory is the scratch worktree, and a `harness` package of the
 repository under bisection must not replace this one here (it does, on purpose, inside the
 `packcheck run` subprocess that judges the revision). Exit 0 good, 1 bad, 125 skip; any
-failure of packcheck itself exits 255, which stops the bisection instead of calling a commit bad.
+failure of packcheck itself exits 255, which stops the bisection instead of calling a commit bad,
+including a failure to import this module (Python would exit 1: "bad"), hence BOOTSTRAP.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from harness.bisect.git import git
 from harness.bisect.judge import EXIT_CODES, Probe, describe, judge
 
 ABORT = 255
+BOOTSTRAP = ("import sys\ntry:\n    from harness.bisect.step import main\nexcept BaseException:\n"
+             "    import traceback\n    traceback.print_exc()\n    sys.exit(255)\nsys.exit(main(sys.argv[1:]))")
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
