@@ -19,6 +19,7 @@ from typing import ClassVar
 
 from harness.contract import Case, StepResult
 from harness.engines.capabilities import Capabilities
+from harness.engines.findings import KnownFinding
 
 
 class UnsupportedCase(Exception):
@@ -28,6 +29,8 @@ class UnsupportedCase(Exception):
 class Engine(ABC):
     name: ClassVar[str]
     capabilities: ClassVar[Capabilities]
+    # real bugs of a third-party engine, reproduced and pinned (harness/engines/findings.py)
+    known_findings: ClassVar[tuple[KnownFinding, ...]] = ()
 
     @abstractmethod
     def run(self, case: Case) -> StepResult:

@@ -147,7 +147,7 @@ def _detail(run: Run, v) -> dict:
     failed = v.status not in ("pass", "unsupported")  # fail, error, and any status a newer run adds (hang)
     return {
         "anchor": v.anchor, "status": v.status, "scenario": v.scenario, "label": describe(v),
-        "diagnosis": v.diagnosis, "detail": v.detail, "reproduce": v.reproduce,
+        "known_finding": v.known_finding, "diagnosis": v.diagnosis, "detail": v.detail, "reproduce": v.reproduce,
         "comparisons": v.comparisons, "failing": v.failing, "seconds": v.seconds, "worst": _worst_rows(rows),
         "layers": _layer_chart(rows) if failed else None,
         "evidence": arm_evidence(run.directory, v, rows) if failed else None,

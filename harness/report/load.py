@@ -18,7 +18,7 @@ import pandas as pd
 from harness.run.results import VERDICT_KEYS, load_results
 
 STATUSES = ("pass", "fail", "unsupported", "error")
-VERDICT_COLUMNS = (*VERDICT_KEYS, "status", "diagnosis", "detail", "seconds", "max_margin", "worst",
+VERDICT_COLUMNS = (*VERDICT_KEYS, "status", "known_finding", "diagnosis", "detail", "seconds", "max_margin", "worst",
                    "comparisons", "failing", "reproduce", "message")
 ROW_COLUMNS = (*VERDICT_KEYS, "arms", "quantity", "item", "metric", "observed", "threshold", "where", "passed", "margin")
 # Only these are decoded: a `where` or `item` that happens to read "nan" stays text.
@@ -96,6 +96,7 @@ def load_run(directory: str | Path) -> Run:
         None if not isinstance(w, dict) else w | {k: as_float(w[k]) for k in NUMERIC if k in w}
         for w in verdicts["worst"]
     ]
+    verdicts["known_finding"] = verdicts["known_finding"].astype(object).where(verdicts["known_finding"].notna(), "")  # older runs lack it
     verdicts["anchor"] = [_anchor(i, key) for i, key in enumerate(verdicts["key"])]
     return Run(
         directory=Path(directory),

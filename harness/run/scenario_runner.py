@@ -22,7 +22,7 @@ from typing import Callable
 
 from harness.compare import Comparison, tolerance_for
 from harness.contract import Case, StepResult
-from harness.engines import Engine, InvalidResult, UnsupportedCase, validate_result
+from harness.engines import Engine, InvalidResult, UnsupportedCase, finding_for, validate_result
 from harness.models import model_spec
 from harness.run.verdict import ERROR, FAIL, HANG, PASS, UNSUPPORTED, Verdict
 from harness.run.watchdog import Watchdog
@@ -156,6 +156,9 @@ def run_scenario(engine: Engine, scenario: Scenario, family: str, dtype: str = "
             verdict.diagnosis = scenario.diagnose(judgement, failed)
         if save_dir is not None and (save_passing or verdict.failed):
             save_arms(save_dir, cases, results)
+    finding = finding_for(engine.known_findings, scenario.name, family)
+    if finding is not None and verdict.status == FAIL and verdict.worst is not None and verdict.worst.margin >= finding.min_margin:
+        verdict.known_finding = finding.headline()
     verdict.seconds = time.perf_counter() - started
     return verdict
 

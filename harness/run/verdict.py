@@ -28,6 +28,7 @@ class Verdict:
     diagnosis: str = ""
     detail: str = ""
     seconds: float = 0.0
+    known_finding: str = ""  # a failing verdict that reproduces a pinned finding of the engine (harness/engines/findings.py)
 
     @property
     def reproduce(self) -> str:
@@ -47,6 +48,8 @@ class Verdict:
     def message(self, max_rows: int = 5) -> str:
         head = f"{self.scenario} [{self.engine} / {self.family} / {self.dtype} / {self.device}]: {self.status.upper()}"
         lines = [head]
+        if self.known_finding:
+            lines.append(f"  {self.known_finding}")
         if self.diagnosis:
             lines.append(f"  likely cause: {self.diagnosis}")
         bad = sorted((c for c in self.comparisons if not c.passed), key=lambda c: -c.margin)
@@ -64,7 +67,7 @@ class Verdict:
         worst = self.worst
         return {
             "engine": self.engine, "family": self.family, "scenario": self.scenario, "dtype": self.dtype, "device": self.device,
-            "attention": self.attention, "status": self.status, "diagnosis": self.diagnosis, "detail": self.detail, "seconds": round(self.seconds, 3),
+            "attention": self.attention, "status": self.status, "known_finding": self.known_finding, "diagnosis": self.diagnosis, "detail": self.detail, "seconds": round(self.seconds, 3),
             "max_margin": None if worst is None else worst.margin, "worst": None if worst is None else worst.to_json(),
             "comparisons": len(self.comparisons), "failing": sum(not c.passed for c in self.comparisons),
             "reproduce": self.reproduce, "message": self.message(),

@@ -1,0 +1,42 @@
+"""Known findings are strict expected failures with a size: annotated only when the verdict fails
+at least as badly as measured, and one finding per (scenario, family) cell."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.engines import KnownFinding, finding_for
+from harness.run.scenario_runner import run_scenario
+from harness.scenarios import SCENARIOS
+from tests.engines.pinned import PinnedAsMeasured, PinnedButCorrect, PinnedLargerThanSeen
+
+
+def finding(min_margin: float, families=None) -> KnownFinding:
+    return KnownFinding(scenario="microbatch_invariance", summary="each micro-batch averaged on its own", upstream="test",
+                        min_margin=min_margin, measured="test", families=families)
+
+
+def test_a_failure_as_large_as_measured_is_the_known_finding():
+    verdict = run_scenario(PinnedAsMeasured(), SCENARIOS["microbatch_invariance"], "llama")
+    assert verdict.status == "fail" and verdict.worst.margin > 1e3
+    assert verdict.known_finding.startswith("known finding (test)")
+    assert verdict.to_json()["known_finding"] == verdict.known_finding
+    assert verdict.known_finding in verdict.message()
+
+
+def test_a_smaller_failure_is_not_the_known_finding():
+    verdict = run_scenario(PinnedLargerThanSeen(), SCENARIOS["microbatch_invariance"], "llama")
+    assert verdict.status == "fail" and verdict.known_finding == ""
+
+
+def test_a_passing_verdict_carries_no_finding():
+    verdict = run_scenario(PinnedButCorrect(), SCENARIOS["microbatch_invariance"], "llama")
+    assert verdict.status == "pass" and verdict.known_finding == ""
+
+
+def test_findings_are_scoped_by_family_and_unique_per_cell():
+    scoped = finding(1.0, families=frozenset({"qwen3"}))
+    assert finding_for((scoped,), "microbatch_invariance", "llama") is None
+    assert finding_for((scoped,), "microbatch_invariance", "qwen3") is scoped
+    with pytest.raises(ValueError, match="keep one per cell"):
+        finding_for((finding(1.0), finding(2.0)), "microbatch_invariance", "llama")
