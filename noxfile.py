@@ -41,6 +41,24 @@ def mutants(session: nox.Session) -> None:
     session.run("packcheck", "run", "--engine", "reference", "mutant.*", "--out", "runs/mutants", *session.posargs, success_codes=[0, 1])
 
 
+# Third-party engines, each in its own pinned environment: adapter name -> (its pyproject extra, the
+# engines it registers: the adapter itself and the variants that reproduce its known findings).
+ADAPTERS: dict[str, tuple[str, tuple[str, ...]]] = {
+}
+
+
+@nox.session
+@nox.parametrize("adapter", list(ADAPTERS))
+def adapters(session: nox.Session, adapter: str) -> None:
+    """One third-party engine through the conformance suite, in its own pinned env: nox -s "adapters(adapter='trl_sft')"."""
+    extra, engines = ADAPTERS[adapter]
+    session.install(CPU_TORCH)
+    session.install("-e", f".[test,{extra}]", "-c", "constraints/cpu-torch.txt")
+    session.run("pytest", f"adapter_tests/{adapter}", *session.posargs)
+    for engine in engines:
+        session.run("pytest", "conformance", "--engine", engine, *session.posargs)
+
+
 @nox.session(python=False, default=False)
 def gpu(session: nox.Session) -> None:
     """On a CUDA machine, in its own torch: the suite in float32 and bfloat16 on cuda (nox -s gpu)."""
