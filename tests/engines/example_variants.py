@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from examples.minimal_engine import MinimalEngine
+from impls.example.minimal_engine import MinimalEngine
 from harness.contract import Case
 
 

@@ -8,7 +8,7 @@ the loss, the token count, every gradient and d loss / d log-probs. Single proce
 no optimizer step: everything else it declares unsupported, so the harness reports those cases as
 such instead of judging them.
 
-    packcheck run --engine examples.minimal_engine:MinimalEngine --family llama
+    packcheck run --engine impls.example.minimal_engine:MinimalEngine --family llama
 """
 
 from __future__ import annotations
