@@ -44,6 +44,7 @@ def mutants(session: nox.Session) -> None:
 # Third-party engines, each in its own pinned environment: adapter name -> (its pyproject extra, the
 # engines it registers: the adapter itself and the variants that reproduce its known findings).
 ADAPTERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "ringmaster_cp": ("ringmaster", ("ringmaster_cp", "ringmaster_cp.preshifted-labels")),
 }
 
 
