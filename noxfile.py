@@ -44,6 +44,8 @@ def mutants(session: nox.Session) -> None:
 # Third-party engines, each in its own pinned environment: adapter name -> (its pyproject extra, the
 # engines it registers: the adapter itself and the variants that reproduce its known findings).
 ADAPTERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "hf_trainer": ("hf", ("hf_trainer", "hf_trainer.legacy-ga", "hf_trainer.use-cache", "hf_trainer.float64")),
+    "trl_sft": ("trl", ("trl_sft",)),
 }
 
 

@@ -28,6 +28,7 @@ class MicroBatch:
     logprobs_RV: torch.Tensor  # [rows, seq, vocab] log_softmax of the training forward's logits (detached)
     engine_output: torch.Tensor  # the engine's differentiable output: logits [B,T,V] (HF) or log_probs [B,T-1] (TRL)
     engine_grad: torch.Tensor | None = None  # d loss / d engine_output from the trainer's own backward
+    engine_mask: torch.Tensor | None = None  # TRL: the positions whose log-prob the fused head kept (masked_fill cuts the rest)
 
 
 @dataclass
@@ -54,7 +55,8 @@ class StepCapture:
             engine_output = output.logits if getattr(output, "logits", None) is not None else output.log_probs
             record = MicroBatch(
                 inputs={k: v.detach().clone() for k, v in kwargs.items() if isinstance(v, torch.Tensor) and v.dim() >= 2},
-                logprobs_RV=logprobs, engine_output=engine_output.detach())
+                logprobs_RV=logprobs, engine_output=engine_output.detach().clone(),
+                engine_mask=getattr(output, "label_mask", None))
             self.micro_batches.append(record)
             if engine_output.requires_grad:
                 engine_output.register_hook(lambda grad: setattr(record, "engine_grad", grad.detach().clone()))

@@ -4,7 +4,7 @@ engine's own trainer, translate what it computed back.
 A subclass says which trainer and collator the engine uses (`build_trainer`) and what it can do
 (`capabilities`, `unsupported_reason`). Every Trainer setting fixed here follows from the Case:
 one optimizer step (`max_steps=1`) accumulating one micro-step per micro-batch of the partition,
-no gradient clipping (the Case asks for none), AdamW with the Case's hyper-parameters at a
+no gradient clipping (the Case asks for none), no mixed precision, AdamW with the Case's hyper-parameters at a
 constant learning rate, CPU, nothing logged or saved.
 """
 
@@ -36,6 +36,8 @@ def training_arguments(case: Case, output_dir: str) -> dict:
         lr_scheduler_type="constant",
         **({} if opt is None else dict(learning_rate=opt.lr, adam_beta1=opt.betas[0], adam_beta2=opt.betas[1],
                                        adam_epsilon=opt.eps, weight_decay=opt.weight_decay)),
+        bf16=False,  # the Case's dtype, no mixed precision (TRL's configs default to bf16 autocast)
+        fp16=False,
         use_cpu=True,
         report_to="none",
         save_strategy="no",

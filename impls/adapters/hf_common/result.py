@@ -1,7 +1,8 @@
 """The captured step as a StepResult: per-sample log-probs and loss weights, count, loss, grads.
 
 `dloss_dlogprobs` comes from the gradient the trainer's own backward sent into its output:
-- TRL's fused head outputs `log_probs`, so d loss / d log_probs is read directly;
+- TRL's fused head outputs `log_probs` (zeroed by masked_fill off its `label_mask`), so d loss /
+  d log_probs is read directly, on the positions of the mask;
 - the HF model outputs logits. For a loss that depends on each position only through the log-prob
   of its label, d loss / d logits = w (onehot(label) - softmax), so w = g[label] / (1 - p[label]).
   That premise is checked on every position (`weight_residual`): a loss with any other dependence
@@ -52,7 +53,8 @@ def _next_token_values(mb: MicroBatch) -> tuple[torch.Tensor, torch.Tensor, floa
     else:  # log-probs of the next token, zero off the labels
         width = mb.engine_output.shape[1]
         disagreement = (mb.engine_output - logprob_RT[:, :width]).abs()[supervised[:, :width]].max().item() if supervised.any() else 0.0
-        weight_RT = torch.zeros_like(logprob_RT) if mb.engine_grad is None else mb.engine_grad.to(logprob_RT.dtype)
+        # the head zeroes the masked positions with masked_fill, which passes no gradient through them
+        weight_RT = torch.zeros_like(logprob_RT) if mb.engine_grad is None else (mb.engine_grad * mb.engine_mask).to(logprob_RT.dtype)
     if disagreement > tolerance:
         raise TranslationError(f"log_softmax(lm_head(hidden)) differs from the engine's own output by {disagreement:.2e}: "
                                "the captured forward is not the one the trainer trained on")
