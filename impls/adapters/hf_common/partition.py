@@ -32,10 +32,10 @@ class PartitionedTrainer:
     partition: PartitionSampler
 
     def get_train_dataloader(self) -> DataLoader:
-        import datasets
+        from transformers.utils import is_datasets_available
 
         dataset = self.train_dataset
-        if isinstance(dataset, datasets.Dataset):
+        if is_datasets_available() and isinstance(dataset, __import__("datasets").Dataset):
             dataset = self._remove_unused_columns(dataset, description="training")
         return self.accelerator.prepare(DataLoader(dataset, batch_sampler=self.partition, collate_fn=self.data_collator))
 
