@@ -35,8 +35,11 @@ class PartitionedTrainer:
         from transformers.utils import is_datasets_available
 
         dataset = self.train_dataset
-        if is_datasets_available() and isinstance(dataset, __import__("datasets").Dataset):
-            dataset = self._remove_unused_columns(dataset, description="training")
+        if is_datasets_available():
+            import datasets
+
+            if isinstance(dataset, datasets.Dataset):
+                dataset = self._remove_unused_columns(dataset, description="training")
         return self.accelerator.prepare(DataLoader(dataset, batch_sampler=self.partition, collate_fn=self.data_collator))
 
     def get_decay_parameter_names(self, model) -> list[str]:
