@@ -44,8 +44,14 @@ def mutants(session: nox.Session) -> None:
 # Third-party engines, each in its own pinned environment: adapter name -> (its pyproject extra, the
 # engines it registers: the adapter itself and the variants that reproduce its known findings).
 ADAPTERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "hf_trainer": ("hf", ("hf_trainer", "hf_trainer.legacy-ga", "hf_trainer.use-cache", "hf_trainer.float64")),
+    "trl_sft": ("trl", ("trl_sft",)),
     "ringmaster_cp": ("ringmaster", ("ringmaster_cp", "ringmaster_cp.preshifted-labels")),
 }
+
+
+# the dtype each adapter engine runs the suite in (float64 unless listed; the engines say why)
+ENGINE_DTYPES = {"hf_trainer": "float32", "hf_trainer.legacy-ga": "float32", "hf_trainer.use-cache": "float32", "trl_sft": "float32"}
 
 
 @nox.session
@@ -57,7 +63,8 @@ def adapters(session: nox.Session, adapter: str) -> None:
     session.install("-e", f".[test,{extra}]", "-c", "constraints/cpu-torch.txt")
     session.run("pytest", f"tests/adapters/{adapter}", *session.posargs)
     for engine in engines:  # world-4 launches of a real engine need more than the default 30 s per arm on 2 cores
-        session.run("pytest", "conformance", "--engine", engine, "--arm-timeout", "120", *session.posargs)
+        session.run("pytest", "conformance", "--engine", engine, "--dtype", ENGINE_DTYPES.get(engine, "float64"),
+                    "--arm-timeout", "120", *session.posargs)
 
 
 @nox.session(python=False, default=False)

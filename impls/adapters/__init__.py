@@ -1,0 +1,1 @@
+"""Adapters for real third-party training engines (HF transformers Trainer, TRL, ...), one package each."""
