@@ -1,0 +1,1 @@
+"""Adapters that plug real third-party training engines into packcheck, one subpackage each."""
