@@ -38,9 +38,28 @@ def micro_batch_size(case: Case) -> int:
     return max(len(mb) for rank in case.partition.per_rank for mb in rank)
 
 
+def slots_for(case: Case, dp_rank: int) -> tuple[tuple[int | None, ...], ...]:
+    size = micro_batch_size(case)
+    return tuple(tuple(mb) + (None,) * (size - len(mb)) for mb in case.partition.per_rank[dp_rank])
+
+
+def settings_for(case: Case, size: int) -> dict:
+    return {
+        # packed: verl's remove-padding path, one varlen row per micro-batch; unpacked: its padded path
+        "use_remove_padding": case.layout.kind is LayoutKind.PACKED,
+        "use_dynamic_bsz": False,
+        "micro_batch_size_per_gpu": size,
+        "pad_mode": "no_padding",
+        "pad_token_id": INERT_TOKEN,
+        "temperature": 1.0,
+        "global_batch_size": len(case.samples),
+        "return_model_output": True,
+    }
+
+
 def build_batch(case: Case, dp_rank: int, token_mask=lambda sample: sample.loss_mask) -> VerlBatch:
     size = micro_batch_size(case)
-    slots = tuple(tuple(mb) + (None,) * (size - len(mb)) for mb in case.partition.per_rank[dp_rank])
+    slots = slots_for(case, dp_rank)
     ids, masks = [], []
     for slot in (s for mb in slots for s in mb):
         if slot is None:
@@ -58,15 +77,4 @@ def build_batch(case: Case, dp_rank: int, token_mask=lambda sample: sample.loss_
         "position_ids": jagged([list(range(len(r))) for r in ids]),
         "loss_mask": jagged(masks),
     }
-    settings = {
-        # packed: verl's remove-padding path, one varlen row per micro-batch; unpacked: its padded path
-        "use_remove_padding": case.layout.kind is LayoutKind.PACKED,
-        "use_dynamic_bsz": False,
-        "micro_batch_size_per_gpu": size,
-        "pad_mode": "no_padding",
-        "pad_token_id": INERT_TOKEN,
-        "temperature": 1.0,
-        "global_batch_size": len(case.samples),
-        "return_model_output": True,
-    }
-    return VerlBatch(slots=slots, micro_batch_size=size, tensors=tensors, settings=settings)
+    return VerlBatch(slots=slots, micro_batch_size=size, tensors=tensors, settings=settings_for(case, size))

@@ -1,8 +1,9 @@
 """verl_fsdp: verl 0.9.x's new-engine FSDP2 trainer (`FSDPEngineWithLMHead`) behind packcheck's Engine.
 
-One `run` is one verl optimizer step, the way verl's own SFT trainer drives it: a fresh engine
+One `run` is one verl optimizer step, the way verl's own trainers drive it: a fresh engine
 loads the Case's checkpoint, `forward_backward_batch(data, loss_function)` runs every micro-batch
-of this rank with verl's own loss (`sft_loss`), and, when asked, `optimizer_step()` applies AdamW.
+of this rank with verl's own loss (`sft_loss`, or `ppo_loss` for a policy loss: policy.py), and,
+when asked, `optimizer_step()` applies AdamW.
 The adapter only translates: the Case into verl's TensorDict (batch.py), verl's per-row log-probs
 and gradients back into a StepResult (results.py). What it does *not* take from verl is said where
 it happens.
@@ -30,8 +31,8 @@ import torch.distributed as dist
 
 from harness.contract import Case, LayoutKind, LossKind, StepResult
 from harness.engines import Capabilities, Engine
-from impls.adapters.verl_fsdp import cpu_platform, results
-from impls.adapters.verl_fsdp.batch import build_batch
+from impls.adapters.verl_fsdp import cpu_platform, policy, results
+from impls.adapters.verl_fsdp.batch import VerlBatch, build_batch, settings_for, slots_for
 from impls.adapters.verl_fsdp.tokenizer import tokenizer_dir
 
 LAYOUTS = frozenset({LayoutKind.PACKED, LayoutKind.UNPACKED})
@@ -62,7 +63,7 @@ class VerlFSDP(Engine):
         layouts=LAYOUTS,
         dtypes=frozenset({"float32"}),
         devices=frozenset({"cpu"}),
-        losses=frozenset({LossKind.SFT_TOKEN_MEAN}),
+        losses=frozenset(LossKind),
         max_dp=2,
         reports=frozenset({"dloss_dlogprobs", "params_after"}),
         attention={"auto": LAYOUTS, "sdpa": LAYOUTS},
@@ -116,10 +117,31 @@ class VerlFSDP(Engine):
         engine.initialize()
         return engine
 
-    def loss_function(self, case: Case):
+    def policy_normalisers(self, case: Case) -> tuple[int, float | None]:
+        """verl's (global_batch_size, loss_scale_factor) for a policy loss: the contract's G and C (policy.py)."""
+        return policy.contract_normalisers(case)
+
+    def translate(self, case: Case, rank: int):
+        """(the VerlBatch, verl's TensorDict, verl's loss function) for this rank."""
+        from verl.utils import tensordict_utils as tu
         from verl.workers.utils.losses import sft_loss
 
-        return functools.partial(sft_loss, config=None)
+        if not case.loss.is_policy:
+            batch = build_batch(case, rank, self.token_mask)
+            data = tu.get_tensordict(tensor_dict=batch.tensors, non_tensor_dict=batch.settings)
+            return batch, data, functools.partial(sft_loss, config=None)
+        from verl.workers.utils.padding import left_right_2_no_padding
+
+        slots = slots_for(case, rank)
+        size = len(slots[0])
+        global_batch_size, scale = self.policy_normalisers(case)
+        config, _ = policy.actor_config(case, size, global_batch_size, scale)
+        rows = [s for mb in slots for s in mb]
+        settings = settings_for(case, size) | {"global_batch_size": global_batch_size, "calculate_entropy": config.calculate_entropy}
+        data = tu.get_tensordict(tensor_dict=policy.rollout_tensors(case, rows, self.token_mask), non_tensor_dict=settings)
+        data = left_right_2_no_padding(data)
+        batch = VerlBatch(slots=slots, micro_batch_size=size, tensors={}, settings=settings)
+        return batch, data, policy.ppo_loss_function(config)
 
     def run(self, case: Case) -> StepResult | None:
         self.require_supported(case)
@@ -130,9 +152,8 @@ class VerlFSDP(Engine):
         from verl.utils import tensordict_utils as tu
 
         engine = self.build_engine(case)
-        batch = build_batch(case, dist.get_rank(), self.token_mask)
-        data = tu.get_tensordict(tensor_dict=batch.tensors, non_tensor_dict=batch.settings)
-        tap = results.LogprobTap(self.loss_function(case))
+        batch, data, loss_function = self.translate(case, dist.get_rank())
+        tap = results.LogprobTap(loss_function)
         with engine.train_mode():
             engine.optimizer_zero_grad()
             output = engine.forward_backward_batch(data, tap)
