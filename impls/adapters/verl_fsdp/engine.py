@@ -22,9 +22,7 @@ Under data parallelism (the harness's launcher, gloo) every rank calls `run` and
 from __future__ import annotations
 
 import functools
-import json
 import math
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -81,12 +79,10 @@ class VerlFSDP(Engine):
         """The loss mask handed to verl: the harness's, unchanged (variants override this)."""
         return sample.loss_mask
 
-    def tokenizer(self, case: Case) -> str:
-        """A tokenizer directory matching the checkpoint's special tokens (no pad token: see tokenizer.py)."""
-        config = json.loads((Path(case.model.checkpoint) / "config.json").read_text())
-        return tokenizer_dir(config["vocab_size"], config["bos_token_id"], config["eos_token_id"], self.pad_token_id)
+    eos_token_id: int | None = None  # the tokenizer's eos (verl also makes it the pad): none, see tokenizer.py
 
-    pad_token_id: int | None = None
+    def tokenizer(self, case: Case) -> str:
+        return tokenizer_dir(case.model.vocab_size, self.eos_token_id)
 
     def build_engine(self, case: Case):
         CheckpointConfig, FSDPEngineConfig, FSDPOptimizerConfig, HFModelConfig, FSDPEngineWithLMHead = verl_modules()

@@ -59,3 +59,23 @@ class VerlFSDPTrainerNormalisers(VerlFSDP):
 
     def policy_normalisers(self, case):
         return len(case.samples), case.loss.norm_constant
+
+
+EOS_PAD_UPSTREAM = "not found in verl's tracker; mechanism: verl.utils.tokenizer.set_pad_token_id + HFModelConfig override_config_kwargs"
+EOS_PAD_SUMMARY = ("verl makes a tokenizer's eos its pad token and writes pad_token_id into the model config, so "
+                   "nn.Embedding(padding_idx=eos) never trains the eos token's embedding row where it occurs as input")
+
+
+class VerlFSDPEosPadEmbedding(VerlFSDP):
+    """verl_fsdp.eos-pad-embedding: a tokenizer with an eos token and no pad token, as most base-model tokenizers are.
+
+    verl's `hf_tokenizer` sets pad = eos, `HFModelConfig` copies pad_token_id into the model config, and
+    transformers' embedding then has `padding_idx = eos`: that row's gradient is always zero, although the
+    checkpoint (pad_token_id: null) trains it everywhere else. packcheck's data uses ids uniformly, so the
+    eos here is token 0, which the golden batch has as an input inside a sample; with a real tokenizer the
+    affected inputs are every eos that is not a sample's last token (multi-turn, packed documents).
+    """
+
+    name = "verl_fsdp.eos-pad-embedding"
+    eos_token_id = 0
+    known_findings = ()
