@@ -46,7 +46,7 @@ def mutants(session: nox.Session) -> None:
 ADAPTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     # Heavy: verl pulls ray, wandb, tensorboard (~1.9 GB venv, ~6 min to install) and the run takes ~20 min
     # on 2 cores; not meant for the default CI run (see docs/findings-verl.md for measured wall times).
-    "verl_fsdp": ("verl", ("verl_fsdp", "verl_fsdp.pretrain-mask")),
+    "verl_fsdp": ("verl", ("verl_fsdp", "verl_fsdp.pretrain-mask", "verl_fsdp.trainer-normalisers", "verl_fsdp.eos-pad-embedding")),
 }
 # Extra conformance options per adapter: verl cannot express float64 (its PrecisionType knows fp16/bf16/fp32),
 # so its cells are judged in float32 (every float64 cell would be unsupported).

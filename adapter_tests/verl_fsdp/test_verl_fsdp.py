@@ -23,7 +23,7 @@ logging.getLogger("verl").setLevel(logging.WARNING)
 
 from impls.adapters.verl_fsdp import cpu_platform  # noqa: E402
 from impls.adapters.verl_fsdp.engine import VerlFSDP  # noqa: E402
-from impls.adapters.verl_fsdp.variants import VerlFSDPPretrainMask  # noqa: E402
+from impls.adapters.verl_fsdp.variants import VerlFSDPEosPadEmbedding, VerlFSDPPretrainMask  # noqa: E402
 from impls.reference.engine import ReferenceEngine  # noqa: E402
 
 # token 0 appears as an input inside samples 0 and 2: its embedding row must be trained like any other
@@ -115,3 +115,33 @@ def test_refuses_what_verl_cannot_express(verl, refused):
     c = dataclasses.replace(case(), **refused)
     with pytest.raises(UnsupportedCase):
         verl.run(c)
+
+
+def test_eos_pad_variant_freezes_the_eos_embedding_row():
+    """verl's pad = eos, copied into the model config as padding_idx: token 0 (the variant's eos) occurs as an
+    input in SAMPLES, the reference trains its row, verl's embedding gives it exactly zero gradient."""
+    c = case()
+    got, want = VerlFSDPEosPadEmbedding().run(c), ReferenceEngine().run(c)
+    embed = "model.embed_tokens.weight"
+    assert want.grads[embed][0].abs().max() > 1e-3
+    assert got.grads[embed][0].abs().max() == 0.0
+    assert rel(got.grads[embed][1:], want.grads[embed][1:]) < 1e-5  # every other row as the reference
+
+
+def test_policy_loss_weights_are_the_contract_s(verl):
+    """verl's ppo_loss through the adapter: token-mean weights -A r / N on unclipped tokens, 0 off the mask."""
+    from harness.contract import LossSpec
+
+    samples = tuple(Sample(input_ids=s.input_ids, loss_mask=s.loss_mask, advantages=0.5 - i, old_logprobs=(-5.0,) * len(s.input_ids))
+                    for i, s in enumerate(SAMPLES))
+    c = case(samples=samples, loss=LossSpec(kind="ppo_clip", clip_low=0.2, clip_high=1e6),
+             partition=Partition.single_rank([(0, 1), (2, 3)]))
+    got = verl.run(c)
+    n = sum(s.num_targets for s in samples)
+    assert got.num_loss_tokens == n
+    for i, (s, lp, w) in enumerate(zip(samples, got.logprobs, got.dloss_dlogprobs)):
+        ratio = (lp.double() + 5.0).exp()
+        expected = torch.tensor(s.loss_mask, dtype=torch.float64) * (-s.advantages) * ratio / n
+        if s.advantages < 0:  # the pessimistic bound takes the clipped branch below 1 - clip_low: weight 0
+            expected[ratio < 0.8] = 0.0
+        assert torch.allclose(w.double(), expected, rtol=1e-4, atol=1e-7), f"sample {i}: {w} vs {expected}"

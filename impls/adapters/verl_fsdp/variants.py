@@ -31,7 +31,22 @@ def all_ones_if_fully_supervised(mask: tuple[int, ...]) -> tuple[int, ...]:
 
 class VerlFSDPPretrainMask(VerlFSDP):
     name = "verl_fsdp.pretrain-mask"
-    known_findings = ()  # filled in below, from measurement
+    # measured with `packcheck run --engine verl_fsdp.pretrain-mask --dtype float32` (docs/findings-verl.md);
+    # min_margin is a tenth of the smaller family's worst finite margin (a count mismatch has margin inf)
+    known_findings = (
+        KnownFinding(scenario="microbatch_invariance", summary=PRETRAIN_SUMMARY, upstream=PRETRAIN_UPSTREAM, min_margin=674.0,
+                     measured="grad max-rel 0.67 (margin 6.7e3) llama, 0.68 (6.8e3) qwen3, float32: another partition gives "
+                              "each sample's last position another neighbour to predict"),
+        KnownFinding(scenario="token_conservation", summary=PRETRAIN_SUMMARY, upstream=PRETRAIN_UPSTREAM, min_margin=19.6,
+                     measured="count 112 vs 107 (+1 per fully supervised sample; margin inf), loss vs its log-probs margin "
+                              "262 llama, 196 qwen3, float32"),
+        KnownFinding(scenario="golden_regression", summary=PRETRAIN_SUMMARY, upstream=PRETRAIN_UPSTREAM, min_margin=3.1e5,
+                     measured="count 66 vs 62 (margin inf); dloss_dlogprobs[1][0] (a document's token 0) max-rel 0.94 "
+                              "(margin 3.2e6), both families, float32"),
+        KnownFinding(scenario="dp_cp_reduction", summary=PRETRAIN_SUMMARY, upstream=PRETRAIN_UPSTREAM, min_margin=644.0,
+                     measured="grad max-rel 0.65 (margin 6.5e3) llama, 0.64 (6.4e3) qwen3, float32: dp ranks hold other "
+                              "micro-batches, so other neighbours"),
+    )
 
     def token_mask(self, sample) -> tuple[int, ...]:
         return all_ones_if_fully_supervised(sample.loss_mask)
@@ -55,7 +70,11 @@ class VerlFSDPTrainerNormalisers(VerlFSDP):
     """
 
     name = "verl_fsdp.trainer-normalisers"
-    known_findings = ()
+    known_findings = (
+        KnownFinding(scenario="rl_loss_aggregation", summary=TRAINER_SUMMARY, upstream=TRAINER_UPSTREAM, min_margin=8888.0,
+                     measured="seq-mean-token-mean / -token-sum loss and weights rel 0.111 (= 1 - 8/9: 1 of 9 samples has no "
+                              "target), seq-mean-token-sum-norm rel 0.889 (= 1 - 1/9), margin 8.9e4, both families, float32"),
+    )
 
     def policy_normalisers(self, case):
         return len(case.samples), case.loss.norm_constant
@@ -78,4 +97,8 @@ class VerlFSDPEosPadEmbedding(VerlFSDP):
 
     name = "verl_fsdp.eos-pad-embedding"
     eos_token_id = 0
-    known_findings = ()
+    known_findings = (
+        KnownFinding(scenario="golden_regression", summary=EOS_PAD_SUMMARY, upstream=EOS_PAD_UPSTREAM, min_margin=3675.0,
+                     measured="grad model.embed_tokens.weight row 0 zero: max-rel 0.38 (margin 3.7e4) llama, 0.43 (4.6e4) "
+                              "qwen3, float32"),
+    )
