@@ -44,8 +44,8 @@ def mutants(session: nox.Session) -> None:
 # Third-party engines, each in its own pinned environment: adapter name -> (its pyproject extra, the
 # engines it registers: the adapter itself and the variants that reproduce its known findings).
 ADAPTERS: dict[str, tuple[str, tuple[str, ...]]] = {
-    # Heavy: verl pulls ray, wandb, tensorboard (~1.9 GB venv, ~6 min to install) and the run takes ~20 min
-    # on 2 cores; not meant for the default CI run (see docs/findings-verl.md for measured wall times).
+    # Heavy: verl pulls ray, wandb, tensorboard (the session venv is 1.9 GB); the whole session took 6 min 47 s
+    # on 2 shared cores with a warm pip cache (docs/findings-verl.md). Not in the default CI run (nox.options.sessions).
     "verl_fsdp": ("verl", ("verl_fsdp", "verl_fsdp.pretrain-mask", "verl_fsdp.trainer-normalisers", "verl_fsdp.eos-pad-embedding")),
 }
 # Extra conformance options per adapter: verl cannot express float64 (its PrecisionType knows fp16/bf16/fp32),

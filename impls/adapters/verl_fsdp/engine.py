@@ -24,7 +24,6 @@ from __future__ import annotations
 import functools
 import math
 
-import torch
 import torch.distributed as dist
 
 from harness.contract import Case, LayoutKind, LossKind, StepResult
@@ -131,7 +130,7 @@ class VerlFSDP(Engine):
         slots = slots_for(case, rank)
         size = len(slots[0])
         global_batch_size, scale = self.policy_normalisers(case)
-        config, _ = policy.actor_config(case, size, global_batch_size, scale)
+        config = policy.actor_config(case, size, scale)
         rows = [s for mb in slots for s in mb]
         settings = settings_for(case, size) | {"global_batch_size": global_batch_size, "calculate_entropy": config.calculate_entropy}
         data = tu.get_tensordict(tensor_dict=policy.rollout_tensors(case, rows, self.token_mask), non_tensor_dict=settings)

@@ -64,7 +64,7 @@ def samples_with_targets(case: Case) -> int:
     return sum(1 for s in case.samples if s.num_targets > 0)
 
 
-def actor_config(case: Case, micro_batch_size: int, global_batch_size: int, loss_scale_factor: float | None):
+def actor_config(case: Case, micro_batch_size: int, loss_scale_factor: float | None):
     from verl.workers.config import ActorConfig
 
     spec = case.loss
@@ -85,7 +85,7 @@ def actor_config(case: Case, micro_batch_size: int, global_batch_size: int, loss
         kl_loss_coef=spec.kl_coef,
         kl_loss_type="low_var_kl",
         use_torch_compile=False,
-    ), global_batch_size
+    )
 
 
 def contract_normalisers(case: Case) -> tuple[int, float | None]:
