@@ -1,18 +1,22 @@
 """rl_loss_aggregation over hypothesis-generated partitions: for any split, in any order, packed or
 unpacked, every aggregation mode equals its global definition token by token, and nothing depends
-on the split."""
+on the split.
+
+Where the engine pins a known finding on rl_loss_aggregation the property is expected to fail,
+strictly (as in test_partition_invariance.py): hypothesis must find a failing example.
+"""
 
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from harness.compare import compare_policy, compare_results, tolerance_for
 from harness.contract import UNPACKED, Aggregation, packed
 from harness.data.samples import SKEWED_LENGTHS
 from harness.data.strategies import partitions
-from harness.engines import validate_result
+from harness.engines import finding_for, validate_result
 from harness.run.scenario_runner import setting_for
 from harness.scenarios.rl_loss_aggregation import ROLLOUT, SEQ_LEN, build, policy_arm
 
@@ -30,8 +34,10 @@ def test_policy_loss_equals_its_definition_for_any_partition(engine, family, dty
 
     results = {ROLLOUT: run(rollout)}
     whole = {}  # mode -> the packed one-micro-batch result every partition, in either layout, must reproduce
+    finding = finding_for(engine.known_findings, "rl_loss_aggregation", family)
 
     @given(partitions(len(SKEWED_LENGTHS)), st.sampled_from(list(Aggregation)), st.sampled_from(list(LAYOUTS)))
+    @settings(phases=[Phase.explicit, Phase.reuse, Phase.generate] if finding else list(Phase), report_multiple_bugs=not finding)
     def check(partition, mode, layout):
         if mode not in whole:
             whole[mode] = run(policy_arm(setting, results, mode, "clip", "one", LAYOUTS["packed"], None))
@@ -43,4 +49,9 @@ def test_policy_loss_equals_its_definition_for_any_partition(engine, family, dty
         failed = [c for c in rows if not c.passed]
         assert not failed, "\n".join(c.headline() for c in failed[:5])
 
-    check()
+    if finding is None:
+        check()
+        return
+    with pytest.raises(AssertionError):
+        check()
+    pytest.xfail(finding.headline())

@@ -13,7 +13,7 @@ def add_parser(commands) -> None:
 
 
 def handle(args) -> int:
-    from harness.engines import engine_names, mutant_names, resolve_engine
+    from harness.engines import EngineNotFound, engine_names, mutant_names, resolve_engine
     from harness.models import FAMILIES
     from harness.scenarios import SCENARIOS
 
@@ -26,7 +26,11 @@ def handle(args) -> int:
     elif args.what == "engines":
         for name in engine_names():
             if not name.startswith("mutant."):
-                caps = resolve_engine(name).capabilities
+                try:
+                    caps = resolve_engine(name).capabilities
+                except EngineNotFound as err:  # a registered adapter whose extra is not installed here
+                    print(f"{name:12} not loadable here: {str(err).splitlines()[0]}")
+                    continue
                 print(f"{name:12} families {','.join(sorted(caps.families))}; dtypes {','.join(sorted(caps.dtypes))}; "
                       f"devices {','.join(sorted(caps.devices))}; losses {','.join(sorted(caps.losses))}; "
                       f"reports {','.join(sorted(caps.reports)) or '-'}")

@@ -74,7 +74,11 @@ def resolve_engine(spec: str | Engine | type) -> Engine:
             f"no engine named {spec!r}{suggest(spec, registered)} Known engines: {', '.join(sorted(registered))}; "
             "or pass 'package.module:Class'"
         )
-    return _instantiate(registered[spec].load(), spec)
+    try:
+        cls = registered[spec].load()
+    except Exception as err:  # noqa: BLE001 - e.g. an adapter whose extra (its engine) is not installed here
+        raise EngineNotFound(f"engine {spec!r} ({registered[spec].value}): importing it raised {type(err).__name__}: {err}") from err
+    return _instantiate(cls, spec)
 
 
 def _instantiate(cls: type, spec: str) -> Engine:
