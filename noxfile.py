@@ -14,14 +14,14 @@ nox.options.default_venv_backend = "virtualenv"
 CPU_TORCH = "torch==2.13.0"
 
 
-def install(session: nox.Session) -> None:
+def install(session: nox.Session, extras: str = "test") -> None:
     session.install(CPU_TORCH)
-    session.install("-e", ".[test]")
+    session.install("-e", f".[{extras}]", "-c", "constraints/cpu-torch.txt")
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The default CI run: unit tests and the conformance suite against the reference, float64, CPU."""
+    """Unit tests, the conformance suite against the reference and the mutant proof (float64, CPU)."""
     install(session)
     session.run("pytest", *session.posargs)
 
@@ -62,8 +62,7 @@ nox.options.sessions = ["tests", *(f"adapters(adapter='{name}')" for name in CI_
 def adapters(session: nox.Session, adapter: str) -> None:
     """One third-party engine and its finding variants through the conformance suite, in its own pinned env."""
     extra, engines = ADAPTERS[adapter]
-    session.install(CPU_TORCH)
-    session.install("-e", f".[test,{extra}]", "-c", "constraints/cpu-torch.txt")
+    install(session, f"test,{extra}")
     session.run("pytest", f"tests/adapters/{adapter}", *session.posargs)
     for engine, dtype in engines.items():  # world-4 launches of a real engine need more than the default 30 s per arm on 2 cores
         session.run("pytest", "conformance", "--engine", engine, "--dtype", dtype, "--arm-timeout", "120", *session.posargs)

@@ -37,6 +37,9 @@ class VerlFSDPPretrainMask(VerlFSDP):
         KnownFinding(scenario="microbatch_invariance", summary=PRETRAIN_SUMMARY, upstream=PRETRAIN_UPSTREAM, min_margin=674.0,
                      measured="grad max-rel 0.67 (margin 6.7e3) llama, 0.68 (6.8e3) qwen3, float32: another partition gives "
                               "each sample's last position another neighbour to predict"),
+        KnownFinding(scenario="mask_alignment", summary=PRETRAIN_SUMMARY, upstream=PRETRAIN_UPSTREAM, min_margin=416.0,
+                     measured="supervised set: 'in loss but masked: sample 3 token 0' and sample 7 token 0 (margin inf) in the "
+                              "packed and right-padded arms; token weights -1/48 for -1/46 (margin 4.2e3), both families, float32"),
         KnownFinding(scenario="token_conservation", summary=PRETRAIN_SUMMARY, upstream=PRETRAIN_UPSTREAM, min_margin=19.6,
                      measured="count 112 vs 107 (+1 per fully supervised sample; margin inf), loss vs its log-probs margin "
                               "262 llama, 196 qwen3, float32"),
