@@ -8,8 +8,9 @@ property is expected to fail, strictly: the test requires hypothesis to find a f
 from __future__ import annotations
 
 import pytest
-from hypothesis import Phase, given, settings
+from hypothesis import given
 
+from conformance.known_findings import check_property, property_settings
 from harness.compare import compare_results, tolerance_for
 from harness.contract import UNPACKED, Partition
 from harness.data.samples import SKEWED_LENGTHS
@@ -30,7 +31,7 @@ def test_gradient_is_independent_of_the_partition(engine, family, dtype, device,
     finding = finding_for(engine.known_findings, "microbatch_invariance", family)
 
     @given(partitions(len(SKEWED_LENGTHS)))
-    @settings(phases=[Phase.explicit, Phase.reuse, Phase.generate] if finding else list(Phase), report_multiple_bugs=not finding)
+    @property_settings(finding)
     def check(partition):
         name = partition.describe()
         case = arms_for_partition(setting, partition, chosen_layout)[name]
@@ -38,9 +39,4 @@ def test_gradient_is_independent_of_the_partition(engine, family, dtype, device,
         failed = [c for c in compare_results(f"{name} vs one", result, reference, tolerance_for(dtype), lambda i, t: f"sample {i} token {t}") if not c.passed]
         assert not failed, "\n".join(c.headline() for c in failed[:5])
 
-    if finding is None:
-        check()
-        return
-    with pytest.raises(AssertionError):
-        check()
-    pytest.xfail(finding.headline())
+    check_property(check, finding)

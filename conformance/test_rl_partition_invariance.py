@@ -9,9 +9,10 @@ strictly (as in test_partition_invariance.py): hypothesis must find a failing ex
 from __future__ import annotations
 
 import pytest
-from hypothesis import Phase, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from conformance.known_findings import check_property, property_settings
 from harness.compare import compare_policy, compare_results, tolerance_for
 from harness.contract import UNPACKED, Aggregation, packed
 from harness.data.samples import SKEWED_LENGTHS
@@ -37,7 +38,7 @@ def test_policy_loss_equals_its_definition_for_any_partition(engine, family, dty
     finding = finding_for(engine.known_findings, "rl_loss_aggregation", family)
 
     @given(partitions(len(SKEWED_LENGTHS)), st.sampled_from(list(Aggregation)), st.sampled_from(list(LAYOUTS)))
-    @settings(phases=[Phase.explicit, Phase.reuse, Phase.generate] if finding else list(Phase), report_multiple_bugs=not finding)
+    @property_settings(finding)
     def check(partition, mode, layout):
         if mode not in whole:
             whole[mode] = run(policy_arm(setting, results, mode, "clip", "one", LAYOUTS["packed"], None))
@@ -49,9 +50,4 @@ def test_policy_loss_equals_its_definition_for_any_partition(engine, family, dty
         failed = [c for c in rows if not c.passed]
         assert not failed, "\n".join(c.headline() for c in failed[:5])
 
-    if finding is None:
-        check()
-        return
-    with pytest.raises(AssertionError):
-        check()
-    pytest.xfail(finding.headline())
+    check_property(check, finding)

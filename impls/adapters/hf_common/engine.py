@@ -15,13 +15,22 @@ from abc import abstractmethod
 
 import torch
 
-from harness.contract import Case, StepResult
-from harness.engines import Engine
+from harness.contract import Case, LayoutKind, StepResult
+from harness.engines import Capabilities, Engine
 from impls.adapters.hf_common.capture import StepCapture
 from impls.adapters.hf_common.result import step_result
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 ATTENTION = {"auto": "sdpa", "sdpa": "sdpa"}
+PACKED_AND_PADDED = frozenset({LayoutKind.PACKED, LayoutKind.UNPACKED})
+# float32 only: both engines compute the loss in float32 whatever the model's dtype (docs/findings.md, H3)
+TRAINER_CAPABILITIES = Capabilities(
+    families=frozenset({"llama", "qwen3"}),
+    layouts=PACKED_AND_PADDED,
+    dtypes=frozenset({"float32"}),
+    reports=frozenset({"dloss_dlogprobs", "params_after"}),
+    attention={name: PACKED_AND_PADDED for name in ATTENTION},
+)
 
 
 def training_arguments(case: Case, output_dir: str) -> dict:

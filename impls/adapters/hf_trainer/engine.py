@@ -18,14 +18,12 @@ import torch
 from transformers import AutoModelForCausalLM, DataCollatorForSeq2Seq, DataCollatorWithFlattening, Trainer, TrainingArguments
 
 from harness.contract import Case, LayoutKind
-from harness.engines import Capabilities
 from impls.adapters.hf_common.capture import CountsItems, StepCapture
-from impls.adapters.hf_common.engine import ATTENTION, DTYPES, TrainerEngine, training_arguments
+from impls.adapters.hf_common.engine import ATTENTION, DTYPES, TRAINER_CAPABILITIES, TrainerEngine, training_arguments
 from impls.adapters.hf_common.partition import PartitionedTrainer, PartitionSampler
 from impls.adapters.hf_common.samples import examples
 from impls.adapters.hf_common.tokenizer import tokenizer_for
 
-PACKED_AND_PADDED = frozenset({LayoutKind.PACKED, LayoutKind.UNPACKED})
 
 
 class HfTrainer(CountsItems, PartitionedTrainer, Trainer):
@@ -39,13 +37,7 @@ def load_model(case: Case):
 
 class HfTrainerEngine(TrainerEngine):
     name = "hf_trainer"
-    capabilities = Capabilities(
-        families=frozenset({"llama", "qwen3"}),
-        layouts=PACKED_AND_PADDED,
-        dtypes=frozenset({"float32"}),
-        reports=frozenset({"dloss_dlogprobs", "params_after"}),
-        attention={name: PACKED_AND_PADDED for name in ATTENTION},
-    )
+    capabilities = TRAINER_CAPABILITIES
 
     def collator(self, case: Case):
         if case.layout.kind is LayoutKind.PACKED:

@@ -21,13 +21,11 @@ from datasets import Dataset
 from trl import SFTConfig, SFTTrainer
 
 from harness.contract import Case, LayoutKind
-from harness.engines import Capabilities
 from impls.adapters.hf_common.capture import CountsItems, StepCapture
-from impls.adapters.hf_common.engine import ATTENTION, DTYPES, TrainerEngine, training_arguments
+from impls.adapters.hf_common.engine import ATTENTION, DTYPES, TRAINER_CAPABILITIES, TrainerEngine, training_arguments
 from impls.adapters.hf_common.partition import PartitionedTrainer, PartitionSampler
 from impls.adapters.hf_common.tokenizer import tokenizer_for
 
-PACKED_AND_PADDED = frozenset({LayoutKind.PACKED, LayoutKind.UNPACKED})
 
 
 class TrlSftTrainer(CountsItems, PartitionedTrainer, SFTTrainer):
@@ -41,13 +39,7 @@ def dataset(case: Case) -> Dataset:
 
 class TrlSftEngine(TrainerEngine):
     name = "trl_sft"
-    capabilities = Capabilities(
-        families=frozenset({"llama", "qwen3"}),
-        layouts=PACKED_AND_PADDED,
-        dtypes=frozenset({"float32"}),
-        reports=frozenset({"dloss_dlogprobs", "params_after"}),
-        attention={name: PACKED_AND_PADDED for name in ATTENTION},
-    )
+    capabilities = TRAINER_CAPABILITIES
 
     def unsupported_reason(self, case: Case) -> str | None:
         reason = super().unsupported_reason(case)

@@ -16,7 +16,8 @@ from harness.engines import UnsupportedCase, resolve_engine
 from harness.run.scenario_runner import run_scenario, setting_for
 from harness.scenarios import SCENARIOS
 from harness.scenarios.building import arm, samples_for
-from impls.adapters.ringmaster_cp.engine import PreshiftedLabels, RingmasterCP
+from impls.adapters.ringmaster_cp.engine import RingmasterCP
+from impls.adapters.ringmaster_cp.preshifted_labels import PreshiftedLabels
 from impls.adapters.ringmaster_cp.rows import IGNORE, build_forwards
 
 LAYOUTS = {
