@@ -7,6 +7,8 @@ runners bring their own torch.
 
 from __future__ import annotations
 
+import os
+
 import nox
 
 nox.options.default_venv_backend = "virtualenv"
@@ -28,8 +30,12 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def conformance(session: nox.Session) -> None:
-    """The conformance suite against any engine: nox -s conformance -- --engine pkg.module:Engine."""
+    """The conformance suite against any engine: PACKCHECK_ENGINE_INSTALL=/path/to/pkg nox -s conformance -- --engine NAME."""
     install(session)
+    # the session's environment is its own: the engine's package must be installed into it too
+    engine_package = os.environ.get("PACKCHECK_ENGINE_INSTALL")
+    if engine_package:
+        session.install("-e", engine_package, "-c", "constraints/cpu-torch.txt")
     session.run("pytest", "conformance", *session.posargs)
 
 

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
 SUPPORTED = ("packed_vs_unpacked", "document_isolation", "microbatch_invariance", "mask_alignment", "token_conservation")
 
 
@@ -21,3 +26,23 @@ def test_the_worked_example_declares_the_rest_unsupported(verdict_of):
 def test_a_mean_of_means_in_the_example_is_flagged(verdict_of):
     verdict = verdict_of("tests.engines.example_variants:MinimalEngineMeanOfMeans", "microbatch_invariance", "llama")
     assert verdict.status == "fail" and verdict.worst.margin > 1e3, verdict.message()
+
+
+@pytest.mark.parametrize(("scenario", "status"), [
+    ("token_conservation", "pass"), ("microbatch_invariance", "pass"), ("mask_alignment", "pass"),
+    ("packed_vs_unpacked", "unsupported"), ("document_isolation", "unsupported"),
+])
+def test_an_engine_that_never_packs_is_judged_on_its_unpacked_arms(verdict_of, scenario, status):
+    verdict = verdict_of("tests.engines.example_variants:MinimalEngineUnpackedOnly", scenario, "llama")
+    assert verdict.status == status, verdict.message()
+    if status == "pass":
+        assert "skipped: engine does not support layout 'packed'" in verdict.detail
+
+
+def test_the_conformance_suite_fails_when_the_engine_supports_nothing():
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "conformance/test_scenarios.py", "--family", "llama",
+         "--engine", "tests.engines.example_variants:MinimalEngineSupportsNothing", "-k", "golden_regression or mask_alignment"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 1, done.stdout[-2000:]
+    assert "supports none of the 2 scenario cells: nothing was tested" in done.stdout

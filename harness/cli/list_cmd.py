@@ -31,7 +31,8 @@ def handle(args) -> int:
                 except EngineNotFound as err:  # a registered adapter whose extra is not installed here
                     print(f"{name:12} not loadable here: {str(err).splitlines()[0]}")
                     continue
-                print(f"{name:12} families {','.join(sorted(caps.families))}; dtypes {','.join(sorted(caps.dtypes))}; "
+                print(f"{name:12} families {','.join(sorted(caps.families))}; layouts {','.join(sorted(caps.layouts))}; "
+                      f"dtypes {','.join(sorted(caps.dtypes))}; dp<={caps.max_dp} cp<={caps.max_cp}; "
                       f"devices {','.join(sorted(caps.devices))}; losses {','.join(sorted(caps.losses))}; "
                       f"reports {','.join(sorted(caps.reports)) or '-'}")
         print(f"(and {len(mutant_names())} mutants: packcheck list mutants)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+from collections import Counter
 import sys
 from pathlib import Path
 
@@ -48,7 +49,7 @@ def handle(args) -> int:
     from harness.models import FAMILIES, get_family
     from harness.run.provenance import provenance
     from harness.run.results import ResultsFile
-    from harness.run.session import Matrix, exit_status, run_matrix
+    from harness.run.session import Matrix, exit_status, run_matrix, unsupported_reason
     from harness.scenarios import SCENARIOS, get_scenario
 
     if args.dtype not in DTYPES:
@@ -79,6 +80,8 @@ def handle(args) -> int:
     counts = {status: sum(v.status == status for v in verdicts) for status in ("pass", "fail", "error", "unsupported")}
     print(f"{len(verdicts)} verdicts: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + f"\nresults: {results.path}", file=sys.stderr)
     if counts["unsupported"] == len(verdicts):
-        print("packcheck run: error: every case was unsupported by the engine: nothing was tested", file=sys.stderr)
+        reason, times = Counter(unsupported_reason(v) for v in verdicts).most_common(1)[0]
+        print(f"packcheck run: error: every case was unsupported by the engine: nothing was tested. Most common reason "
+              f"({times} of {len(verdicts)}): {reason}", file=sys.stderr)
         return 2
     return exit_status(verdicts)

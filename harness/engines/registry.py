@@ -71,8 +71,9 @@ def resolve_engine(spec: str | Engine | type) -> Engine:
     registered = _entry_points()
     if spec not in registered:
         raise EngineNotFound(
-            f"no engine named {spec!r}{suggest(spec, registered)} Known engines: {', '.join(sorted(registered))}; "
-            "or pass 'package.module:Class'"
+            f"no engine named {spec!r} in this environment{suggest(spec, registered)}. Known engines: "
+            f"{', '.join(sorted(registered))}; or pass 'package.module:Class'. An engine registered by another package "
+            "needs that package installed here (a nox session builds its own environment)"
         )
     try:
         cls = registered[spec].load()

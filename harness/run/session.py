@@ -7,6 +7,7 @@ interrupted). Multi-process arms have per-rank watchdogs in the launcher and the
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Callable, Sequence, TextIO
 from harness.engines import Engine
 from harness.run.results import ResultsFile, arms_directory
 from harness.run.scenario_runner import RunOptions, run_scenario
-from harness.run.verdict import HANG, Verdict
+from harness.run.verdict import HANG, UNSUPPORTED, Verdict
 from harness.scenarios import Scenario
 
 
@@ -68,12 +69,26 @@ def run_matrix(matrix: Matrix, results: ResultsFile, out: TextIO | None = None,
                                attention=matrix.attention, save_passing=matrix.save_arms == "all", options=options)
         worst = verdict.worst
         margin = "" if worst is None else f" (max margin {worst.margin:.2g})"
-        print(f"{verdict.status.upper()}{margin} {verdict.seconds:.2f}s", file=out, flush=True)
+        print(f"{verdict.status.upper()}{margin} {verdict.seconds:.2f}s{why_not_all(verdict)}", file=out, flush=True)
         if verdict.failed:
             print(verdict.message(), file=out, flush=True)
         matrix.verdicts.append(verdict)
         results.add(verdict)
     return matrix.verdicts
+
+
+def why_not_all(verdict: Verdict) -> str:
+    """What was not judged, on the progress line: the reason of an unsupported verdict, the skipped arms of another."""
+    if verdict.status == UNSUPPORTED:
+        return f": {unsupported_reason(verdict)}"
+    skipped = verdict.detail.count(" skipped: ")
+    return f" ({skipped} optional arm{'s' * (skipped > 1)} skipped: see the report)" if skipped else ""
+
+
+def unsupported_reason(verdict: Verdict) -> str:
+    """The engine's reason without the arm's name, so the same reason reads the same across scenarios."""
+    first = verdict.detail.strip().splitlines()[0] if verdict.detail.strip() else "no reason given"
+    return re.sub(r"^arm '[^']*': ", "", first)
 
 
 def exit_status(verdicts: Sequence[Verdict]) -> int:

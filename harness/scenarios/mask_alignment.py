@@ -60,7 +60,7 @@ MASK_ALIGNMENT = Scenario(
     build=build,
     judge=judge,
     diagnose=diagnose,
-    # an engine that only pads on the right (TRL's collator, verl's padded path) is still judged on its
-    # right-padded and packed arms; the skipped left arms are named in the verdict
-    optional_arms=frozenset({"packed_left", "unpacked_left"}),
+    # every arm is judged on its own: an engine that only pads on the right (TRL's collator, verl's padded
+    # path) or never packs is judged on the arms it runs; the skipped ones are named in the verdict
+    optional_arms=frozenset({"packed_left", "packed_right", "unpacked_left", "unpacked_right"}),
 )

@@ -57,5 +57,5 @@ TOKEN_CONSERVATION = Scenario(
     build=build,
     judge=judge,
     diagnose=diagnose,
-    optional_arms=frozenset({DP_ARM}),
+    optional_arms=frozenset({"packed", "packed_micro", "unpacked", DP_ARM}),  # each arm is judged on its own
 )

@@ -3,10 +3,12 @@ tests/test_worked_example.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from impls.example.minimal_engine import MinimalEngine
-from harness.contract import Case
+from harness.contract import Case, LayoutKind
 
 
 class MinimalEngineMeanOfMeans(MinimalEngine):
@@ -15,3 +17,16 @@ class MinimalEngineMeanOfMeans(MinimalEngine):
     @staticmethod
     def denominator(case: Case, micro_batch_mask: torch.Tensor) -> float:
         return float(micro_batch_mask.sum()) * len(case.partition.per_rank[0])  # each micro-batch's own mean / steps
+
+
+class MinimalEngineUnpackedOnly(MinimalEngine):
+    """An engine that never packs: judged on the unpacked arms of the scenarios that have them."""
+
+    name = "example.minimal.unpacked-only"
+    capabilities = replace(MinimalEngine.capabilities, layouts=frozenset({LayoutKind.UNPACKED}),
+                           attention={"auto": frozenset({LayoutKind.UNPACKED})})
+
+
+class MinimalEngineSupportsNothing(MinimalEngine):
+    name = "example.minimal.nothing"
+    capabilities = replace(MinimalEngine.capabilities, families=frozenset({"no_such_family"}))
