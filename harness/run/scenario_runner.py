@@ -146,7 +146,13 @@ def run_scenario(engine: Engine, scenario: Scenario, family: str, dtype: str = "
         results = None if later_results is None else results | later_results
     if results is not None:
         judgement = Judgement(setting=setting, cases=cases, results=results, tolerance=tolerance_for(dtype))
-        verdict.comparisons = scenario.judge(judgement)
+        try:
+            verdict.comparisons = scenario.judge(judgement)
+        except Exception:  # noqa: BLE001 - a bug in packcheck's judge must not end the run
+            verdict.status, verdict.diagnosis = ERROR, "packcheck's judge of this scenario crashed: a packcheck bug, not the engine's"
+            verdict.detail += traceback.format_exc(limit=8)
+            verdict.seconds = time.perf_counter() - started
+            return verdict
         failed = [c for c in verdict.comparisons if not c.passed]
         if not verdict.comparisons:  # every arm beyond the baseline was skipped: nothing was tested
             verdict.status = UNSUPPORTED

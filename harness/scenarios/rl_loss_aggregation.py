@@ -94,10 +94,10 @@ def follow_up(setting: Setting, results: Mapping[str, StepResult]) -> dict:
 
 def judge(j: Judgement) -> list:
     rows = []
-    for name, case in j.cases.items():
+    for name, result in j.results.items():  # skipped optional arms have no result
         if name == ROLLOUT:
             continue
-        result = j.results[name]
+        case = j.cases[name]
         rows.append(compare_count(case, result, name))
         rows += compare_policy(case, result, j.tolerance, j.locate(name), name)
         mode, terms, shape = name.split("/")
