@@ -44,15 +44,19 @@ def mutants(session: nox.Session) -> None:
 # Third-party engines, each in its own pinned environment: adapter name -> (its pyproject extra, the
 # engines it registers: the adapter itself and the variants that reproduce its known findings).
 ADAPTERS: dict[str, tuple[str, tuple[str, ...]]] = {
-    # Heavy: verl pulls ray, wandb, tensorboard (the session venv is 1.9 GB); the whole session took 6 min 47 s
-    # on 2 shared cores with a warm pip cache (docs/findings-verl.md). Not in the default CI run (nox.options.sessions).
+    "hf_trainer": ("hf", ("hf_trainer", "hf_trainer.legacy-ga", "hf_trainer.use-cache", "hf_trainer.float64")),
+    "trl_sft": ("trl", ("trl_sft",)),
+    "ringmaster_cp": ("ringmaster", ("ringmaster_cp", "ringmaster_cp.preshifted-labels")),
+    # Heavy: verl pulls ray, wandb, tensorboard (a 1.9 GB venv); the session took 6 min 47 s on 2 shared cores
+    # with a warm pip cache (docs/findings-verl.md). Not in the default CI run (nox.options.sessions).
     "verl_fsdp": ("verl", ("verl_fsdp", "verl_fsdp.pretrain-mask", "verl_fsdp.trainer-normalisers", "verl_fsdp.eos-pad-embedding")),
 }
-# Extra conformance options per adapter: verl cannot express float64 (its PrecisionType knows fp16/bf16/fp32),
-# so its cells are judged in float32 (every float64 cell would be unsupported).
-ADAPTER_OPTIONS: dict[str, tuple[str, ...]] = {
-    "verl_fsdp": ("--dtype", "float32"),
-}
+
+
+# the dtype each adapter engine runs the suite in (float64 unless listed; the engines say why)
+ENGINE_DTYPES = {"hf_trainer": "float32", "hf_trainer.legacy-ga": "float32", "hf_trainer.use-cache": "float32", "trl_sft": "float32"}
+# verl's PrecisionType knows fp16/bf16/fp32 only: every float64 cell would be unsupported
+ENGINE_DTYPES |= dict.fromkeys(ADAPTERS["verl_fsdp"][1], "float32")
 
 
 @nox.session
@@ -62,9 +66,10 @@ def adapters(session: nox.Session, adapter: str) -> None:
     extra, engines = ADAPTERS[adapter]
     session.install(CPU_TORCH)
     session.install("-e", f".[test,{extra}]", "-c", "constraints/cpu-torch.txt")
-    session.run("pytest", f"adapter_tests/{adapter}", *session.posargs)
-    for engine in engines:
-        session.run("pytest", "conformance", "--engine", engine, *ADAPTER_OPTIONS.get(adapter, ()), *session.posargs)
+    session.run("pytest", f"tests/adapters/{adapter}", *session.posargs)
+    for engine in engines:  # world-4 launches of a real engine need more than the default 30 s per arm on 2 cores
+        session.run("pytest", "conformance", "--engine", engine, "--dtype", ENGINE_DTYPES.get(engine, "float64"),
+                    "--arm-timeout", "120", *session.posargs)
 
 
 @nox.session(python=False, default=False)

@@ -45,3 +45,12 @@ def test_engine_must_implement_run():
 
     with pytest.raises(TypeError, match="run"):
         Half()
+
+
+def test_a_class_path_resolves_from_the_current_directory(tmp_path, monkeypatch):
+    # the `packcheck` console script does not put the working directory on sys.path; `python -m` does
+    (tmp_path / "my_adapter_in_cwd.py").write_text(
+        "from impls.reference.engine import ReferenceEngine\n\nclass MyEngine(ReferenceEngine):\n    name = 'mine'\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", [p for p in __import__("sys").path if p not in ("", str(tmp_path))])
+    assert resolve_engine("my_adapter_in_cwd:MyEngine").name == "mine"

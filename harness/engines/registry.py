@@ -8,6 +8,8 @@ suggestions.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from importlib.metadata import entry_points
 
 from harness.engines.protocol import Engine
@@ -41,6 +43,8 @@ def mutant_names() -> list[str]:
 
 def _load_class(spec: str) -> type:
     module_name, _, attr = spec.partition(":")
+    if "" not in sys.path and os.getcwd() not in sys.path:  # a console script does not see the current directory; `python -m` does
+        sys.path.append(os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as err:

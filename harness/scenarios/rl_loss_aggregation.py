@@ -10,8 +10,12 @@ and every arm but `one` against `one` of its terms (loss, count, weights, every 
 - `clip/{one, uneven, uneven_unpacked}` (asymmetric clip, dual clip): loss, every token's weight, and the exact set
   of clipped tokens, whose weight is exactly 0;
 - `kl/one` (+ k3 KL): loss and weights with the penalty's value and derivative;
-- `kl+entropy/{one, uneven}` (+ entropy bonus, which the harness cannot evaluate without the
-  whole distribution): weights with the entropy held fixed, and the size of the entropy term.
+- `kl+entropy/{one, uneven, cp2_ulysses}` (+ entropy bonus, which the harness cannot evaluate without the
+  whole distribution): weights with the entropy held fixed, and the size of the entropy term;
+- distributed arms (optional: skipped, with the reason, by an engine without DP/CP):
+  `clip/dp2_uneven` (two DP ranks, uneven token and sequence counts, the fully masked sample on one),
+  `clip/dp2_cp2_ring`, `kl+entropy/cp2_ulysses`: the sequence count G and the token count N are
+  global, so each must be all-reduced over the DP group (only) before the first backward.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from harness.compare import compare_count, compare_policy, compare_results
-from harness.contract import UNPACKED, Aggregation, Case, Layout, LossSpec, Partition, StepResult, packed
+from harness.contract import SINGLE_PROCESS, UNPACKED, Aggregation, Case, Layout, LossSpec, ParallelPlan, Partition, StepResult, packed
 from harness.data.rl import off_policy_samples, rollout_samples
 from harness.data.samples import SKEWED_LENGTHS
 from harness.scenarios.base import Judgement, Scenario, Setting
@@ -40,12 +44,23 @@ TERMS = {
     "kl": CLIP | dict(kl_coef=0.1),
     "kl+entropy": CLIP | dict(kl_coef=0.1, entropy_coef=0.05),
 }
-SHAPES = {  # shape -> (layout, partition); every arm is compared with the "one" of its mode and terms
-    "one": (packed(SEQ_LEN), None),
-    "uneven": (packed(SEQ_LEN), UNEVEN),
-    "uneven_unpacked": (UNPACKED, UNEVEN),
+# Uneven across ranks too: rank 1 holds the fully masked sample 4 among fewer, longer ones.
+DP_UNEVEN = Partition(per_rank=(((0, 7), (1, 2, 4)), ((3, 5), (6, 8))))
+DP_CP_UNEVEN = Partition(per_rank=(((0, 7, 1),), ((2, 3, 4, 5, 6, 8),)))
+SHAPES = {  # shape -> (layout, partition, parallel plan); every arm is compared with the "one" of its mode and terms
+    "one": (packed(SEQ_LEN), None, SINGLE_PROCESS),
+    "uneven": (packed(SEQ_LEN), UNEVEN, SINGLE_PROCESS),
+    "uneven_unpacked": (UNPACKED, UNEVEN, SINGLE_PROCESS),
+    "dp2_uneven": (packed(SEQ_LEN), DP_UNEVEN, ParallelPlan(dp=2)),
+    "dp2_cp2_ring": (packed(SEQ_LEN), DP_CP_UNEVEN, ParallelPlan(dp=2, cp=2, cp_style="ring")),
+    "cp2_ulysses": (packed(SEQ_LEN), None, ParallelPlan(cp=2, cp_style="ulysses")),
 }
-SHAPES_BY_TERMS = {"clip": ("one", "uneven", "uneven_unpacked"), "kl": ("one",), "kl+entropy": ("one", "uneven")}
+SHAPES_BY_TERMS = {
+    "clip": ("one", "uneven", "uneven_unpacked", "dp2_uneven", "dp2_cp2_ring"),
+    "kl": ("one",),
+    "kl+entropy": ("one", "uneven", "cp2_ulysses"),  # the entropy of logits sharded along the sequence
+}
+DISTRIBUTED_SHAPES = frozenset(shape for shape, (_, _, plan) in SHAPES.items() if plan.world_size > 1)
 
 
 def loss_spec(mode: Aggregation, terms: str) -> LossSpec:
@@ -63,11 +78,11 @@ def build(setting: Setting) -> dict:
 
 
 def policy_arm(setting: Setting, results: Mapping[str, StepResult], mode: Aggregation, terms: str, shape: str,
-               layout: Layout, partition: Partition | None) -> Case:
+               layout: Layout, partition: Partition | None, parallel: ParallelPlan = SINGLE_PROCESS) -> Case:
     """The arm `mode/terms/shape`, its old log-probs made from the rollout's (the conformance suite adds shapes)."""
     samples = off_policy_samples(samples_for(setting, SKEWED_LENGTHS), results[ROLLOUT].logprobs, RATIOS, seed=setting.seed)
     name = arm_name(mode, terms, shape)
-    return arm(setting, name, samples, layout, partition, loss=loss_spec(mode, terms))
+    return arm(setting, name, samples, layout, partition, loss=loss_spec(mode, terms), parallel=parallel)
 
 
 def follow_up(setting: Setting, results: Mapping[str, StepResult]) -> dict:
@@ -103,6 +118,15 @@ def diagnose(j: Judgement, failed: list) -> str:
     if failing(failed, "clipped_set"):
         return (f"[{modes}] the engine clips other tokens than the definition: its ratio uses other old log-probs, "
                 "other clip bounds, or the min/max of the surrogate is inverted")
+    shapes = {a.split("/")[-1] for a in arms}
+    if all(SHAPES[shape][2].cp > 1 for shape in shapes):
+        return (f"[{modes}] only the context-parallel arms break the definition: a per-sample quantity (|S_i|, the "
+                "tokens a seq-mean-token-mean divides a sequence by) is counted in this rank's shard of the row, not "
+                "over the whole sample across the CP group")
+    if shapes <= DISTRIBUTED_SHAPES:
+        return (f"[{modes}] only the distributed arms break the definition: a global count (the sequences G of the "
+                "seq-mean modes, the tokens N of token-mean) is this rank's own, or all-reduced over the wrong group "
+                "(WORLD instead of DP), instead of summed over the data-parallel group before the first backward")
     against_definition = [c for c in failed if "engine vs harness" in c.arms]
     if against_definition and all("unpacked" not in c.arms for c in against_definition):
         return (f"[{modes}] packed arms break the definition, unpacked arms do not: a per-sample quantity (a sequence's "
@@ -119,9 +143,12 @@ RL_LOSS_AGGREGATION = Scenario(
     name="rl_loss_aggregation",
     invariant="every PPO/GRPO aggregation mode (token-mean, seq-mean-token-mean, seq-mean-token-sum, seq-mean-token-sum-norm) "
               "equals its global definition, token by token, for uneven partitions, packed and unpacked",
-    catches=("rl-token-mean-scope", "drgrpo-constant", "seq-mean-over-row"),
+    catches=("rl-token-mean-scope", "drgrpo-constant", "seq-mean-over-row", "rl-seq-count-per-rank",
+             "rl-seq-tokens-per-shard"),
     build=build,
     follow_up=follow_up,
     judge=judge,
     diagnose=diagnose,
+    optional_arms=frozenset(arm_name(mode, terms, shape) for mode in Aggregation for terms, shapes in SHAPES_BY_TERMS.items()
+                            for shape in shapes if shape in DISTRIBUTED_SHAPES),
 )

@@ -6,7 +6,8 @@ is clipped, the KL to a reference equal to the policy vanishes, and the loss is 
 -sum(w * A), whatever the model: a ratio that is not 1 means the trainer does not reconstruct the
 distributions the rollout saw (verl #2088, trlx #107, TRL #454). Rollout arms give old log-probs
 from an unpacked and from a packed run; policy arms recompute them in another layout (packed from
-unpacked, unpacked from packed, packed with an uneven partition, length-bucketed), so a packing
+unpacked, unpacked from packed, packed with an uneven partition, length-bucketed, and (optional
+arms) over two DP ranks and a dp2 x cp2 ring mesh), so a packing
 bug that moves documents 2..k of a row shows as r != 1 exactly there. Judged per arm: the ratio
 of every token is 1; every token's weight and the loss equal the definition at the engine's
 log-probs, which at r = 1 is -A w (nothing clips, the KL gradient vanishes) and -sum(w A).
@@ -15,7 +16,7 @@ log-probs, which at r = 1 is -A w (nothing clips, the KL gradient vanishes) and 
 from __future__ import annotations
 
 from harness.compare import compare_count, compare_policy, compare_ratio_is_one
-from harness.contract import UNPACKED, Layout, LayoutKind, LossSpec, Partition, packed
+from harness.contract import SINGLE_PROCESS, UNPACKED, Layout, LayoutKind, LossSpec, ParallelPlan, Partition, packed
 from harness.data.rl import on_policy_samples, rollout_samples
 from harness.data.samples import MIXED_DOCUMENTS
 from harness.scenarios.base import Judgement, Scenario, Setting
@@ -26,11 +27,15 @@ SEQ_LEN = 48
 LOSS = LossSpec(kind="ppo_clip", dual_clip=3.0, kl_coef=0.1)  # ref = old: the KL term must vanish too
 UNEVEN = Partition.single_rank([(0, 1, 2, 3, 4, 5), (6, 7), (8, 9)])
 LAYOUTS = {"unpacked": UNPACKED, "packed": packed(SEQ_LEN)}
-ARMS = {  # arm -> (rollout it takes old log-probs from, layout, partition)
-    "packed_from_unpacked": ("unpacked", packed(SEQ_LEN), None),
-    "packed_uneven_from_unpacked": ("unpacked", packed(SEQ_LEN), UNEVEN),
-    "unpacked_from_packed": ("packed", UNPACKED, None),
-    "stacked_from_packed": ("packed", Layout(kind=LayoutKind.STACKED, bucket_width=8), None),
+DP_UNEVEN = Partition(per_rank=(((0, 1, 2, 3), (4, 5)), ((6,), (7, 8, 9))))
+ARMS = {  # arm -> (rollout it takes old log-probs from, layout, partition, parallel plan)
+    "packed_from_unpacked": ("unpacked", packed(SEQ_LEN), None, SINGLE_PROCESS),
+    "packed_uneven_from_unpacked": ("unpacked", packed(SEQ_LEN), UNEVEN, SINGLE_PROCESS),
+    "unpacked_from_packed": ("packed", UNPACKED, None, SINGLE_PROCESS),
+    "stacked_from_packed": ("packed", Layout(kind=LayoutKind.STACKED, bucket_width=8), None, SINGLE_PROCESS),
+    # the rollout on one process, the update sharded: documents straddle the CP cuts of packed rows
+    "packed_dp2_from_unpacked": ("unpacked", packed(SEQ_LEN), DP_UNEVEN, ParallelPlan(dp=2)),
+    "packed_dp2_cp2_ring_from_unpacked": ("unpacked", packed(SEQ_LEN), DP_UNEVEN, ParallelPlan(dp=2, cp=2, cp_style="ring")),
 }
 
 
@@ -47,9 +52,9 @@ def build(setting: Setting) -> dict:
 def follow_up(setting: Setting, results) -> dict:
     base = samples_for(setting, MIXED_DOCUMENTS)
     arms = {}
-    for name, (rollout, layout, partition) in ARMS.items():
+    for name, (rollout, layout, partition, parallel) in ARMS.items():
         samples = on_policy_samples(base, results[rollout_arm(rollout)].logprobs, seed=setting.seed)
-        arms[name] = arm(setting, name, samples, layout, partition, loss=LOSS)
+        arms[name] = arm(setting, name, samples, layout, partition, loss=LOSS, parallel=parallel)
     return arms
 
 
@@ -69,7 +74,7 @@ def diagnose(j: Judgement, failed: list) -> str:
     ratios = failing(failed, "ratio")
     if ratios:
         name = ratios[0].arms.split(":")[0]
-        _, layout, _ = ARMS[name]
+        _, layout, _, _ = ARMS[name]
         packed_case = j.cases[name] if layout.kind is LayoutKind.PACKED else j.cases[rollout_arm("packed")]
         unpacked = j.results[rollout_arm("unpacked")] if layout.kind is LayoutKind.PACKED else j.results[name]
         first, later = drift_by_document(packed_case, j.results[packed_case.name], unpacked)
@@ -95,5 +100,5 @@ RL_STEP0_RATIO = Scenario(
     follow_up=follow_up,
     judge=judge,
     diagnose=diagnose,
-    optional_arms=frozenset({"stacked_from_packed"}),
+    optional_arms=frozenset({"stacked_from_packed", *(name for name, (*_, plan) in ARMS.items() if plan.world_size > 1)}),
 )

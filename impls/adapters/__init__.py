@@ -1,1 +1,1 @@
-"""Adapters that plug real third-party training engines into packcheck, one subpackage each."""
+"""Adapters for real third-party training engines (HF transformers Trainer, TRL, ...), one package each."""

@@ -25,7 +25,8 @@ class Counts:
 
 
 def count_targets(micro_batches: Sequence[Sequence[Predictions]]) -> list[Counts]:
-    """One Counts per micro-batch, every count made before any backward, as a real trainer must."""
+    """One Counts per micro-batch, every count made before any backward, as a real trainer must.
+    The global counts are this rank's until the step all-reduces them over data-parallel ranks."""
     per_sample: Counter[int] = Counter()
     micro_tokens = []
     for forwards in micro_batches:

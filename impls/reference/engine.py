@@ -51,6 +51,7 @@ class ReferenceEngine(Engine):
     target_mask = staticmethod(rows.target_mask)
     shard = staticmethod(step.shard)
     global_token_count = staticmethod(step.global_token_count)
+    global_sequence_count = staticmethod(step.global_sequence_count)
     token_weight = staticmethod(loss.token_weight)
     policy_inputs = staticmethod(policy_inputs.policy_inputs)
     aggregation_weights = staticmethod(aggregation.aggregation_weights)
@@ -71,8 +72,6 @@ class ReferenceEngine(Engine):
             return "device 'cuda' requested but torch sees no CUDA device"
         if case.device == "cuda" and case.parallel.world_size > torch.cuda.device_count():
             return f"{case.parallel.describe()} needs {case.parallel.world_size} GPUs (one per rank); this machine has {torch.cuda.device_count()}"
-        if case.loss.is_policy and case.parallel.world_size > 1:
-            return "the reference computes policy losses on one process for now: its sequence counts are not reduced over data-parallel ranks yet"
         if case.parallel.cp > 1:
             if case.attention != "auto":
                 return f"under context parallelism the cp_style ({case.parallel.cp_style}) is the attention; attention must be 'auto'"

@@ -53,7 +53,8 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe, attention, scatter: 
     shards = [[pipe.shard(p, mesh) for p in forwards] for forwards in micro_batches]
     shard_tokens = sum(int(p.label_mask_BT.sum()) for forwards in shards for p in forwards)
     global_tokens = pipe.global_token_count([c.micro_tokens for c in local_counts], shard_tokens, mesh)
-    counts = [dataclasses.replace(c, global_tokens=global_tokens) for c in local_counts]
+    global_sequences = pipe.global_sequence_count(len(local_counts[0].sample_tokens) if local_counts else 0, mesh)
+    counts = [dataclasses.replace(c, global_tokens=global_tokens, global_sequences=global_sequences) for c in local_counts]
     model.zero_grad(set_to_none=True)
     sync = GradientSync(model, mesh)
     last = (len(shards) - 1, len(shards[-1]) - 1)
@@ -80,6 +81,11 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe, attention, scatter: 
 def global_token_count(micro_tokens: list[int], shard_tokens: int, mesh: Mesh) -> int:
     """Every rank of a CP group counted the same whole rows: sum over the data-parallel group only."""
     return int(mesh.all_reduce(torch.tensor([sum(micro_tokens)], dtype=torch.float64), "dp").item())
+
+
+def global_sequence_count(local_sequences: int, mesh: Mesh) -> int:
+    """Each sample lives on one data-parallel rank, whole (a CP group shares the same samples): sum over DP."""
+    return int(mesh.all_reduce(torch.tensor([local_sequences], dtype=torch.float64), "dp").item())
 
 
 def shard(predictions: Predictions, mesh: Mesh) -> Predictions:

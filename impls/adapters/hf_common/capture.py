@@ -1,0 +1,89 @@
+"""Read what the trainer computed, without touching its numerics.
+
+- forward hooks on the model and on its backbone record, per micro-batch, the inputs exactly as the
+  trainer fed them (after its collator), the backbone's last hidden state, and the engine's own
+  output (HF: `logits`; TRL's fused head: `log_probs` of the label positions);
+- a gradient hook on that output records d loss / d output as the trainer's own backward produced it;
+- `_get_num_items_in_batch` (wrapped by the trainer mixin) records the token count the trainer
+  divides by;
+- a TrainerCallback copies every gradient in `on_pre_optimizer_step` (after accumulation and the
+  disabled clipping, before the step) and every parameter in `on_optimizer_step`.
+
+The per-token log-probs of every position are `log_softmax(lm_head(hidden))` of the very hidden
+states the training forward produced, computed in the hook before any parameter changes; they are
+checked against the engine's own output (`engine_agreement`), so they are what the trainer trained on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from transformers import TrainerCallback
+
+
+@dataclass
+class MicroBatch:
+    inputs: dict[str, torch.Tensor]  # input_ids, labels, position_ids / attention_mask, as the model got them
+    logprobs_RV: torch.Tensor  # [rows, seq, vocab] log_softmax of the training forward's logits (detached)
+    engine_output: torch.Tensor  # the engine's differentiable output: logits [B,T,V] (HF) or log_probs [B,T-1] (TRL)
+    engine_grad: torch.Tensor | None = None  # d loss / d engine_output from the trainer's own backward
+    engine_mask: torch.Tensor | None = None  # TRL: the positions whose log-prob the fused head kept (masked_fill cuts the rest)
+
+
+@dataclass
+class StepCapture:
+    micro_batches: list[MicroBatch] = field(default_factory=list)
+    counts: list[int | None] = field(default_factory=list)  # the trainer's num_items_in_batch per optimizer step
+    grads: dict[str, torch.Tensor] = field(default_factory=dict)
+    params_after: dict[str, torch.Tensor] = field(default_factory=dict)
+    _hidden: torch.Tensor | None = None
+
+    def attach(self, model: torch.nn.Module) -> list:
+        """Register the hooks on `model` (a *ForCausalLM); returns the handles."""
+        backbone = model.get_decoder()
+        lm_head = model.get_output_embeddings()
+
+        def on_backbone(module, args, kwargs, output):
+            self._hidden = output[0] if isinstance(output, tuple) else output.last_hidden_state
+
+        def on_model(module, args, kwargs, output):
+            if not module.training:
+                return
+            with torch.no_grad():
+                logprobs = torch.log_softmax(lm_head(self._hidden.detach()), dim=-1)
+            engine_output = output.logits if getattr(output, "logits", None) is not None else output.log_probs
+            record = MicroBatch(
+                inputs={k: v.detach().clone() for k, v in kwargs.items() if isinstance(v, torch.Tensor) and v.dim() >= 2},
+                logprobs_RV=logprobs, engine_output=engine_output.detach().clone(),
+                engine_mask=getattr(output, "label_mask", None))
+            self.micro_batches.append(record)
+            if engine_output.requires_grad:
+                engine_output.register_hook(lambda grad: setattr(record, "engine_grad", grad.detach().clone()))
+
+        return [backbone.register_forward_hook(on_backbone, with_kwargs=True),
+                model.register_forward_hook(on_model, with_kwargs=True)]
+
+    def callback(self) -> TrainerCallback:
+        capture = self
+
+        class Capture(TrainerCallback):
+            def on_pre_optimizer_step(self, args, state, control, **kwargs):
+                capture.grads = {n: p.grad.detach().clone() for n, p in kwargs["model"].named_parameters() if p.grad is not None}
+
+            def on_optimizer_step(self, args, state, control, **kwargs):
+                capture.params_after = {n: p.detach().clone() for n, p in kwargs["model"].named_parameters()}
+
+        return Capture()
+
+
+class CountsItems:
+    """Mixin before a transformers Trainer class: records the `num_items_in_batch` the trainer computed."""
+
+    capture: StepCapture
+
+    def _get_num_items_in_batch(self, batch_samples, device):
+        count = super()._get_num_items_in_batch(batch_samples, device)
+        if batch_samples:
+            self.capture.counts.append(None if count is None else int(count))
+        return count

@@ -1,0 +1,80 @@
+"""The shape both trainer adapters share: translate the Case, run one real optimizer step of the
+engine's own trainer, translate what it computed back.
+
+A subclass says which trainer and collator the engine uses (`build_trainer`) and what it can do
+(`capabilities`, `unsupported_reason`). Every Trainer setting fixed here follows from the Case:
+one optimizer step (`max_steps=1`) accumulating one micro-step per micro-batch of the partition,
+no gradient clipping (the Case asks for none), no mixed precision, AdamW with the Case's hyper-parameters at a
+constant learning rate, CPU, nothing logged or saved.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from abc import abstractmethod
+
+import torch
+
+from harness.contract import Case, StepResult
+from harness.engines import Engine
+from impls.adapters.hf_common.capture import StepCapture
+from impls.adapters.hf_common.result import step_result
+
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
+ATTENTION = {"auto": "sdpa", "sdpa": "sdpa"}
+
+
+def training_arguments(case: Case, output_dir: str) -> dict:
+    opt = case.optimizer
+    return dict(
+        output_dir=output_dir,
+        max_steps=1,
+        per_device_train_batch_size=1,  # the partition's batch sampler decides the micro-batches
+        gradient_accumulation_steps=len(case.partition.micro_batches),
+        max_grad_norm=0.0,
+        optim="adamw_torch",
+        lr_scheduler_type="constant",
+        **({} if opt is None else dict(learning_rate=opt.lr, adam_beta1=opt.betas[0], adam_beta2=opt.betas[1],
+                                       adam_epsilon=opt.eps, weight_decay=opt.weight_decay)),
+        bf16=False,  # the Case's dtype, no mixed precision (TRL's configs default to bf16 autocast)
+        fp16=False,
+        use_cpu=True,
+        report_to="none",
+        save_strategy="no",
+        logging_strategy="no",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        seed=0,
+    )
+
+
+class TrainerEngine(Engine):
+    """Base of the adapters whose engine is a transformers Trainer (plain or TRL's)."""
+
+    @abstractmethod
+    def build_trainer(self, case: Case, capture: StepCapture, output_dir: str):
+        """The engine's own trainer for `case`, with `capture.callback()` among its callbacks."""
+
+    def reports_weights(self) -> bool:
+        return "dloss_dlogprobs" in self.capabilities.reports
+
+    def run(self, case: Case) -> StepResult:
+        self.require_supported(case)
+        capture = StepCapture()
+        with tempfile.TemporaryDirectory(prefix=f"packcheck-{self.name}-") as output_dir:
+            trainer = self.build_trainer(case, capture, output_dir)
+            handles = capture.attach(trainer.model)
+            try:
+                output = trainer.train()
+            finally:
+                for handle in handles:
+                    handle.remove()
+        return step_result(case, capture, output.training_loss, case.partition.micro_batches,
+                           self.loss_token_count(capture), self.reports_weights())
+
+    def loss_token_count(self, capture: StepCapture) -> int:
+        """The trainer's own `num_items_in_batch` for the one optimizer step."""
+        (count,) = capture.counts
+        if count is None:
+            raise RuntimeError("the trainer computed no num_items_in_batch; override loss_token_count for this engine")
+        return count

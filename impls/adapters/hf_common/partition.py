@@ -1,0 +1,52 @@
+"""The Case's partition as the trainer's micro-batches: a batch sampler over the sample indices.
+
+The Trainer draws micro-batches of a fixed size from a shuffled sampler; a Case fixes which
+samples each micro-step holds (uneven sizes). `PartitionedTrainer` replaces only the train
+dataloader's sampler (the documented `get_train_dataloader` extension point): the dataset, the
+engine's own collator, its loss, its token counting and its accumulation stay untouched.
+"""
+
+from __future__ import annotations
+
+from torch.utils.data import DataLoader
+
+from harness.contract import Case
+
+
+class PartitionSampler:
+    """Yields each micro-batch's sample indices, in the Case's order."""
+
+    def __init__(self, micro_batches: tuple[tuple[int, ...], ...]):
+        self.micro_batches = micro_batches
+
+    def __iter__(self):
+        return (list(mb) for mb in self.micro_batches)
+
+    def __len__(self) -> int:
+        return len(self.micro_batches)
+
+
+class PartitionedTrainer:
+    """Mixin before a transformers Trainer class: micro-batches follow `self.partition`."""
+
+    partition: PartitionSampler
+
+    def get_train_dataloader(self) -> DataLoader:
+        from transformers.utils import is_datasets_available
+
+        dataset = self.train_dataset
+        if is_datasets_available():
+            import datasets
+
+            if isinstance(dataset, datasets.Dataset):
+                dataset = self._remove_unused_columns(dataset, description="training")
+        return self.accelerator.prepare(DataLoader(dataset, batch_sampler=self.partition, collate_fn=self.data_collator))
+
+    def get_decay_parameter_names(self, model) -> list[str]:
+        # The Case's OptimizerSpec decays every parameter (as the reference does); the Trainer's
+        # default exempts norms and biases, which would be a different optimizer, not a packing bug.
+        return [name for name, _ in model.named_parameters()]
+
+
+def micro_batches(case: Case) -> tuple[tuple[int, ...], ...]:
+    return case.partition.micro_batches

@@ -1,0 +1,67 @@
+"""hf_trainer: one optimizer step of transformers' own `Trainer`.
+
+Packed cases go through `DataCollatorWithFlattening` (each micro-batch becomes one row, documents
+told apart by `position_ids` resets: the row length is the collator's, not the Case's `seq_len`);
+unpacked cases through `DataCollatorForSeq2Seq` (rows padded on the Case's side, labels padded
+with -100). The model is loaded from the Case's checkpoint with `from_pretrained` in the Case's
+dtype with sdpa attention. The loss, its normalisation by `num_items_in_batch` and the gradient
+accumulation are the Trainer's.
+
+float32 only: the model runs in float64 if loaded so, but transformers' causal-LM loss
+(`ForCausalLMLoss`) casts the logits with `.float()`, i.e. *down* to float32 for a float64 model,
+so the loss and every gradient carry float32 rounding (variant `hf_trainer.float64` pins it).
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import AutoModelForCausalLM, DataCollatorForSeq2Seq, DataCollatorWithFlattening, Trainer, TrainingArguments
+
+from harness.contract import Case, LayoutKind
+from harness.engines import Capabilities
+from impls.adapters.hf_common.capture import CountsItems, StepCapture
+from impls.adapters.hf_common.engine import ATTENTION, DTYPES, TrainerEngine, training_arguments
+from impls.adapters.hf_common.partition import PartitionedTrainer, PartitionSampler
+from impls.adapters.hf_common.samples import examples
+from impls.adapters.hf_common.tokenizer import tokenizer_for
+
+PACKED_AND_PADDED = frozenset({LayoutKind.PACKED, LayoutKind.UNPACKED})
+
+
+class HfTrainer(CountsItems, PartitionedTrainer, Trainer):
+    """transformers.Trainer with the Case's micro-batches and the count recorded."""
+
+
+def load_model(case: Case):
+    return AutoModelForCausalLM.from_pretrained(case.model.checkpoint, dtype=DTYPES[case.dtype],
+                                                attn_implementation=ATTENTION[case.attention])
+
+
+class HfTrainerEngine(TrainerEngine):
+    name = "hf_trainer"
+    capabilities = Capabilities(
+        families=frozenset({"llama", "qwen3"}),
+        layouts=PACKED_AND_PADDED,
+        dtypes=frozenset({"float32"}),
+        reports=frozenset({"dloss_dlogprobs", "params_after"}),
+        attention={name: PACKED_AND_PADDED for name in ATTENTION},
+    )
+
+    def collator(self, case: Case):
+        if case.layout.kind is LayoutKind.PACKED:
+            return DataCollatorWithFlattening()
+        tokenizer = tokenizer_for(case.model.vocab_size, case.layout.padding_side)
+        return DataCollatorForSeq2Seq(tokenizer, padding=True, label_pad_token_id=-100)
+
+    def base_arguments(self, case: Case, output_dir: str) -> dict:
+        return training_arguments(case, output_dir)
+
+    def arguments(self, case: Case, output_dir: str) -> TrainingArguments:
+        return TrainingArguments(**self.base_arguments(case, output_dir))
+
+    def build_trainer(self, case: Case, capture: StepCapture, output_dir: str) -> HfTrainer:
+        trainer = HfTrainer(model=load_model(case), args=self.arguments(case, output_dir), train_dataset=examples(case),
+                            data_collator=self.collator(case), callbacks=[capture.callback()])
+        trainer.partition = PartitionSampler(case.partition.micro_batches)
+        trainer.capture = capture
+        return trainer

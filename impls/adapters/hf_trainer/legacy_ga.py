@@ -1,0 +1,39 @@
+"""hf_trainer.legacy-ga: the Trainer's legacy gradient-accumulation path.
+
+A model whose forward takes no loss kwargs (`model_accepts_loss_kwargs = False`: custom models,
+older remote code) gets no `num_items_in_batch`: each micro-batch's loss is its own token mean,
+and the Trainer divides it by the number of accumulation steps. On uneven micro-batches that is a
+mean of means. The variant sets that attribute on the real Trainer, as such a model would.
+"""
+
+from __future__ import annotations
+
+from harness.contract import Case
+from harness.engines import KnownFinding
+from impls.adapters.hf_common.capture import StepCapture
+from impls.adapters.hf_trainer.engine import HfTrainer, HfTrainerEngine
+
+
+class LegacyGaEngine(HfTrainerEngine):
+    name = "hf_trainer.legacy-ga"
+    known_findings = (
+        KnownFinding(scenario="microbatch_invariance", upstream="transformers#37766 (fix line: transformers#35438)",
+                     summary="without loss kwargs each micro-batch is its own token mean divided by the accumulation steps (mean of means)",
+                     min_margin=1.3e5, measured="dloss_dlogprobs max_rel 13.1 (margin 1.3e6), llama and qwen3 float32"),
+        KnownFinding(scenario="token_conservation", upstream="transformers#37766",
+                     summary="the reported loss is the mean of micro-batch means, not the token mean over the step",
+                     min_margin=18.0, measured="loss rel 2.4e-3 llama (margin 236), 1.9e-3 qwen3 (margin 188), float32"),
+        KnownFinding(scenario="golden_regression", upstream="transformers#37766",
+                     summary="per-token loss weights and gradients are those of a mean of micro-batch means",
+                     min_margin=6.4e4, measured="dloss_dlogprobs max_rel 0.19 (margin 6.5e5), llama and qwen3 float32"),
+    )
+
+    def build_trainer(self, case: Case, capture: StepCapture, output_dir: str) -> HfTrainer:
+        trainer = super().build_trainer(case, capture, output_dir)
+        trainer.model_accepts_loss_kwargs = False
+        return trainer
+
+    def loss_token_count(self, capture: StepCapture) -> int:
+        # no global count on this path: each micro-batch's loss divides by its own count of
+        # shifted labels != -100 (ForCausalLMLoss's mean), and these add up to what it counted
+        return sum(int((mb.inputs["labels"][:, 1:] != -100).sum()) for mb in capture.micro_batches)

@@ -1,0 +1,36 @@
+"""hf_trainer.use-cache: the Trainer with `TrainingArguments(use_cache=True)`.
+
+transformers detects packed sequences from `position_ids` only when there is no attention mask
+*and no cache* (`masking_utils`); with the cache enabled the training forward builds a
+`DynamicCache`, the detection is skipped, and a flattened row is one causal sequence: every
+document attends to the ones before it in the row. Nothing warns.
+"""
+
+from __future__ import annotations
+
+from transformers import TrainingArguments
+
+from harness.contract import Case
+from harness.engines import KnownFinding
+from impls.adapters.hf_trainer.engine import HfTrainerEngine
+
+
+UPSTREAM = "none found upstream; the gate is `cache is None` in transformers 5.24.0 masking_utils._preprocess_mask_arguments"
+LEAK = "with use_cache=True the flattened row is one causal sequence: documents attend to the earlier ones in the row"
+
+
+class UseCacheEngine(HfTrainerEngine):
+    name = "hf_trainer.use-cache"
+    known_findings = (
+        KnownFinding(scenario="packed_vs_unpacked", upstream=UPSTREAM, summary=LEAK,
+                     min_margin=2.3e3, measured="logprobs max_abs 2.34 llama (margin 2.3e4), 2.38 qwen3 (2.4e4), float32"),
+        KnownFinding(scenario="document_isolation", upstream=UPSTREAM, summary=LEAK,
+                     min_margin=8.0e2, measured="logprobs max_abs 0.81 llama (margin 8.1e3), 0.89 qwen3 (8.9e3), float32"),
+        KnownFinding(scenario="microbatch_invariance", upstream=UPSTREAM, summary=LEAK,
+                     min_margin=2.5e3, measured="logprobs max_abs 2.60 llama (margin 2.6e4), 2.55 qwen3 (2.6e4), float32"),
+        KnownFinding(scenario="golden_regression", upstream=UPSTREAM, summary=LEAK,
+                     min_margin=3.0e4, measured="logprobs max_abs 3.40 llama (margin 3.0e5), 3.69 qwen3 (3.9e5), float32"),
+    )
+
+    def arguments(self, case: Case, output_dir: str) -> TrainingArguments:
+        return TrainingArguments(**self.base_arguments(case, output_dir), use_cache=True)

@@ -1,0 +1,1 @@
+"""Adapter for axolotl-ringmaster: a Hugging Face model under Ulysses or ring context parallelism."""

@@ -1,0 +1,1 @@
+"""The worked example of docs/adapters.md: the smallest complete engine."""
