@@ -47,7 +47,7 @@ ADAPTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "hf_trainer": ("hf", ("hf_trainer", "hf_trainer.legacy-ga", "hf_trainer.use-cache", "hf_trainer.float64")),
     "trl_sft": ("trl", ("trl_sft",)),
     "ringmaster_cp": ("ringmaster", ("ringmaster_cp", "ringmaster_cp.preshifted-labels")),
-    # Heavy: verl pulls ray, wandb, tensorboard (a 1.9 GB venv); the session took 6 min 47 s on 2 shared cores
+    # Heavy: verl pulls ray, wandb, tensorboard (a 1.9 GB venv); the session took 19 min 40 s on 2 shared cores
     # with a warm pip cache (docs/findings-verl.md). Not in the default CI run (nox.options.sessions).
     "verl_fsdp": ("verl", ("verl_fsdp", "verl_fsdp.pretrain-mask", "verl_fsdp.trainer-normalisers", "verl_fsdp.eos-pad-embedding")),
 }

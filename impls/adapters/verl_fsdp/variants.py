@@ -1,5 +1,6 @@
 """verl_fsdp variants that reproduce verl's real behaviour on inputs its users give it, each pinned as a
-known finding with its measured size.
+known finding with its measured size (docs/findings-verl.md): pretrain-mask, trainer-normalisers and
+eos-pad-embedding (the last two are described on their classes).
 
 verl_fsdp.pretrain-mask: a continued-pretraining user marks every token of a document as trained,
 `loss_mask = ones(len)`: position 0 included, as verl's `sft_loss` accepts without complaint. The
