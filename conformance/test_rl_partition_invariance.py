@@ -2,8 +2,8 @@
 unpacked, every aggregation mode equals its global definition token by token, and nothing depends
 on the split.
 
-Where the engine pins a known finding on rl_loss_aggregation the property is expected to fail,
-strictly (as in test_partition_invariance.py): hypothesis must find a failing example.
+Where the engine pins a known finding on rl_loss_aggregation, a failing example is an expected
+failure (conformance/known_findings.py).
 """
 
 from __future__ import annotations
