@@ -75,7 +75,7 @@ class LossSpec:
     dual_clip: float | None = None  # c > 1: for A < 0 the token loss is capped at -A c (verl's clip_ratio_c)
     kl_coef: float = 0.0  # k3 KL penalty against ref_logprobs
     entropy_coef: float = 0.0  # entropy bonus (subtracted)
-    norm_constant: float | None = None  # C of seq-mean-token-sum-norm (verl's loss_scale_factor)
+    norm_constant: float | None = None  # C of seq-mean-token-sum-norm (verl 0.9.1: loss_scale_factor = C / global_batch_size)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", LossKind(self.kind))
