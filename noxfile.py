@@ -63,15 +63,31 @@ CI_ADAPTERS = ("hf_trainer", "trl_sft", "ringmaster_cp")
 nox.options.sessions = ["tests", *(f"adapters(adapter='{name}')" for name in CI_ADAPTERS)]
 
 
+def adapter_engines(adapter: str, variants: bool) -> dict[str, str]:
+    """The adapter's engine (named like the adapter), or its finding variants, with their dtypes."""
+    return {engine: dtype for engine, dtype in ADAPTERS[adapter][1].items() if (engine != adapter) == variants}
+
+
+def conformance_of(session: nox.Session, engines: dict[str, str]) -> None:
+    for engine, dtype in engines.items():  # world-4 launches of a real engine need more than the default 30 s per arm on 2 cores
+        session.run("pytest", "conformance", "--engine", engine, "--dtype", dtype, "--arm-timeout", "120", *session.posargs)
+
+
 @nox.session
 @nox.parametrize("adapter", list(ADAPTERS))
 def adapters(session: nox.Session, adapter: str) -> None:
-    """One third-party engine and its finding variants through the conformance suite, in its own pinned env."""
-    extra, engines = ADAPTERS[adapter]
-    install(session, f"test,{extra}")
+    """A third-party engine in its own pinned env: the adapter's tests, then the conformance suite."""
+    install(session, f"test,{ADAPTERS[adapter][0]}")
     session.run("pytest", f"tests/adapters/{adapter}", *session.posargs)
-    for engine, dtype in engines.items():  # world-4 launches of a real engine need more than the default 30 s per arm on 2 cores
-        session.run("pytest", "conformance", "--engine", engine, "--dtype", dtype, "--arm-timeout", "120", *session.posargs)
+    conformance_of(session, adapter_engines(adapter, variants=False))
+
+
+@nox.session(default=False)
+@nox.parametrize("adapter", [name for name in ADAPTERS if adapter_engines(name, variants=True)])
+def findings(session: nox.Session, adapter: str) -> None:
+    """The adapter's finding variants through the conformance suite: each pinned finding must still reproduce."""
+    install(session, f"test,{ADAPTERS[adapter][0]}")
+    conformance_of(session, adapter_engines(adapter, variants=True))
 
 
 @nox.session(python=False, default=False)
