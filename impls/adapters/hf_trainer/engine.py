@@ -14,7 +14,6 @@ so the loss and every gradient carry float32 rounding (variant `hf_trainer.float
 
 from __future__ import annotations
 
-import torch
 from transformers import AutoModelForCausalLM, DataCollatorForSeq2Seq, DataCollatorWithFlattening, Trainer, TrainingArguments
 
 from harness.contract import Case, LayoutKind

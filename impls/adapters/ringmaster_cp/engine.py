@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 from harness.contract import Case, LayoutKind, LossKind, StepResult
 from harness.engines import Capabilities, Engine, KnownFinding
-from impls.adapters.ringmaster_cp.rows import IGNORE, Forward, build_forwards
+from impls.adapters.ringmaster_cp.rows import IGNORE, Forward, build_forwards, shift_labels
 
 DTYPES = {"float64": torch.float64}
 ALL_LAYOUTS = frozenset(LayoutKind)
