@@ -109,6 +109,7 @@ def run_arms(engine: Engine, scenario: Scenario, cases: dict[str, Case], verdict
             by_world[case.parallel.world_size][name] = case
         elif name in scenario.optional_arms:
             verdict.detail += f"arm {name!r} skipped: {reason}\n"
+            verdict.skipped_arms.append(name)
         else:
             verdict.status, verdict.detail = UNSUPPORTED, f"arm {name!r}: {reason}"
             return None

@@ -81,7 +81,7 @@ def why_not_all(verdict: Verdict) -> str:
     """What was not judged, on the progress line: the reason of an unsupported verdict, the skipped arms of another."""
     if verdict.status == UNSUPPORTED:
         return f": {unsupported_reason(verdict)}"
-    skipped = verdict.detail.count(" skipped: ")
+    skipped = len(verdict.skipped_arms)
     return f" ({skipped} optional arm{'s' * (skipped > 1)} skipped: see the report)" if skipped else ""
 
 

@@ -28,6 +28,7 @@ class Verdict:
     diagnosis: str = ""
     detail: str = ""
     seconds: float = 0.0
+    skipped_arms: list[str] = field(default_factory=list)  # optional arms the engine declared unsupported (reasons in detail)
     known_finding: str = ""  # a failing verdict that reproduces a pinned finding of the engine (harness/engines/findings.py)
 
     @property
@@ -67,7 +68,7 @@ class Verdict:
         worst = self.worst
         return {
             "engine": self.engine, "family": self.family, "scenario": self.scenario, "dtype": self.dtype, "device": self.device,
-            "attention": self.attention, "status": self.status, "known_finding": self.known_finding, "diagnosis": self.diagnosis, "detail": self.detail, "seconds": round(self.seconds, 3),
+            "attention": self.attention, "status": self.status, "skipped_arms": self.skipped_arms, "known_finding": self.known_finding, "diagnosis": self.diagnosis, "detail": self.detail, "seconds": round(self.seconds, 3),
             "max_margin": None if worst is None else worst.margin, "worst": None if worst is None else worst.to_json(),
             "comparisons": len(self.comparisons), "failing": sum(not c.passed for c in self.comparisons),
             "reproduce": self.reproduce, "message": self.message(),
