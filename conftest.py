@@ -57,10 +57,27 @@ def verdict_of(pytestconfig):
     options = RunOptions(timeout=float(pytestconfig.getoption("--arm-timeout")))
 
     @functools.cache
-    def run(engine: str, scenario: str, family: str, dtype: str = "float64", device: str = "cpu", attention: str = "auto"):
+    def run(engine: str, scenario: str, family: str, dtype: str, device: str, attention: str):
         return run_scenario(resolve_engine(engine), SCENARIOS[scenario], family, dtype, device, attention=attention, options=options)
 
-    return run
+    def verdict(engine: str, scenario: str, family: str, dtype: str = "float64", device: str = "cpu", attention: str = "auto"):
+        return run(engine, scenario, family, dtype, device, attention)  # one cache key whether defaults are spelled out or not
+
+    return verdict
+
+
+# Under pytest-xdist (the nox tests session), the conformance suite and the mutant proof judge the same
+# reference cells: each cell's tests go to one worker, which runs the cell once (the verdict_of cache).
+SHARED_CELL_TESTS = {"test_scenario": "scenario", "test_reference_passes_with_a_wide_margin": "scenario_name"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        scenario_param = SHARED_CELL_TESTS.get(getattr(item, "originalname", ""))
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if scenario_param in params and "family" in params:
+            scenario = params[scenario_param]
+            item.add_marker(pytest.mark.xdist_group(f"{getattr(scenario, 'name', scenario)}-{params['family']}"))
 
 
 # `packcheck run` exits 2 when an engine supports none of the scenarios; the conformance suite must not go

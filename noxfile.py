@@ -21,11 +21,16 @@ def install(session: nox.Session, extras: str = "test") -> None:
     session.install("-e", f".[{extras}]", "-c", "constraints/cpu-torch.txt")
 
 
+# pytest-xdist over the cores (at most 4 workers: each holds torch, and distributed tests start ranks of
+# their own); loadgroup keeps each reference cell's tests on one worker, which runs the cell once (conftest.py).
+PARALLEL = ("--numprocesses", "auto", "--maxprocesses", "4", "--dist", "loadgroup")
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Unit tests, the conformance suite against the reference and the mutant proof (float64, CPU)."""
+    """Unit tests, the conformance suite against the reference and the mutant proof (float64, CPU, every core)."""
     install(session)
-    session.run("pytest", *session.posargs)
+    session.run("pytest", *PARALLEL, *session.posargs)
 
 
 @nox.session

@@ -35,16 +35,24 @@ def test_missing_golden_fails_with_the_regen_hint(golden_dir):
     assert not (golden_dir / "llama").exists(), "a missing golden is never written implicitly"
 
 
-def test_regen_then_verify_passes(golden_dir, capsys):
+def regen() -> int:
+    """regen in this process only (the kernel paths cost a process each; one test below takes them all)."""
+    return main(["golden", "regen", "--family", FAMILY, "--kernel-paths", "native"])
+
+
+def test_regen_on_every_kernel_path_then_verify_passes(golden_dir, capsys):
     assert main(["golden", "regen", "--family", FAMILY]) == 0
     provenance = json.loads((golden_dir / "llama" / "provenance.json").read_text())
-    assert {"torch", "git_commit", "case_digest", "time", "engine"} <= provenance.keys()
+    assert {"torch", "git_commit", "case_digest", "time", "engine", "cpu", "noise_floor", "float64_spread"} <= provenance.keys()
+    assert len(provenance["capabilities"]) >= 2 and len(provenance["kernel_paths"]) >= 2
+    assert provenance["float64_spread"]["worst_margin"] < 1e-2
+    assert set(provenance["noise_floor"]) == {"float32", "bfloat16"}
     assert verdict().status == "pass"
     assert main(["golden", "verify", "--family", FAMILY]) == 0
 
 
 def test_a_changed_golden_fails_and_writes_obtained(golden_dir):
-    main(["golden", "regen", "--family", FAMILY])
+    regen()
     path = golden_dir / "llama" / "result.safetensors"
     tensors = load_file(str(path))
     name = "grad.model.layers.1.mlp.down_proj.weight"
@@ -57,7 +65,7 @@ def test_a_changed_golden_fails_and_writes_obtained(golden_dir):
 
 
 def test_a_golden_for_another_case_is_stale(golden_dir):
-    main(["golden", "regen", "--family", FAMILY])
+    regen()
     provenance_path = golden_dir / "llama" / "provenance.json"
     provenance = json.loads(provenance_path.read_text())
     provenance_path.write_text(json.dumps(provenance | {"case_digest": "0000000000000000"}))

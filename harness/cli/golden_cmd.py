@@ -1,8 +1,20 @@
-"""`packcheck golden regen|verify|show [--family F ...]`: the only way goldens change."""
+"""`packcheck golden regen|verify|show [--family F ...] [--kernel-paths all|native]`: the only way
+goldens change, and the check that they hold on every CPU.
+
+regen writes the float64 golden from this process and measures, on every CPU kernel path of the
+machine (harness/golden/kernel_paths.py), how far the same run lands from it (refusing a golden
+that is not portable) and the float32 / bfloat16 noise floors (the worst path's). verify judges
+the reference against the stored golden here, or with `--kernel-paths all` on every kernel path.
+"""
 
 from __future__ import annotations
 
 import json
+import sys
+import tempfile
+from pathlib import Path
+
+from harness.cli.errors import UsageError
 
 NOISE_DTYPES = ("float32", "bfloat16")
 
@@ -11,32 +23,117 @@ def add_parser(commands) -> None:
     parser = commands.add_parser("golden", help="regenerate, verify or show the reference's float64 goldens")
     parser.add_argument("action", choices=("regen", "verify", "show"))
     parser.add_argument("--family", nargs="+", default=None, help="families (default: every family the reference supports)")
+    parser.add_argument("--kernel-paths", choices=("all", "native"), default=None,
+                        help="all: run on every CPU kernel path of this machine, each in its own process; native: only in this "
+                             "process (default: all for regen, native for verify)")
+    parser.add_argument("--json", default=None, help="verify: write every kernel path's margins to this file (default: none)")
     parser.set_defaults(handler=handle)
 
 
-def handle(args) -> int:
-    from harness.engines import resolve_engine, validate_result
-    from harness.golden import golden_path, measure_floor, write_golden
-    from harness.run.provenance import provenance
-    from harness.run.scenario_runner import run_scenario, setting_for
+def golden_cases(families: list[str]) -> dict:
+    from harness.run.scenario_runner import setting_for
     from harness.scenarios import get_scenario
+
+    scenario = get_scenario("golden_regression")
+    return {family: next(iter(scenario.build(setting_for(family, "float64", "cpu")).values())) for family in families}
+
+
+def handle(args) -> int:
+    from harness.engines import resolve_engine
 
     reference = resolve_engine("reference")
     families = args.family or sorted(reference.capabilities.families)
-    scenario = get_scenario("golden_regression")
-    status = 0
+    unknown = sorted(set(families) - reference.capabilities.families)
+    if unknown:
+        raise UsageError(f"--family {' '.join(unknown)}: the reference has no golden for it (families: {', '.join(sorted(reference.capabilities.families))})")
+    if args.action == "show":
+        return show(families)
+    if args.action == "regen":
+        return regen(reference, families, all_paths=args.kernel_paths != "native")
+    return verify(reference, families, all_paths=args.kernel_paths == "all", json_path=args.json)
+
+
+def show(families: list[str]) -> int:
+    from harness.golden import golden_path
+
     for family in families:
-        if args.action == "show":
-            path = golden_path(family) / "provenance.json"
-            print(f"{family}: " + (path.read_text() if path.exists() else "no golden"))
-        elif args.action == "regen":
-            (arm_name, case), = scenario.build(setting_for(family, "float64", "cpu")).items()
-            result = validate_result(reference.name, case, reference.run(case))
-            floors = {dtype: measure_floor(reference.run(case.with_(dtype=dtype)), result) for dtype in NOISE_DTYPES}
-            path = write_golden(family, case, result, provenance("cpu") | {"engine": reference.name, "noise_floor": floors})
-            print(f"{family}: wrote {path} (case {json.loads((path / 'provenance.json').read_text())['case_digest']}); review the diff before committing")
-        else:
-            verdict = run_scenario(reference, scenario, family)
+        path = golden_path(family) / "provenance.json"
+        print(f"{family}: " + (path.read_text() if path.exists() else "no golden"))
+    return 0
+
+
+def regen(reference, families: list[str], all_paths: bool) -> int:
+    from harness.compare import tolerance_for
+    from harness.engines import validate_result
+    from harness.golden import measure_floor, write_golden
+    from harness.golden.noise_floor import worst_floor
+    from harness.golden.portability import PORTABLE_MARGIN, golden_key, spread
+    from harness.run.provenance import provenance
+
+    cases = golden_cases(families)
+    goldens = {family: validate_result(reference.name, case, reference.run(case)) for family, case in cases.items()}
+    every_dtype = {golden_key(family, dtype): case.with_(dtype=dtype) for family, case in cases.items() for dtype in ("float64", *NOISE_DTYPES)}
+    runs = on_kernel_paths(reference, every_dtype) if all_paths else None
+    results = [run.results for run in runs.values()] if runs else [{key: reference.run(case) for key, case in every_dtype.items()}]
+    status = 0
+    for family, case in cases.items():
+        golden = goldens[family]
+        floors = {dtype: worst_floor([measure_floor(by_key[golden_key(family, dtype)], golden, case.optimizer) for by_key in results])
+                  for dtype in NOISE_DTYPES}
+        record = {"engine": reference.name, "noise_floor": floors}
+        if runs:
+            worst = max(spread(runs, {golden_key(family): (case, golden)}, tolerance_for("float64")), key=lambda s: s.worst.margin)
+            record |= {"kernel_paths": sorted(runs), "capabilities": sorted({run.capability for run in runs.values()}),
+                       "float64_spread": {"worst_margin": worst.worst.margin, "worst": worst.line()}}
+            if not worst.portable:
+                print(f"{family}: NOT written: on kernel path {worst.path} the same run lands at margin {worst.worst.margin:.2g} "
+                      f"(>= {PORTABLE_MARGIN:g}) from this process's result, so the golden would not hold on other CPUs:\n  "
+                      f"{worst.line()}", file=sys.stderr)
+                status = 1
+                continue
+        path = write_golden(family, case, golden, provenance("cpu") | record)
+        measured = (f"float64 spread over {len(runs)} kernel paths ({', '.join(record['capabilities'])}): worst margin "
+                    f"{record['float64_spread']['worst_margin']:.2g}" if runs else "floors measured in this process only")
+        print(f"{family}: wrote {path} ({measured}); review the diff before committing")
+    return status
+
+
+def on_kernel_paths(reference, cases: dict) -> dict:
+    from harness.golden.kernel_paths import kernel_paths, run_on_paths
+
+    with tempfile.TemporaryDirectory(prefix="packcheck-kernel-paths-") as scratch:
+        return run_on_paths(kernel_paths(), reference.name, cases, Path(scratch))
+
+
+def verify(reference, families: list[str], all_paths: bool, json_path: str | None) -> int:
+    from harness.compare import tolerance_for
+    from harness.golden import GoldenProblem, load_golden
+    from harness.golden.portability import PORTABLE_MARGIN, golden_key, spread
+    from harness.run.scenario_runner import run_scenario
+    from harness.scenarios import get_scenario
+
+    if not all_paths:
+        status = 0
+        for family in families:
+            verdict = run_scenario(reference, get_scenario("golden_regression"), family)
             print(verdict.message())
             status = max(status, 1 if verdict.failed else 0)
-    return status
+        return status
+    cases = {golden_key(family): case for family, case in golden_cases(families).items()}
+    try:
+        goldens = {key: (case, load_golden(case.model.family, case)) for key, case in cases.items()}
+    except GoldenProblem as problem:
+        print(f"packcheck golden verify: {problem}", file=sys.stderr)
+        return 1
+    runs = on_kernel_paths(reference, cases)
+    spreads = spread(runs, goldens, tolerance_for("float64"))
+    for s in spreads:
+        print(("ok   " if s.portable else "FAIL ") + s.line(), flush=True)
+    if json_path:
+        Path(json_path).write_text(json.dumps([{"path": s.path, "capability": s.capability, "key": s.key, "worst": s.worst.to_json(),
+                                                "by_quantity": s.by_quantity()} for s in spreads], indent=1))
+    bad = [s for s in spreads if not s.portable]
+    capabilities = sorted({s.capability for s in spreads})
+    print(f"{len(runs)} kernel paths ({', '.join(capabilities)}) x {len(families)} families: "
+          + (f"{len(bad)} at a margin >= {PORTABLE_MARGIN:g}" if bad else f"every margin below {PORTABLE_MARGIN:g}"), file=sys.stderr)
+    return 1 if bad else 0

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from harness.compare.comparison import Comparison
+from harness.compare.conditioning import error_weights
 from harness.compare.metrics import flat_index_to_position, max_rel, rel, rel_l2
 from harness.compare.tolerances import Tolerance
-from harness.contract import StepResult
+from harness.contract import OptimizerSpec, StepResult
 
 Locate = Callable[[int, int], str]
 
@@ -49,6 +50,23 @@ def compare_tensors(arms: str, quantity: str, observed: dict, reference: dict, t
     return rows
 
 
+def compare_params_after(arms: str, observed: StepResult, reference: StepResult, threshold: float,
+                         optimizer: OptimizerSpec | None) -> list[Comparison]:
+    """Every parameter after the optimizer step: relative L2 and max-relative as for gradients, each
+    element's error weighted by the step's conditioning there (harness/compare/conditioning.py)."""
+    rows = []
+    for name in sorted(reference.params_after):
+        a, b = observed.params_after[name], reference.params_after[name]
+        weights = error_weights(b, reference.grads[name], optimizer)
+        worst, index = max_rel(a, b, weights)
+        where = f"element {flat_index_to_position(index, tuple(b.shape))}" if index >= 0 else ""
+        rows.append(Comparison(arms=arms, quantity="params_after", item=name, metric="cond_rel_l2",
+                               observed=rel_l2(a, b, weights), threshold=threshold))
+        rows.append(Comparison(arms=arms, quantity="params_after", item=name, metric="cond_max_rel", observed=worst,
+                               threshold=threshold, where=where))
+    return rows
+
+
 def compare_dloss_dlogprobs(arms: str, observed: StepResult, reference: StepResult, tol: Tolerance, locate: Locate) -> list[Comparison]:
     if observed.dloss_dlogprobs is None or reference.dloss_dlogprobs is None:
         return []
@@ -65,9 +83,10 @@ def compare_dloss_dlogprobs(arms: str, observed: StepResult, reference: StepResu
 
 def compare_results(
     arms: str, observed: StepResult, reference: StepResult, tol: Tolerance, locate: Locate,
-    *, samples: Iterable[int] | None = None, gradients: bool = True,
+    *, samples: Iterable[int] | None = None, gradients: bool = True, optimizer: OptimizerSpec | None = None,
 ) -> list[Comparison]:
-    """Everything two arms of one engine must agree on: log-probs, loss, count, weights, every gradient."""
+    """Everything two arms of one engine must agree on: log-probs, loss, count, weights, every gradient,
+    and the parameters after `optimizer`'s step when both report them."""
     rows = [compare_logprobs(arms, observed, reference, tol, locate, samples)]
     if samples is not None:
         return rows
@@ -76,5 +95,5 @@ def compare_results(
     if gradients:
         rows += compare_tensors(arms, "grad", observed.grads, reference.grads, tol.grad)
     if observed.params_after is not None and reference.params_after is not None:
-        rows += compare_tensors(arms, "params_after", observed.params_after, reference.params_after, tol.params_after)
+        rows += compare_params_after(arms, observed, reference, tol.params_after, optimizer)
     return rows

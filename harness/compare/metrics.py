@@ -5,27 +5,33 @@ from __future__ import annotations
 import torch
 
 
-def rel_l2(observed: torch.Tensor, reference: torch.Tensor) -> float:
-    """||observed - reference|| / ||reference||, computed in float64; 0 when both are zero."""
-    diff = torch.linalg.vector_norm((observed.double() - reference.double()).flatten()).item()
+def _difference(observed: torch.Tensor, reference: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+    diff = observed.double() - reference.double()
+    return diff if weights is None else diff / weights
+
+
+def rel_l2(observed: torch.Tensor, reference: torch.Tensor, weights: torch.Tensor | None = None) -> float:
+    """||(observed - reference) / weights|| / ||reference||, computed in float64; 0 when both are zero.
+    `weights` (>= 1, elementwise; default 1) widen the allowance of elements known to be ill-conditioned."""
+    diff = torch.linalg.vector_norm(_difference(observed, reference, weights).flatten()).item()
     scale = torch.linalg.vector_norm(reference.double().flatten()).item()
     if scale == 0.0:
         return 0.0 if diff == 0.0 else float("inf")
     return diff / scale
 
 
-def max_abs(observed: torch.Tensor, reference: torch.Tensor) -> tuple[float, int]:
-    """The largest |observed - reference| and the flat index where it occurs."""
-    diff = (observed.double() - reference.double()).abs().flatten()
+def max_abs(observed: torch.Tensor, reference: torch.Tensor, weights: torch.Tensor | None = None) -> tuple[float, int]:
+    """The largest |observed - reference| / weights and the flat index where it occurs."""
+    diff = _difference(observed, reference, weights).abs().flatten()
     if diff.numel() == 0:
         return 0.0, -1
     index = int(diff.argmax())
     return float(diff[index]), index
 
 
-def max_rel(observed: torch.Tensor, reference: torch.Tensor) -> tuple[float, int]:
-    """max |observed - reference| / max |reference|, and the flat index of the worst element."""
-    error, index = max_abs(observed, reference)
+def max_rel(observed: torch.Tensor, reference: torch.Tensor, weights: torch.Tensor | None = None) -> tuple[float, int]:
+    """max |observed - reference| / weights / max |reference|, and the flat index of the worst element."""
+    error, index = max_abs(observed, reference, weights)
     scale = reference.double().abs().max().item() if reference.numel() else 0.0
     if scale == 0.0:
         return (0.0 if error == 0.0 else float("inf")), index

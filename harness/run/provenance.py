@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import platform
 import subprocess
 import sys
@@ -38,6 +39,25 @@ def device_name(device: str) -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_model() -> str:
+    """The CPU's marketing name where the OS tells it (Linux), else what platform knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cpu_kernels() -> dict:
+    """What decides how this process's float64 sums round on the CPU (harness/golden/kernel_paths.py)."""
+    import torch
+
+    return {"model": cpu_model(), "aten_capability": torch.backends.cpu.get_cpu_capability().lower(),
+            "threads": torch.get_num_threads(), "mkl_cbwr": os.environ.get("MKL_CBWR", "")}
+
+
 def provenance(device: str = "cpu", command: list[str] | None = None) -> dict:
     return {
         "packcheck": package_version("packcheck"),
@@ -47,6 +67,7 @@ def provenance(device: str = "cpu", command: list[str] | None = None) -> dict:
         "platform": platform.platform(),
         "device": device,
         "device_name": device_name(device),
+        "cpu": cpu_kernels(),
         "git_commit": git_commit(),
         "command": " ".join(command if command is not None else sys.argv),
         "time": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

@@ -36,7 +36,8 @@ def every_arm_against(j: Judgement, baseline: str) -> list[Comparison]:
     rows = []
     for name, result in j.results.items():
         if name != baseline:
-            rows += compare_results(f"{name} vs {baseline}", result, j.results[baseline], j.tolerance, j.locate(name))
+            rows += compare_results(f"{name} vs {baseline}", result, j.results[baseline], j.tolerance, j.locate(name),
+                                    optimizer=j.cases[baseline].optimizer)
     return rows
 
 

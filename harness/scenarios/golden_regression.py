@@ -36,7 +36,7 @@ def judge(j: Judgement) -> list:
         obtained = write_obtained(family, case, result, provenance(case.device))
         return [Comparison(arms="engine vs golden", quantity="golden", item=family, metric="available", observed=1.0, threshold=0.0,
                            where=f"{problem} (obtained result written to {obtained})")]
-    rows = compare_results("engine vs golden", result, golden, tolerance, j.locate(ARM))
+    rows = compare_results("engine vs golden", result, golden, tolerance, j.locate(ARM), optimizer=case.optimizer)
     if any(not r.passed for r in rows):
         write_obtained(family, case, result, provenance(case.device))
     return rows

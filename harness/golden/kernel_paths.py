@@ -1,0 +1,84 @@
+"""CPU kernel paths: the settings under which the same float64 computation rounds differently.
+
+A golden written on one CPU must hold on every other. What differs between CPUs is which kernels
+reduce the sums: ATen's vectorised kernels per instruction set (`ATEN_CPU_CAPABILITY`: default,
+avx2, avx512 on x86), MKL's GEMM code paths (`MKL_CBWR`: its native dispatch, a reproducible
+branch, a compatible one), and the thread count. One machine can take every one of those paths
+it supports, each in a fresh process (they are read at start-up), and so show the spread another
+CPU would see. Measured on the project's machine: the thread count changes nothing at these
+sizes, each ATen capability and each MKL mode does (docs/margins.md, "Portability").
+
+    paths = kernel_paths()
+    runs = run_on_paths(paths, "reference", {"llama": case}, workdir)   # {path name: PathRun}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.contract import Case, StepResult
+
+ATEN_LADDERS = {"x86_64": ("default", "avx2", "avx512"), "amd64": ("default", "avx2", "avx512"), "aarch64": ("default", "sve256"),
+                "arm64": ("default", "sve256")}
+MKL_MODES = {"native": {}, "cbwr-auto": {"MKL_CBWR": "AUTO"}, "cbwr-compatible": {"MKL_CBWR": "COMPATIBLE"}}
+PATH_SECONDS = 300.0  # one process: import torch, run the cases (seconds on an idle machine)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class KernelPath:
+    name: str
+    env: dict[str, str]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PathRun:
+    path: KernelPath
+    capability: str  # the ATen capability the process really ran with (a CPU without avx512 falls back)
+    results: dict[str, StepResult]
+
+
+def kernel_paths(threads: int | None = None) -> list[KernelPath]:
+    """Every ATen capability this architecture knows x every MKL mode, one thread each; and each
+    capability once more on every core (`threads`, default: all)."""
+    import torch
+
+    capabilities = ATEN_LADDERS.get(platform.machine().lower(), ("default",))
+    modes = MKL_MODES if torch.backends.mkl.is_available() else {"native": {}}
+    threads = threads or os.cpu_count() or 1
+    paths = [KernelPath(name=f"aten={cap} mkl={mode} threads=1", env={"ATEN_CPU_CAPABILITY": cap, "OMP_NUM_THREADS": "1", **env})
+             for cap in capabilities for mode, env in modes.items()]
+    paths += [KernelPath(name=f"aten={cap} mkl=native threads={threads}", env={"ATEN_CPU_CAPABILITY": cap, "OMP_NUM_THREADS": str(threads)})
+              for cap in capabilities if threads > 1]
+    return paths
+
+
+def run_on_paths(paths: list[KernelPath], engine: str, cases: dict[str, Case], workdir: Path) -> dict[str, PathRun]:
+    """Run `engine` on each case once per kernel path, each path in a fresh process. Paths whose
+    requested capability the CPU lacks run at a lower one; they are kept once per capability
+    actually taken (a duplicate measures nothing)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    job = workdir / "job.json"
+    job.write_text(json.dumps({"engine": engine, "cases": {key: case.to_json() for key, case in cases.items()}}))
+    runs: dict[str, PathRun] = {}
+    taken: set[tuple] = set()
+    for index, path in enumerate(paths):
+        out = workdir / f"path-{index}"
+        env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "OMP_NUM_THREADS")} | path.env
+        done = subprocess.run([sys.executable, "-m", "harness.golden.path_worker", str(job), str(out)], env=env,
+                              capture_output=True, text=True, timeout=PATH_SECONDS)
+        if done.returncode != 0:
+            raise RuntimeError(f"kernel path {path.name}: the run failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+        ran = json.loads((out / "kernel.json").read_text())
+        key = (ran["capability"], tuple(sorted((k, v) for k, v in path.env.items() if k != "ATEN_CPU_CAPABILITY")))
+        if key in taken:
+            continue
+        taken.add(key)
+        runs[path.name] = PathRun(path=path, capability=ran["capability"],
+                                  results={name: StepResult.load(out / name) for name in cases})
+    return runs

@@ -1,0 +1,49 @@
+"""Numbers that hold on any CPU, not only on the one that wrote them.
+
+The goldens and the clean margins are checked on other CPU kernel paths than the one this test
+process runs on (harness/golden/kernel_paths.py): every ATen capability and MKL mode the machine
+supports for the goldens, and the most different path (ATen's scalar kernels, MKL's compatible
+branch, one thread) for every scenario of the reference. A golden or a tolerance that only
+passes where it was made fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from harness.cli.main import main
+from harness.engines import resolve_engine
+from harness.golden.portability import PORTABLE_MARGIN
+from harness.scenarios import SCENARIOS
+
+OTHER_PATH = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "OMP_NUM_THREADS": "1"}
+
+
+def test_committed_goldens_hold_on_every_cpu_kernel_path(tmp_path):
+    report = tmp_path / "paths.json"
+    assert main(["golden", "verify", "--kernel-paths", "all", "--json", str(report)]) == 0
+    paths = json.loads(report.read_text())
+    assert {p["key"] for p in paths} == {"llama.float64", "qwen3.float64"}
+    assert len({p["capability"] for p in paths}) >= 2, f"only one ATen capability ran: {paths}"
+    for p in paths:
+        assert p["worst"]["margin"] < PORTABLE_MARGIN, f"{p['key']} on {p['path']}: {p['worst']}"
+
+
+def test_the_reference_passes_every_scenario_widely_on_another_kernel_path(tmp_path):
+    import torch
+
+    env = {k: v for k, v in os.environ.items() if k not in OTHER_PATH} | OTHER_PATH
+    done = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", "--engine", "reference", "--out", str(tmp_path),
+                           "--no-report", "--timeout", "120"], env=env, capture_output=True, text=True, timeout=1200)
+    results = json.loads((tmp_path / "results.json").read_text())
+    ran = results["provenance"]["cpu"]
+    assert ran["aten_capability"] == "default" and ran["mkl_cbwr"] == "COMPATIBLE" and ran["threads"] == 1, ran
+    assert ran["aten_capability"] != torch.backends.cpu.get_cpu_capability().lower() or ran["mkl_cbwr"] != os.environ.get("MKL_CBWR")
+    assert done.returncode == 0, done.stderr[-3000:]
+    verdicts = results["verdicts"]
+    assert len(verdicts) == len(SCENARIOS) * len(resolve_engine("reference").capabilities.families), [v["scenario"] for v in verdicts]
+    for v in verdicts:
+        assert v["status"] == "pass" and v["max_margin"] < PORTABLE_MARGIN, f"{v['family']} {v['scenario']}: {v['message']}"
