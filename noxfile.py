@@ -35,20 +35,20 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def conformance(session: nox.Session) -> None:
-    """The conformance suite against any engine: PACKCHECK_ENGINE_INSTALL=/path/to/pkg nox -s conformance -- --engine NAME."""
+    """The conformance suite against any engine, from the installed package: PACKCHECK_ENGINE_INSTALL=/path/to/pkg nox -s conformance -- --engine NAME."""
     install(session)
     # the session's environment is its own: the engine's package must be installed into it too
     engine_package = os.environ.get("PACKCHECK_ENGINE_INSTALL")
     if engine_package:
         session.install("-e", engine_package, "-c", "constraints/cpu-torch.txt")
-    session.run("pytest", "conformance", *session.posargs)
+    session.run("pytest", "--pyargs", "packcheck.conformance", *session.posargs)
 
 
 @nox.session
 def mutants(session: nox.Session) -> None:
-    """Run the reference and every mutant through `packcheck run`, with an HTML report in runs/mutants."""
+    """Run the reference and every mutant through `packcheck run`, with an HTML report in reports/mutants."""
     install(session)
-    session.run("packcheck", "run", "--engine", "reference", "mutant.*", "--out", "runs/mutants", *session.posargs, success_codes=[0, 1])
+    session.run("packcheck", "run", "--engine", "reference", "mutant.*", "--out", "reports/mutants", *session.posargs, success_codes=[0, 1])
 
 
 # Third-party engines, each in its own pinned environment: adapter -> (its pyproject extra, the engines it
@@ -75,7 +75,7 @@ def adapter_engines(adapter: str, variants: bool) -> dict[str, str]:
 
 def conformance_of(session: nox.Session, engines: dict[str, str]) -> None:
     for engine, dtype in engines.items():  # world-4 launches of a real engine need more than the default 30 s per arm on 2 cores
-        session.run("pytest", "conformance", "--engine", engine, "--dtype", dtype, "--arm-timeout", "120", *session.posargs)
+        session.run("pytest", "--pyargs", "packcheck.conformance", "--engine", engine, "--dtype", dtype, "--arm-timeout", "120", *session.posargs)
 
 
 @nox.session
@@ -99,5 +99,5 @@ def findings(session: nox.Session, adapter: str) -> None:
 def gpu(session: nox.Session) -> None:
     """On a CUDA machine, in its own torch: the suite in float32 and bfloat16 on cuda (nox -s gpu)."""
     for dtype in ("float32", "bfloat16"):
-        session.run("python", "-m", "pytest", "conformance", "tests/test_reference_model_parity.py",
+        session.run("python", "-m", "pytest", "--pyargs", "packcheck.conformance", "tests/test_reference_model_parity.py",
                     "--device", "cuda", "--dtype", dtype, *session.posargs)

@@ -6,13 +6,13 @@ import pytest
 
 
 def _engine(config):
-    from harness.engines import resolve_engine
+    from packcheck.harness.engines import resolve_engine
 
     return resolve_engine(config.getoption("--engine"))
 
 
 def families(config) -> list[str]:
-    from harness.models import FAMILIES
+    from packcheck.harness.models import FAMILIES
 
     chosen = config.getoption("--family")
     return chosen or sorted(set(FAMILIES) & _engine(config).capabilities.families)
@@ -22,7 +22,7 @@ def pytest_generate_tests(metafunc):
     if "family" in metafunc.fixturenames:
         metafunc.parametrize("family", families(metafunc.config))
     if "scenario" in metafunc.fixturenames:
-        from harness.scenarios import SCENARIOS
+        from packcheck.harness.scenarios import SCENARIOS
 
         metafunc.parametrize("scenario", list(SCENARIOS.values()), ids=list(SCENARIOS))
 

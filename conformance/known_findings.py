@@ -13,13 +13,16 @@ from collections.abc import Callable
 import pytest
 from hypothesis import Phase, settings
 
-from harness.engines import KnownFinding
+from packcheck.conformance.plugin import hypothesis_profile
+from packcheck.harness.engines import KnownFinding
 
 
 def property_settings(finding: KnownFinding | None) -> settings:
+    """packcheck's hypothesis profile (packcheck.conformance.plugin), and with a finding: stop at the first failing example."""
+    base = settings.get_profile(hypothesis_profile())
     if finding is None:
-        return settings()
-    return settings(phases=[Phase.explicit, Phase.reuse, Phase.generate], report_multiple_bugs=False)
+        return settings(base)
+    return settings(base, phases=[Phase.explicit, Phase.reuse, Phase.generate], report_multiple_bugs=False)
 
 
 def check_property(check: Callable[[], None], finding: KnownFinding | None) -> None:

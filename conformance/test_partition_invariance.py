@@ -9,14 +9,14 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
-from conformance.known_findings import check_property, property_settings
-from harness.compare import compare_results, tolerance_for
-from harness.contract import UNPACKED, Partition
-from harness.data.samples import SKEWED_LENGTHS
-from harness.data.strategies import partitions
-from harness.engines import finding_for, validate_result
-from harness.run.scenario_runner import setting_for
-from harness.scenarios.microbatch_invariance import REFERENCE_ARM, arms_for_partition
+from packcheck.conformance.known_findings import check_property, property_settings
+from packcheck.harness.compare import Arms, compare_results, tolerance_for
+from packcheck.harness.contract import UNPACKED, Partition
+from packcheck.harness.data.samples import SKEWED_LENGTHS
+from packcheck.harness.data.strategies import partitions
+from packcheck.harness.engines import finding_for, validate_result
+from packcheck.harness.run.scenario_runner import setting_for
+from packcheck.harness.scenarios.microbatch_invariance import REFERENCE_ARM, arms_for_partition
 
 
 @pytest.mark.parametrize("layout", ["packed", "unpacked"])
@@ -35,7 +35,7 @@ def test_gradient_is_independent_of_the_partition(engine, family, dtype, device,
         name = partition.describe()
         case = arms_for_partition(setting, partition, chosen_layout)[name]
         result = validate_result(engine.name, case, engine.run(case))
-        failed = [c for c in compare_results(f"{name} vs one", result, reference, tolerance_for(dtype), lambda i, t: f"sample {i} token {t}") if not c.passed]
+        failed = [c for c in compare_results(Arms(name, "one"), result, reference, tolerance_for(dtype), lambda i, t: f"sample {i} token {t}") if not c.passed]
         assert not failed, "\n".join(c.headline() for c in failed[:5])
 
     check_property(check, finding)

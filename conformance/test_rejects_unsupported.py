@@ -10,12 +10,12 @@ import itertools
 
 import pytest
 
-from harness.contract import Layout, LayoutKind, LossSpec, ModelSpec, Partition
-from harness.data.rl import rollout_samples
-from harness.data.samples import MIXED_DOCUMENTS
-from harness.engines import UnsupportedCase
-from harness.run.scenario_runner import setting_for
-from harness.scenarios.building import arm, samples_for
+from packcheck.harness.contract import Layout, LayoutKind, LossSpec, ModelSpec, Partition
+from packcheck.harness.data.rl import rollout_samples
+from packcheck.harness.data.samples import MIXED_DOCUMENTS
+from packcheck.harness.engines import UnsupportedCase
+from packcheck.harness.run.scenario_runner import setting_for
+from packcheck.harness.scenarios.building import arm, samples_for
 
 LAYOUTS = {
     "unpacked-right": Layout(kind=LayoutKind.UNPACKED),

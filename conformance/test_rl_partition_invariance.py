@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance.known_findings import check_property, property_settings
-from harness.compare import compare_policy, compare_results, tolerance_for
-from harness.contract import UNPACKED, Aggregation, packed
-from harness.data.samples import SKEWED_LENGTHS
-from harness.data.strategies import partitions
-from harness.engines import finding_for, validate_result
-from harness.run.scenario_runner import setting_for
-from harness.scenarios.rl_loss_aggregation import ROLLOUT, SEQ_LEN, build, policy_arm
+from packcheck.conformance.known_findings import check_property, property_settings
+from packcheck.harness.compare import Arms, compare_policy, compare_results, tolerance_for
+from packcheck.harness.contract import UNPACKED, Aggregation, packed
+from packcheck.harness.data.samples import SKEWED_LENGTHS
+from packcheck.harness.data.strategies import partitions
+from packcheck.harness.engines import finding_for, validate_result
+from packcheck.harness.run.scenario_runner import setting_for
+from packcheck.harness.scenarios.rl_loss_aggregation import ROLLOUT, SEQ_LEN, build, policy_arm
 
 LAYOUTS = {"packed": packed(SEQ_LEN), "unpacked": UNPACKED}
 
@@ -46,7 +46,7 @@ def test_policy_loss_equals_its_definition_for_any_partition(engine, family, dty
         result = run(case)
         locate = lambda i, t: f"sample {i} token {t}"  # noqa: E731
         rows = compare_policy(case, result, tolerance_for(dtype), locate, case.name)
-        rows += compare_results(f"{case.name} vs one", result, whole[mode], tolerance_for(dtype), locate)
+        rows += compare_results(Arms(case.name, "one"), result, whole[mode], tolerance_for(dtype), locate)
         failed = [c for c in rows if not c.passed]
         assert not failed, "\n".join(c.headline() for c in failed[:5])
 

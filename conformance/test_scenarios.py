@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from harness.engines import finding_for
-from harness.run.verdict import UNSUPPORTED
+from packcheck.harness.engines import finding_for
+from packcheck.harness.run.verdict import UNSUPPORTED
 
 
+@pytest.mark.packcheck_cell
 def test_scenario(pytestconfig, verdict_of, engine, scenario, family, dtype, device, attention):
     verdict = verdict_of(pytestconfig.getoption("--engine"), scenario.name, family, dtype, device, attention)
     if verdict.status == UNSUPPORTED:

@@ -1,5 +1,5 @@
 """A name -> entry registry that refuses ambiguity: duplicate names raise, unknown names get
-near-match suggestions. Families, scenarios and the reference's attention backends use it."""
+near-match suggestions. Families and scenarios use it; it imports nothing of packcheck (the bottom floor)."""
 
 from __future__ import annotations
 

@@ -16,8 +16,8 @@ import pytest
 
 ENGINE = '''"""A toy engine under development: the reference trainer with a switchable packing bug."""
 
-from harness.contract import LayoutKind
-from impls.reference.engine import ReferenceEngine
+from packcheck.harness.contract import LayoutKind
+from packcheck.impls.reference.engine import ReferenceEngine
 
 CROSS_DOC_FAMILIES = frozenset({{{families}}})  # packed rows of these families go through plain causal SDPA
 
@@ -90,7 +90,7 @@ def toy(tmp_path_factory):
 
 def _bisect(command: list[str], expected_exit: int = 0) -> tuple[str, str]:
     """packcheck bisect in a subprocess, as a user runs it (its steps write to the terminal, not to pytest)."""
-    done = subprocess.run([sys.executable, "-m", "harness.cli.main", *command], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "packcheck.harness.cli.main", *command], capture_output=True, text=True, timeout=300)
     assert done.returncode == expected_exit, done.stderr
     return done.stdout, done.stderr
 
@@ -145,7 +145,7 @@ def test_families_that_did_not_regress_in_the_range_are_not_bisected(toy):
 def test_a_step_that_cannot_import_packcheck_stops_the_bisection(tmp_path):
     """git bisect run reads exit 1 as "bad": a step whose interpreter lacks packcheck (-S: no
     site-packages) must exit 255, which stops the bisection, not Python's 1."""
-    from harness.bisect.step import BOOTSTRAP
+    from packcheck.harness.bisect.step import BOOTSTRAP
 
     done = subprocess.run([sys.executable, "-I", "-S", "-c", BOOTSTRAP, "--family", "llama"], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 255 and "No module named 'harness'" in done.stderr

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from harness.cli.main import main
+from packcheck.harness.cli.main import main
 
 
 def test_run_reference_passes_and_writes_results(tmp_path, capsys):

@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
-from harness.collectives import CollectiveRecorder, describe, first_divergence
+from packcheck.harness.collectives import CollectiveRecorder, describe, first_divergence
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.contract import UNPACKED, Case, ContractError, Layout, LayoutKind, ParallelPlan, Partition, Sample, StepResult, packed
-from harness.models import model_spec
+from packcheck.harness.contract import UNPACKED, Case, ContractError, Layout, LayoutKind, ParallelPlan, Partition, Sample, StepResult, packed
+from packcheck.harness.models import model_spec
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.engines import Engine, EngineNotFound, engine_names, mutant_names, resolve_engine
-from impls.reference.engine import ReferenceEngine
+from packcheck.harness.engines import Engine, EngineNotFound, engine_names, mutant_names, resolve_engine
+from packcheck.impls.reference.engine import ReferenceEngine
 
 
 def test_registered_names_include_the_reference_and_every_bug():
@@ -18,7 +18,7 @@ def test_registered_names_include_the_reference_and_every_bug():
 
 def test_resolve_by_name_class_path_class_and_instance():
     assert isinstance(resolve_engine("reference"), ReferenceEngine)
-    assert isinstance(resolve_engine("impls.reference.engine:ReferenceEngine"), ReferenceEngine)
+    assert isinstance(resolve_engine("packcheck.impls.reference.engine:ReferenceEngine"), ReferenceEngine)
     assert isinstance(resolve_engine(ReferenceEngine), ReferenceEngine)
     instance = ReferenceEngine()
     assert resolve_engine(instance) is instance
@@ -31,8 +31,8 @@ def test_unknown_name_suggests_near_matches():
 
 @pytest.mark.parametrize(("spec", "message"), [
     ("no_such_module_xyz:Engine", "cannot import module"),
-    ("impls.reference.engine:Nope", "has no attribute 'Nope'"),
-    ("harness.contract:Sample", "not a subclass of harness.engines.Engine"),
+    ("packcheck.impls.reference.engine:Nope", "has no attribute 'Nope'"),
+    ("packcheck.harness.contract:Sample", "not a subclass of packcheck.harness.engines.Engine"),
 ])
 def test_bad_class_paths_are_explained(spec, message):
     with pytest.raises(EngineNotFound, match=message):
@@ -50,7 +50,7 @@ def test_engine_must_implement_run():
 def test_a_class_path_resolves_from_the_current_directory(tmp_path, monkeypatch):
     # the `packcheck` console script does not put the working directory on sys.path; `python -m` does
     (tmp_path / "my_adapter_in_cwd.py").write_text(
-        "from impls.reference.engine import ReferenceEngine\n\nclass MyEngine(ReferenceEngine):\n    name = 'mine'\n")
+        "from packcheck.impls.reference.engine import ReferenceEngine\n\nclass MyEngine(ReferenceEngine):\n    name = 'mine'\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("sys.path", [p for p in __import__("sys").path if p not in ("", str(tmp_path))])
     assert resolve_engine("my_adapter_in_cwd:MyEngine").name == "mine"

@@ -9,10 +9,10 @@ import json
 import pytest
 from safetensors.torch import load_file, save_file
 
-from harness.cli.main import main
-from harness.engines import resolve_engine
-from harness.run.scenario_runner import run_scenario
-from harness.scenarios import SCENARIOS
+from packcheck.harness.cli.main import main
+from packcheck.harness.engines import resolve_engine
+from packcheck.harness.run.scenario_runner import run_scenario
+from packcheck.harness.scenarios import SCENARIOS
 
 FAMILY = "llama"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.engines import KnownFinding, finding_for
-from harness.run.scenario_runner import run_scenario
-from harness.scenarios import SCENARIOS
+from packcheck.harness.engines import KnownFinding, finding_for
+from packcheck.harness.run.scenario_runner import run_scenario
+from packcheck.harness.scenarios import SCENARIOS
 from tests.engines.pinned import PinnedAsMeasured, PinnedButCorrect, PinnedLargerThanSeen
 
 

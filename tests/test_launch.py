@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.collectives import first_divergence
-from harness.contract import Case, ParallelPlan, Partition, Sample, packed
-from harness.engines import validate_result
-from harness.launch import HANG, OK, engine_spec, run_distributed
-from harness.launch.guard import run_guarded
-from harness.models import model_spec
-from impls.reference.engine import ReferenceEngine
+from packcheck.harness.collectives import first_divergence
+from packcheck.harness.contract import Case, ParallelPlan, Partition, Sample, packed
+from packcheck.harness.engines import validate_result
+from packcheck.harness.launch import HANG, OK, engine_spec, run_distributed
+from packcheck.harness.launch.guard import run_guarded
+from packcheck.harness.models import model_spec
+from packcheck.impls.reference.engine import ReferenceEngine
 from tests.engines.distributed import AllReducesLoss, Deadlocks, single_process
 
 HANG_TIMEOUT = 5.0
@@ -154,7 +154,7 @@ def test_a_rank_that_cannot_start_fails_every_case_with_its_traceback(workdir):
     outcomes = run_distributed("tests.engines.no_such_module:Engine", [dp_case("a"), dp_case("b")], "cpu", 60.0, workdir / "startup")
     assert [o.status for o in outcomes] == ["error", "error"]
     assert "failed before its first case" in outcomes[0].error and "no_such_module" in outcomes[0].error
-    assert outcomes[0].error_type == "harness.engines.registry.EngineNotFound"
+    assert outcomes[0].error_type == "packcheck.harness.engines.registry.EngineNotFound"
 
 
 def test_no_process_of_any_launch_is_left(workdir, deadlock_run, crash_run, mesh_run, gil_run):

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.cli.main import main
+from packcheck.harness.cli.main import main
 
 TESTS = Path(__file__).parent
 
@@ -18,7 +18,7 @@ def test_a_hung_engine_is_reported_with_its_stack_and_the_run_stops(tmp_path):
     env = {**os.environ, "PYTHONPATH": f"{TESTS.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "harness.cli.main", "run", "--engine", "tests.engines.misbehaving:HangsOnPackedRows",
+        [sys.executable, "-m", "packcheck.harness.cli.main", "run", "--engine", "tests.engines.misbehaving:HangsOnPackedRows",
          "--family", "llama", "--scenario", "mask_alignment", "packed_vs_unpacked", "--timeout", "3", "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=120, env=env,
     )

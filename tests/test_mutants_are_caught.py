@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.engines import mutant_names, resolve_engine
-from harness.golden.portability import PORTABLE_MARGIN
-from harness.scenarios import SCENARIOS
+from packcheck.harness.engines import mutant_names, resolve_engine
+from packcheck.harness.golden.portability import PORTABLE_MARGIN
+from packcheck.harness.scenarios import SCENARIOS
 
 FAMILIES = ("llama", "qwen3")
 # In float64 a clean engine sits ~1e-5 of the tolerance and a bug at least this many times above it

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.scenarios import SCENARIOS
+from packcheck.harness.scenarios import SCENARIOS
 
 DISTRIBUTED_ONLY = {"cp_vs_nocp", "dp_cp_reduction"}
 

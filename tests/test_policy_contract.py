@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from harness.contract import UNPACKED, Aggregation, Case, ContractError, LossSpec, Partition, Sample
-from harness.engines import Capabilities
-from harness.golden.store import float64_digest, golden_path
-from harness.models import model_spec
-from harness.run.scenario_runner import setting_for
-from harness.scenarios import SCENARIOS
+from packcheck.harness.contract import UNPACKED, Aggregation, Case, ContractError, LossSpec, Partition, Sample
+from packcheck.harness.engines import Capabilities
+from packcheck.harness.golden.store import float64_digest, golden_path
+from packcheck.harness.models import model_spec
+from packcheck.harness.run.scenario_runner import setting_for
+from packcheck.harness.scenarios import SCENARIOS
 
 PPO = LossSpec(kind="ppo_clip")
 

@@ -17,15 +17,15 @@ import math
 import pytest
 import torch
 
-from harness.contract import UNPACKED, Aggregation, Case, LossSpec, Partition, Sample, packed
-from harness.losses import Branch, token_loss, token_weights
-from harness.models import model_spec
-from impls.reference.counts import count_targets
-from impls.reference.engine import ReferenceEngine
-from impls.reference.objective import forward_loss
-from impls.reference.policy_inputs import scatter_per_token
-from impls.reference.policy_loss import prediction_entropy
-from impls.reference.step import build_micro_batches
+from packcheck.harness.contract import UNPACKED, Aggregation, Case, LossSpec, Partition, Sample, packed
+from packcheck.harness.losses import Branch, token_loss, token_weights
+from packcheck.harness.models import model_spec
+from packcheck.impls.reference.counts import count_targets
+from packcheck.impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.objective import forward_loss
+from packcheck.impls.reference.policy_inputs import scatter_per_token
+from packcheck.impls.reference.policy_loss import prediction_entropy
+from packcheck.impls.reference.step import build_micro_batches
 
 LOGPROBS = ([0.0, -1.0, -2.0, -0.5], [0.0, -3.0, -1.0], [0.0, -0.7])
 RATIOS = ([1.0, 1.0, 1.5, 0.5], [1.0, 4.0, 1.0], [1.0, 1.0])
@@ -70,7 +70,7 @@ def harness_loss_and_weights(case: Case) -> tuple[float, list[torch.Tensor]]:
 def reference_loss_and_weights(case: Case) -> tuple[float, list[torch.Tensor]]:
     """The reference's forward_loss on positions whose log-probs are the hand values, differentiated by autograd."""
     engine = ReferenceEngine()
-    micro_batches = build_micro_batches(case, engine)
+    micro_batches = build_micro_batches(case, engine.pipeline)
     total, dloss = 0.0, [torch.zeros(len(lp), dtype=torch.float64) for lp in LOGPROBS]
     for forwards, counts in zip(micro_batches, count_targets(micro_batches)):
         for predictions in forwards:

@@ -14,10 +14,10 @@ import os
 import subprocess
 import sys
 
-from harness.cli.main import main
-from harness.engines import resolve_engine
-from harness.golden.portability import PORTABLE_MARGIN
-from harness.scenarios import SCENARIOS
+from packcheck.harness.cli.main import main
+from packcheck.harness.engines import resolve_engine
+from packcheck.harness.golden.portability import PORTABLE_MARGIN
+from packcheck.harness.scenarios import SCENARIOS
 
 OTHER_PATH = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE", "OMP_NUM_THREADS": "1"}
 
@@ -36,7 +36,7 @@ def test_the_reference_passes_every_scenario_widely_on_another_kernel_path(tmp_p
     import torch
 
     env = {k: v for k, v in os.environ.items() if k not in OTHER_PATH} | OTHER_PATH
-    done = subprocess.run([sys.executable, "-m", "harness.cli.main", "run", "--engine", "reference", "--out", str(tmp_path),
+    done = subprocess.run([sys.executable, "-m", "packcheck.harness.cli.main", "run", "--engine", "reference", "--out", str(tmp_path),
                            "--no-report", "--timeout", "120"], env=env, capture_output=True, text=True, timeout=1200)
     results = json.loads((tmp_path / "results.json").read_text())
     ran = results["provenance"]["cpu"]

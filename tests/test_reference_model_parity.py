@@ -21,9 +21,9 @@ from safetensors.torch import load_file, save_file
 from torch.nn.attention.flex_attention import flex_attention
 from transformers import AutoModelForCausalLM
 
-from harness.models import model_spec
-from impls.reference.model import CausalLM
-from impls.reference.model import attention as attention_backends
+from packcheck.harness.models import model_spec
+from packcheck.impls.reference.model import CausalLM
+from packcheck.impls.reference.model import attention as attention_backends
 
 FAMILIES = ["llama", "qwen3"]
 DOC_LENGTHS = {"unpacked": [9, 16, 4], "packed": [7, 13, 1, 11, 5]}

@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.data.packing import pack_in_order
-from impls.reference.packing import pack_rows
+from packcheck.harness.contract.rows import pack_in_order
+from packcheck.impls.reference.packing import pack_rows
 
 
 @given(st.integers(1, 64).flatmap(lambda n: st.tuples(st.just(n), st.lists(st.integers(1, n), min_size=1, max_size=30))))
@@ -23,10 +23,10 @@ def test_reference_packing_matches_the_contract(seq_len_and_lengths):
        st.sampled_from(["packed", "unpacked", "stacked"]), st.sampled_from(["left", "right"]), st.integers(1, 3))
 def test_harness_rows_are_the_rows_the_reference_forwards(lengths, kind, side, micro_batches):
     """layout_rows (what reports draw) places every document where the reference trainer puts it."""
-    from harness.contract import Case, Layout, ModelSpec, Partition, Sample
-    from harness.data.packing import layout_rows
-    from impls.reference.collate import unpad_mask
-    from impls.reference.layouts import plan_forwards
+    from packcheck.harness.contract import Case, Layout, ModelSpec, Partition, Sample
+    from packcheck.harness.contract.rows import layout_rows
+    from packcheck.impls.reference.collate import unpad_mask
+    from packcheck.impls.reference.layouts import plan_forwards
 
     samples = tuple(Sample(input_ids=[1] * n, loss_mask=[0] + [1] * (n - 1)) for n in lengths)
     cut = sorted({0, len(lengths), *[len(lengths) * k // micro_batches for k in range(1, micro_batches)]})

@@ -12,8 +12,8 @@ import re
 
 import pytest
 
-from harness.report import render_html, render_junit, render_markdown, write_html
-from harness.report.load import format_margin, load_run
+from packcheck.harness.report import render_html, render_junit, render_markdown, write_html
+from packcheck.harness.report.load import format_margin, load_run
 
 PAYLOAD = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -186,7 +186,7 @@ def test_key_fields_that_vary_label_the_rows(run_dir):
 def test_junit_has_one_testcase_per_verdict(run_dir, tmp_path):
     import xml.etree.ElementTree as ET
 
-    from harness.cli.main import main
+    from packcheck.harness.cli.main import main
 
     assert main(["report", str(run_dir), "-o", str(tmp_path / "r.html"), "--junit", str(tmp_path / "junit.xml")]) == 0
     root = ET.parse(tmp_path / "junit.xml").getroot()

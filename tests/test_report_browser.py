@@ -14,9 +14,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from harness.cli.main import main
-from harness.report import render_junit
-from harness.report.browser import find_chromium, load, screenshot
+from packcheck.harness.cli.main import main
+from packcheck.harness.report import render_junit
+from packcheck.harness.report.browser import find_chromium, load, screenshot
 
 ENGINES = ("reference", "mutant.cross-doc-attention", "mutant.boundary-label", "tests.engines.injection:InjectsMarkup")
 SCENARIOS = ("packed_vs_unpacked", "mask_alignment", "token_conservation")

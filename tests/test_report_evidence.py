@@ -10,10 +10,10 @@ import re
 
 import torch
 
-from harness.contract import Case, ModelSpec, ParallelPlan, Partition, Sample, StepResult, packed
-from harness.report import render_html
-from harness.report.collectives import collective_table, well_formed
-from harness.run.results import arms_directory
+from packcheck.harness.contract import Case, ModelSpec, ParallelPlan, Partition, Sample, StepResult, packed
+from packcheck.harness.report import render_html
+from packcheck.harness.report.collectives import collective_table, well_formed
+from packcheck.harness.run.results import arms_directory
 
 SEQ_LEN = 16
 LENGTHS = (5, 7, 4, 9, 3)  # row 0: documents of 5, 7, 4 tokens (full); row 1: 9 + 3 + 4 padding
@@ -110,7 +110,7 @@ def test_a_label_across_a_boundary_peaks_right_after_it(tmp_path):
 
 
 def _call(seq: int, op: str, group: list[int], shape: list[int], site: str = "engine.py:10 in step") -> dict:
-    """A collective-recorder entry (harness.collectives), as multi-rank results carry them."""
+    """A collective-recorder entry (packcheck.harness.collectives), as multi-rank results carry them."""
     return {"seq": seq, "op": op, "group": group, "tensors": [{"arg": "tensor", "shape": shape, "dtype": "float32"}],
             "args": {"reduce_op": "SUM"} if op == "all_reduce" else {}, "async": False, "state": "completed", "site": site}
 

@@ -7,11 +7,11 @@ import dataclasses
 import pytest
 import torch
 
-from harness.contract import Partition, packed
-from harness.data.samples import MIXED_DOCUMENTS
-from harness.engines import InvalidResult, resolve_engine, validate_result
-from harness.run.scenario_runner import setting_for
-from harness.scenarios.building import arm, samples_for
+from packcheck.harness.contract import Partition, packed
+from packcheck.harness.data.samples import MIXED_DOCUMENTS
+from packcheck.harness.engines import InvalidResult, resolve_engine, validate_result
+from packcheck.harness.run.scenario_runner import setting_for
+from packcheck.harness.scenarios.building import arm, samples_for
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,7 @@ def test_all_problems_are_listed_at_once(case_and_result):
 
 def test_a_missing_optimizer_step_is_reported(case_and_result):
     case, result = case_and_result
-    from harness.contract import OptimizerSpec
+    from packcheck.harness.contract import OptimizerSpec
 
     with pytest.raises(InvalidResult, match="params_after is None but the case asks for an optimizer step"):
         validate_result("demo", case.with_(optimizer=OptimizerSpec()), result)

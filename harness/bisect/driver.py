@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from harness.bisect.cache import BAD, GOOD, VerdictCache
-from harness.bisect.git import GitError, commit_of, git, git_env, subject
-from harness.bisect.judge import Probe, describe, judge
-from harness.bisect.step import BOOTSTRAP
-from harness.bisect.worktree import scratch_worktree
+from packcheck.harness.bisect.cache import BAD, GOOD, VerdictCache
+from packcheck.harness.bisect.git import GitError, commit_of, git, git_env, subject
+from packcheck.harness.bisect.judge import Probe, describe, judge
+from packcheck.harness.bisect.step import BOOTSTRAP
+from packcheck.harness.bisect.worktree import scratch_worktree
 
 REGRESSED, NOT_REGRESSED, ALREADY_BAD, UNJUDGED, AMBIGUOUS = "regressed", "not regressed", "already bad", "cannot judge", "ambiguous"
 HASH = re.compile(r"^[0-9a-f]{40}$")

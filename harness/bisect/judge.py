@@ -22,9 +22,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.bisect.cache import BAD, GOOD, SKIP, Outcome, VerdictCache
-from harness.bisect.git import git_env
-from harness.bisect.worktree import checkout
+from packcheck.harness.bisect.cache import BAD, GOOD, SKIP, Outcome, VerdictCache
+from packcheck.harness.bisect.git import git_env
+from packcheck.harness.bisect.worktree import checkout
 
 EXIT_CODES = {GOOD: 0, BAD: 1, SKIP: 125}  # what `git bisect run` reads
 REASON_CHARS = 600
@@ -47,7 +47,7 @@ class Probe:
 
     def run_command(self, families: list[str], out: Path) -> list[str]:
         scenarios = ["--scenario", *self.scenarios] if self.scenarios else []
-        return [sys.executable, "-m", "harness.cli.main", "run", "--engine", self.engine, "--family", *families, *scenarios,
+        return [sys.executable, "-m", "packcheck.harness.cli.main", "run", "--engine", self.engine, "--family", *families, *scenarios,
                 "--dtype", self.dtype, "--device", self.device, "--timeout", str(self.timeout), "--out", str(out),
                 "--no-report", "--save-arms", "none"]
 

@@ -16,17 +16,17 @@ import sys
 import traceback
 from pathlib import Path
 
-from harness.bisect.cache import VerdictCache
-from harness.bisect.git import git
-from harness.bisect.judge import EXIT_CODES, Probe, describe, judge
+from packcheck.harness.bisect.cache import VerdictCache
+from packcheck.harness.bisect.git import git
+from packcheck.harness.bisect.judge import EXIT_CODES, Probe, describe, judge
 
 ABORT = 255
-BOOTSTRAP = ("import sys\ntry:\n    from harness.bisect.step import main\nexcept BaseException:\n"
+BOOTSTRAP = ("import sys\ntry:\n    from packcheck.harness.bisect.step import main\nexcept BaseException:\n"
              "    import traceback\n    traceback.print_exc()\n    sys.exit(255)\nsys.exit(main(sys.argv[1:]))")
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="harness.bisect.step")
+    parser = argparse.ArgumentParser(prog="packcheck.harness.bisect.step")
     parser.add_argument("--family", required=True)
     parser.add_argument("--cache", required=True)
     parser.add_argument("--engine", required=True)

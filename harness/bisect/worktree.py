@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from harness.bisect.git import git
+from packcheck.harness.bisect.git import git
 
 
 @contextmanager

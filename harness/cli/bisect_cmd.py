@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.cli.errors import UsageError
+from packcheck.harness.cli.errors import UsageError
 
 UNDECIDED = ("already bad", "cannot judge", "ambiguous")
 
@@ -40,12 +40,12 @@ def format_table(results) -> str:
 
 
 def handle(args) -> int:
-    from harness.bisect import Probe, bisect_families
-    from harness.bisect.cache import VerdictCache, default_cache_path
-    from harness.bisect.git import GitError, git
-    from harness.contract import DTYPES
-    from harness.models import FAMILIES, get_family
-    from harness.scenarios import get_scenario
+    from packcheck.harness.bisect import Probe, bisect_families
+    from packcheck.harness.bisect.cache import VerdictCache, default_cache_path
+    from packcheck.harness.bisect.git import GitError, git
+    from packcheck.harness.contract import DTYPES
+    from packcheck.harness.models import FAMILIES, get_family
+    from packcheck.harness.scenarios import get_scenario
 
     try:
         repo = Path(git(Path(args.repo), "rev-parse", "--show-toplevel"))

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.cli.errors import UsageError
+from packcheck.harness.cli.errors import UsageError
 
 NOISE_DTYPES = ("float32", "bfloat16")
 
@@ -31,15 +31,15 @@ def add_parser(commands) -> None:
 
 
 def golden_cases(families: list[str]) -> dict:
-    from harness.run.scenario_runner import setting_for
-    from harness.scenarios import get_scenario
+    from packcheck.harness.run.scenario_runner import setting_for
+    from packcheck.harness.scenarios import get_scenario
 
     scenario = get_scenario("golden_regression")
     return {family: next(iter(scenario.build(setting_for(family, "float64", "cpu")).values())) for family in families}
 
 
 def handle(args) -> int:
-    from harness.engines import resolve_engine
+    from packcheck.harness.engines import resolve_engine
 
     reference = resolve_engine("reference")
     families = args.family or sorted(reference.capabilities.families)
@@ -54,7 +54,7 @@ def handle(args) -> int:
 
 
 def show(families: list[str]) -> int:
-    from harness.golden import golden_path
+    from packcheck.harness.golden import golden_path
 
     for family in families:
         path = golden_path(family) / "provenance.json"
@@ -63,12 +63,12 @@ def show(families: list[str]) -> int:
 
 
 def regen(reference, families: list[str], all_paths: bool) -> int:
-    from harness.compare import tolerance_for
-    from harness.engines import validate_result
-    from harness.golden import measure_floor, write_golden
-    from harness.golden.noise_floor import worst_floor
-    from harness.golden.portability import PORTABLE_MARGIN, golden_key, spread
-    from harness.run.provenance import provenance
+    from packcheck.harness.compare import tolerance_for
+    from packcheck.harness.engines import validate_result
+    from packcheck.harness.golden import measure_floor, write_golden
+    from packcheck.harness.golden.noise_floor import worst_floor
+    from packcheck.harness.golden.portability import PORTABLE_MARGIN, golden_key, spread
+    from packcheck.harness.provenance import provenance
 
     cases = golden_cases(families)
     goldens = {family: validate_result(reference.name, case, reference.run(case)) for family, case in cases.items()}
@@ -99,18 +99,18 @@ def regen(reference, families: list[str], all_paths: bool) -> int:
 
 
 def on_kernel_paths(reference, cases: dict) -> dict:
-    from harness.golden.kernel_paths import kernel_paths, run_on_paths
+    from packcheck.harness.golden.kernel_paths import kernel_paths, run_on_paths
 
     with tempfile.TemporaryDirectory(prefix="packcheck-kernel-paths-") as scratch:
         return run_on_paths(kernel_paths(), reference.name, cases, Path(scratch))
 
 
 def verify(reference, families: list[str], all_paths: bool, json_path: str | None) -> int:
-    from harness.compare import tolerance_for
-    from harness.golden import GoldenProblem, load_golden
-    from harness.golden.portability import PORTABLE_MARGIN, golden_key, spread
-    from harness.run.scenario_runner import run_scenario
-    from harness.scenarios import get_scenario
+    from packcheck.harness.compare import tolerance_for
+    from packcheck.harness.golden import GoldenProblem, load_golden
+    from packcheck.harness.golden.portability import PORTABLE_MARGIN, golden_key, spread
+    from packcheck.harness.run.scenario_runner import run_scenario
+    from packcheck.harness.scenarios import get_scenario
 
     if not all_paths:
         status = 0

@@ -13,9 +13,9 @@ def add_parser(commands) -> None:
 
 
 def handle(args) -> int:
-    from harness.engines import EngineNotFound, engine_names, mutant_names, resolve_engine
-    from harness.models import FAMILIES
-    from harness.scenarios import SCENARIOS
+    from packcheck.harness.engines import EngineNotFound, engine_names, mutant_names, resolve_engine
+    from packcheck.harness.models import FAMILIES
+    from packcheck.harness.scenarios import SCENARIOS
 
     if args.what == "scenarios":
         for s in SCENARIOS.values():

@@ -9,9 +9,9 @@ import argparse
 import sys
 import traceback
 
-from harness.cli import bisect_cmd, golden_cmd, list_cmd, report_cmd, run_cmd
-from harness.cli.errors import UsageError
-from harness.contract import ContractError
+from packcheck.harness.cli import bisect_cmd, golden_cmd, list_cmd, report_cmd, run_cmd
+from packcheck.harness.cli.errors import UsageError
+from packcheck.harness.contract import ContractError
 
 USAGE_ERROR = 2
 

@@ -16,7 +16,7 @@ def add_parser(commands) -> None:
 
 
 def handle(args) -> int:
-    from harness.report import render_markdown, write_html, write_junit
+    from packcheck.harness.report import render_markdown, write_html, write_junit
 
     run_dir = Path(args.run_dir)
     output = Path(args.output) if args.output else run_dir / "report.html"

@@ -7,7 +7,7 @@ from collections import Counter
 import sys
 from pathlib import Path
 
-from harness.cli.errors import UsageError
+from packcheck.harness.cli.errors import UsageError
 
 
 def add_parser(commands) -> None:
@@ -19,7 +19,7 @@ def add_parser(commands) -> None:
     parser.add_argument("--dtype", default="float64", help="float64 | float32 | bfloat16 (default: float64)")
     parser.add_argument("--device", default="cpu", help="cpu | cuda (default: cpu)")
     parser.add_argument("--attention", default="auto", help="attention backend every case asks for (default: auto, the engine's choice)")
-    parser.add_argument("--out", default="runs/latest", help="output directory (default: runs/latest)")
+    parser.add_argument("--out", default="reports/latest", help="output directory (default: reports/latest)")
     parser.add_argument("--save-arms", choices=("failing", "all", "none"), default="failing",
                         help="keep each arm's case and full result under OUT/cases for failing verdicts, all, or none (default: failing)")
     parser.add_argument("--timeout", type=float, default=600.0,
@@ -29,7 +29,7 @@ def add_parser(commands) -> None:
 
 
 def expand_engines(specs: list[str]) -> list[str]:
-    from harness.engines import engine_names
+    from packcheck.harness.engines import engine_names
 
     names: list[str] = []
     for spec in specs:
@@ -44,13 +44,13 @@ def expand_engines(specs: list[str]) -> list[str]:
 
 
 def handle(args) -> int:
-    from harness.contract import DTYPES
-    from harness.engines import resolve_engine
-    from harness.models import FAMILIES, get_family
-    from harness.run.provenance import provenance
-    from harness.run.results import ResultsFile
-    from harness.run.session import Matrix, exit_status, run_matrix, unsupported_reason
-    from harness.scenarios import SCENARIOS, get_scenario
+    from packcheck.harness.contract import DTYPES
+    from packcheck.harness.engines import resolve_engine
+    from packcheck.harness.models import FAMILIES, get_family
+    from packcheck.harness.provenance import provenance
+    from packcheck.harness.run.results import ResultsFile
+    from packcheck.harness.run.session import Matrix, exit_status, run_matrix, unsupported_reason
+    from packcheck.harness.scenarios import SCENARIOS, get_scenario
 
     if args.dtype not in DTYPES:
         raise UsageError(f"--dtype {args.dtype!r} is not one of {', '.join(DTYPES)}")
@@ -68,7 +68,7 @@ def handle(args) -> int:
 
     def write_report() -> None:
         if not args.no_report and results.verdicts:
-            from harness.report import write_html
+            from packcheck.harness.report import write_html
 
             write_html(out, out / "report.html")
             print(f"report:  {out / 'report.html'}", file=sys.stderr)

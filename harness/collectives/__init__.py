@@ -7,9 +7,9 @@
     first_divergence([log_rank0, log_rank1, ...])   # None, or where the ranks stopped matching
 """
 
-from harness.collectives.ops import OPS, describe, describe_state
-from harness.collectives.recorder import CollectiveRecorder, install_recorder
-from harness.collectives.symmetry import divergence, first_divergence, group_sequences, signature
+from packcheck.harness.collectives.ops import OPS, describe, describe_state
+from packcheck.harness.collectives.recorder import CollectiveRecorder, install_recorder
+from packcheck.harness.collectives.symmetry import divergence, first_divergence, group_sequences, signature
 
 __all__ = [
     "OPS", "CollectiveRecorder", "describe", "describe_state", "divergence", "first_divergence",

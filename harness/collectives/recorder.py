@@ -38,7 +38,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
-from harness.collectives.ops import OPS, RANK_ARGUMENTS
+from packcheck.harness.collectives.ops import OPS, RANK_ARGUMENTS
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _THIS_FILE = os.path.abspath(__file__)

@@ -10,7 +10,7 @@ on a text-only micro-batch) diverges at the first one it lacks.
 
 from __future__ import annotations
 
-from harness.collectives.ops import OPS, OpSpec, describe
+from packcheck.harness.collectives.ops import OPS, OpSpec, describe
 
 
 def _spec(entry: dict) -> OpSpec:

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from harness.compare.comparison import Comparison
-from harness.compare.conditioning import error_weights
-from harness.compare.metrics import flat_index_to_position, max_rel, rel, rel_l2
-from harness.compare.tolerances import Tolerance
-from harness.contract import OptimizerSpec, StepResult
+from packcheck.harness.compare.comparison import Arms, Comparison
+from packcheck.harness.compare.conditioning import error_weights
+from packcheck.harness.compare.metrics import flat_index_to_position, max_rel, rel, rel_l2
+from packcheck.harness.compare.tolerances import Tolerance
+from packcheck.harness.contract import OptimizerSpec, StepResult
 
 Locate = Callable[[int, int], str]
 
 
 def compare_logprobs(
-    arms: str, observed: StepResult, reference: StepResult, tol: Tolerance, locate: Locate, samples: Iterable[int] | None = None
+    arms: Arms, observed: StepResult, reference: StepResult, tol: Tolerance, locate: Locate, samples: Iterable[int] | None = None
 ) -> Comparison:
     """The worst per-token log-prob difference over the chosen samples (all by default)."""
     indices = range(len(reference.logprobs)) if samples is None else samples
@@ -28,7 +28,7 @@ def compare_logprobs(
     return Comparison(arms=arms, quantity="logprobs", item="", metric="max_abs", observed=worst, threshold=tol.logprobs, where=where)
 
 
-def compare_scalars(arms: str, observed: StepResult, reference: StepResult, tol: Tolerance) -> list[Comparison]:
+def compare_scalars(arms: Arms, observed: StepResult, reference: StepResult, tol: Tolerance) -> list[Comparison]:
     return [
         Comparison(arms=arms, quantity="loss", item="", metric="rel", observed=rel(observed.loss, reference.loss), threshold=tol.loss,
                    where=f"{observed.loss:.12g} vs {reference.loss:.12g}"),
@@ -38,7 +38,7 @@ def compare_scalars(arms: str, observed: StepResult, reference: StepResult, tol:
     ]
 
 
-def compare_tensors(arms: str, quantity: str, observed: dict, reference: dict, threshold: float) -> list[Comparison]:
+def compare_tensors(arms: Arms, quantity: str, observed: dict, reference: dict, threshold: float) -> list[Comparison]:
     """Relative L2 and max-relative error for every named tensor."""
     rows = []
     for name in sorted(reference):
@@ -50,7 +50,7 @@ def compare_tensors(arms: str, quantity: str, observed: dict, reference: dict, t
     return rows
 
 
-def compare_params_after(arms: str, observed: StepResult, reference: StepResult, threshold: float,
+def compare_params_after(arms: Arms, observed: StepResult, reference: StepResult, threshold: float,
                          optimizer: OptimizerSpec | None) -> list[Comparison]:
     """Every parameter after the optimizer step: relative L2 and max-relative as for gradients, each
     element's error weighted by the step's conditioning there (harness/compare/conditioning.py)."""
@@ -67,7 +67,7 @@ def compare_params_after(arms: str, observed: StepResult, reference: StepResult,
     return rows
 
 
-def compare_dloss_dlogprobs(arms: str, observed: StepResult, reference: StepResult, tol: Tolerance, locate: Locate) -> list[Comparison]:
+def compare_dloss_dlogprobs(arms: Arms, observed: StepResult, reference: StepResult, tol: Tolerance, locate: Locate) -> list[Comparison]:
     if observed.dloss_dlogprobs is None or reference.dloss_dlogprobs is None:
         return []
     scale = max((t.double().abs().max().item() for t in reference.dloss_dlogprobs if t.numel()), default=0.0)
@@ -82,7 +82,7 @@ def compare_dloss_dlogprobs(arms: str, observed: StepResult, reference: StepResu
 
 
 def compare_results(
-    arms: str, observed: StepResult, reference: StepResult, tol: Tolerance, locate: Locate,
+    arms: Arms, observed: StepResult, reference: StepResult, tol: Tolerance, locate: Locate,
     *, samples: Iterable[int] | None = None, gradients: bool = True, optimizer: OptimizerSpec | None = None,
 ) -> list[Comparison]:
     """Everything two arms of one engine must agree on: log-probs, loss, count, weights, every gradient,

@@ -1,7 +1,10 @@
-"""One measured comparison: a quantity, a metric, the observed error, the allowed error, where.
+"""One measured comparison: who was compared with whom, a quantity, a metric, the observed error,
+the allowed error, where.
 
 The margin (observed / allowed) is what reports colour by: < 1 passes, and for a clean engine in
-float64 it is typically 1e-5 or smaller; a bug reads as 1e5 and up.
+float64 it is typically 1e-5 or smaller; a bug reads as 1e5 and up. `arms` says what was compared
+as data: the arm judged and what it was judged against (another arm, the harness's own closed-form
+definition, or the stored golden); its text form is only for people.
 """
 
 from __future__ import annotations
@@ -10,9 +13,29 @@ import math
 from dataclasses import asdict, dataclass
 
 
+HARNESS = "harness"  # what the harness computes itself: counts, the supervised set, a loss's definition
+GOLDEN = "golden"  # the reference trainer's stored float64 golden
+NOT_ARMS = frozenset({HARNESS, GOLDEN})  # reserved: no arm is named so
+
+
+@dataclass(frozen=True, slots=True)
+class Arms:
+    """The arm whose result is judged, and what it is judged against: another arm's name, HARNESS or GOLDEN."""
+
+    arm: str
+    against: str
+
+    @property
+    def against_arm(self) -> bool:
+        return self.against not in NOT_ARMS
+
+    def __str__(self) -> str:
+        return f"{self.arm} vs {self.against}"
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Comparison:
-    arms: str  # which arms were compared, e.g. "packed vs unpacked", or "engine vs harness"
+    arms: Arms
     # logprobs | loss | num_loss_tokens | grad | dloss_dlogprobs | supervised_set | params_after | samples
     # | clipped_set | ratio | entropy_term (policy losses)
     quantity: str
@@ -33,7 +56,8 @@ class Comparison:
         return 0.0 if self.observed == 0 else math.inf
 
     def to_json(self) -> dict:
-        return asdict(self) | {"passed": self.passed, "margin": self.margin}
+        return asdict(self) | {"arms": str(self.arms), "arm": self.arms.arm, "against": self.arms.against,
+                               "passed": self.passed, "margin": self.margin}
 
     def headline(self) -> str:
         item = f" {self.item}" if self.item else ""

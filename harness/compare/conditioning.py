@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.contract import OptimizerSpec
+from packcheck.harness.contract import OptimizerSpec
 
 
 def adamw_step_gain(grad: torch.Tensor, spec: OptimizerSpec) -> torch.Tensor:

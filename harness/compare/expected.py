@@ -6,13 +6,12 @@ These are the strongest checks there are: they hold exactly, in any dtype, and n
 
 from __future__ import annotations
 
-from harness.compare.arms import Locate
-from harness.compare.comparison import Comparison
-from harness.compare.metrics import rel
-from harness.compare.tolerances import Tolerance
-from harness.contract import Case, StepResult
-
-ARMS = "engine vs harness"
+from packcheck.harness.compare.arms import Locate
+from packcheck.harness.compare.comparison import HARNESS, Arms, Comparison
+from packcheck.harness.compare.metrics import rel
+from packcheck.harness.compare.tolerances import Tolerance
+from packcheck.harness.contract import Case, StepResult
+from packcheck.harness.losses import expected_loss
 
 
 def compare_count(case: Case, result: StepResult, arm: str) -> Comparison:
@@ -20,16 +19,16 @@ def compare_count(case: Case, result: StepResult, arm: str) -> Comparison:
     got = result.num_loss_tokens
     direction = "fewer: tokens dropped or truncated" if got < expected else "more: padding or extra boundary targets counted"
     return Comparison(
-        arms=f"{arm}: {ARMS}", quantity="num_loss_tokens", item="", metric="abs", observed=float(abs(got - expected)),
+        arms=Arms(arm, HARNESS), quantity="num_loss_tokens", item="", metric="abs", observed=float(abs(got - expected)),
         threshold=0.0, where=f"engine counted {got}, harness counts {expected}" + ("" if got == expected else f" ({direction})"),
     )
 
 
 def compare_loss_with_logprobs(case: Case, result: StepResult, tol: Tolerance, arm: str) -> Comparison:
     """The reported loss must equal -sum(logprobs over the harness's supervised set) / |S|."""
-    implied = -sum(float(result.logprobs[i][t]) for i, t in case.supervised) / case.num_loss_tokens
+    implied = expected_loss(case, result.logprobs).loss
     return Comparison(
-        arms=f"{arm}: {ARMS}", quantity="loss", item="implied by logprobs", metric="rel", observed=rel(result.loss, implied),
+        arms=Arms(arm, HARNESS), quantity="loss", item="implied by logprobs", metric="rel", observed=rel(result.loss, implied),
         threshold=tol.loss, where=f"reported {result.loss:.12g}, -mean(logprobs over the loss mask) = {implied:.12g}",
     )
 
@@ -44,15 +43,16 @@ def compare_supervised_set(case: Case, result: StepResult, tol: Tolerance, locat
     missing = sorted(expected - engine_set)
     examples = [f"in loss but masked: {locate(*p)}" for p in extra[:2]] + [f"masked out but supervised: {locate(*p)}" for p in missing[:2]]
     rows = [Comparison(
-        arms=f"{arm}: {ARMS}", quantity="supervised_set", item="", metric="mismatched", observed=float(len(extra) + len(missing)),
+        arms=Arms(arm, HARNESS), quantity="supervised_set", item="", metric="mismatched", observed=float(len(extra) + len(missing)),
         threshold=0.0, where="; ".join(examples) if examples else f"{len(expected)} tokens, identical",
     )]
-    target = -1.0 / case.num_loss_tokens
+    targets = expected_loss(case, result.logprobs).dloss_dlogprobs  # -1/N on the loss mask
     worst, where = 0.0, ""
     for i, t in sorted(expected & engine_set):
+        target = float(targets[i][t])
         error = abs(float(weights[i][t]) - target) / abs(target)
         if error > worst:
             worst, where = error, f"{locate(i, t)}: weight {float(weights[i][t]):.6g}, expected -1/{case.num_loss_tokens}"
-    rows.append(Comparison(arms=f"{arm}: {ARMS}", quantity="dloss_dlogprobs", item="token weight", metric="max_rel",
+    rows.append(Comparison(arms=Arms(arm, HARNESS), quantity="dloss_dlogprobs", item="token weight", metric="max_rel",
                            observed=worst, threshold=tol.dloss_dlogprobs, where=where))
     return rows

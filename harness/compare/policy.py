@@ -12,38 +12,15 @@ second engine and hold in any dtype:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Sequence
-
 import torch
 
-from harness.compare.arms import Locate
-from harness.compare.comparison import Comparison
-from harness.compare.metrics import rel
-from harness.compare.tolerances import TOLERANCES, Tolerance
-from harness.contract import Case, StepResult
-from harness.losses import Branch, TokenLoss, token_loss, token_weights
+from packcheck.harness.compare.arms import Locate
+from packcheck.harness.compare.comparison import HARNESS, Arms, Comparison
+from packcheck.harness.compare.metrics import rel
+from packcheck.harness.compare.tolerances import TOLERANCES, Tolerance
+from packcheck.harness.contract import Case, StepResult
+from packcheck.harness.losses import Branch, Expected, expected_loss, token_weights
 
-ARMS = "engine vs harness"
-
-
-@dataclass(frozen=True, slots=True)
-class Expected:
-    loss: float  # without the entropy bonus
-    dloss_dlogprobs: list[torch.Tensor]
-    token_losses: list[TokenLoss]
-
-
-def expected_policy(case: Case, logprobs: Sequence[torch.Tensor]) -> Expected:
-    """The definition of `case.loss` evaluated at `logprobs`."""
-    weights = token_weights(case)
-    losses = [token_loss(lp, sample, case.loss) for lp, sample in zip(logprobs, case.samples)]
-
-    def weighted(values: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-        return [torch.where(w != 0, w * v, 0.0) for w, v in zip(weights, values)]  # masked tokens may hold anything
-
-    value = weighted([tl.value_T for tl in losses])
-    return Expected(math.fsum(float(v.sum()) for v in value), weighted([tl.dvalue_dlogp_T for tl in losses]), losses)
 
 
 def describe_branch(case: Case, expected: Expected, sample: int, token: int) -> str:
@@ -54,7 +31,7 @@ def describe_branch(case: Case, expected: Expected, sample: int, token: int) -> 
 
 def compare_policy_loss(result: StepResult, expected: Expected, tol: Tolerance, arm: str) -> Comparison:
     return Comparison(
-        arms=f"{arm}: {ARMS}", quantity="loss", item="policy loss definition", metric="rel", observed=rel(result.loss, expected.loss),
+        arms=Arms(arm, HARNESS), quantity="loss", item="policy loss definition", metric="rel", observed=rel(result.loss, expected.loss),
         threshold=tol.loss, where=f"reported {result.loss:.12g}, the definition at the engine's log-probs gives {expected.loss:.12g}",
     )
 
@@ -70,7 +47,7 @@ def compare_policy_weights(case: Case, result: StepResult, expected: Expected, t
             where = (f"{locate(i, t)} ({describe_branch(case, expected, i, t)}): weight {float(got[t]):.6g}, "
                      f"the definition gives {float(want[t]):.6g}")
     observed = worst / scale if scale else (0.0 if worst == 0 else math.inf)
-    return Comparison(arms=f"{arm}: {ARMS}", quantity="dloss_dlogprobs", item="policy token weight", metric="max_rel",
+    return Comparison(arms=Arms(arm, HARNESS), quantity="dloss_dlogprobs", item="policy token weight", metric="max_rel",
                       observed=observed, threshold=tol.dloss_dlogprobs, where=where)
 
 
@@ -91,14 +68,14 @@ def compare_clipped_set(case: Case, result: StepResult, expected: Expected, loca
     examples += [f"clipped by the engine, not by the definition: {locate(*p)} ({describe_branch(case, expected, *p)})"
                  for p in sorted(engine - harness)[:2]]
     return Comparison(
-        arms=f"{arm}: {ARMS}", quantity="clipped_set", item="", metric="mismatched", observed=float(len(engine ^ harness)),
+        arms=Arms(arm, HARNESS), quantity="clipped_set", item="", metric="mismatched", observed=float(len(engine ^ harness)),
         threshold=0.0, where="; ".join(examples) or f"{len(harness)} of {len(case.supervised)} loss tokens clipped, identical",
     )
 
 
 def compare_policy(case: Case, result: StepResult, tol: Tolerance, locate: Locate, arm: str) -> list[Comparison]:
     """Every check of a policy-loss result against its definition, evaluated at the engine's own log-probs."""
-    expected = expected_policy(case, result.logprobs)
+    expected = expected_loss(case, result.logprobs)
     rows = [] if case.loss.entropy_coef else [compare_policy_loss(result, expected, tol, arm)]
     if result.dloss_dlogprobs is not None:
         rows.append(compare_policy_weights(case, result, expected, tol, locate, arm))
@@ -116,7 +93,7 @@ def compare_ratio_is_one(case: Case, result: StepResult, tol: Tolerance, locate:
         error = (torch.exp(lp.double()[1:] - torch.tensor(sample.old_logprobs[1:], dtype=torch.float64)) - 1.0).abs()
         if error.numel() and float(error.max()) > worst:
             worst, where = float(error.max()), locate(i, int(error.argmax()) + 1)
-    return Comparison(arms=f"{arm}: {ARMS}", quantity="ratio", item="exp(logp - old)", metric="max_abs(r - 1)", observed=worst,
+    return Comparison(arms=Arms(arm, HARNESS), quantity="ratio", item="exp(logp - old)", metric="max_abs(r - 1)", observed=worst,
                       threshold=tol.logprobs, where=where)
 
 
@@ -131,7 +108,7 @@ def compare_entropy_term(case: Case, result: StepResult, expected: Expected, tol
     entropy = (expected.loss - result.loss) / case.loss.entropy_coef
     outside = math.inf if entropy <= 0 else max(0.0, entropy / bound - 1.0)
     return Comparison(
-        arms=f"{arm}: {ARMS}", quantity="entropy_term", item="", metric="rel excess over (0, log V * sum w]", observed=outside,
+        arms=Arms(arm, HARNESS), quantity="entropy_term", item="", metric="rel excess over (0, log V * sum w]", observed=outside,
         threshold=tol.loss,
         where=f"aggregated entropy E = {entropy:.6g}, bound log(V) * sum(w) = {bound:.6g}",
     )

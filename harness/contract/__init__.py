@@ -1,15 +1,15 @@
 """The typed, serialisable contract between the harness and any engine."""
 
-from harness.contract.case import DTYPES, Case
-from harness.contract.errors import ContractError
-from harness.contract.layout import UNPACKED, Layout, LayoutKind, packed
-from harness.contract.loss import SFT_TOKEN_MEAN, Aggregation, LossKind, LossSpec
-from harness.contract.model import ModelSpec
-from harness.contract.optimizer import OptimizerSpec
-from harness.contract.parallel import SINGLE_PROCESS, ParallelPlan
-from harness.contract.partition import Partition
-from harness.contract.result import OPTIONAL_REPORTS, StepResult
-from harness.contract.samples import Sample
+from packcheck.harness.contract.case import DTYPES, Case
+from packcheck.harness.contract.errors import ContractError
+from packcheck.harness.contract.layout import UNPACKED, Layout, LayoutKind, packed
+from packcheck.harness.contract.loss import SFT_TOKEN_MEAN, Aggregation, LossKind, LossSpec
+from packcheck.harness.contract.model import ModelSpec
+from packcheck.harness.contract.optimizer import OptimizerSpec
+from packcheck.harness.contract.parallel import SINGLE_PROCESS, ParallelPlan
+from packcheck.harness.contract.partition import Partition
+from packcheck.harness.contract.result import OPTIONAL_REPORTS, StepResult
+from packcheck.harness.contract.samples import Sample
 
 __all__ = [
     "DTYPES", "OPTIONAL_REPORTS", "SFT_TOKEN_MEAN", "SINGLE_PROCESS", "UNPACKED",

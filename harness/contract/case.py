@@ -12,14 +12,14 @@ import hashlib
 import json
 from dataclasses import dataclass, field, replace
 
-from harness.contract.errors import ContractError
-from harness.contract.layout import Layout, LayoutKind
-from harness.contract.loss import SFT_TOKEN_MEAN, LossSpec
-from harness.contract.model import ModelSpec
-from harness.contract.optimizer import OptimizerSpec
-from harness.contract.parallel import SINGLE_PROCESS, ParallelPlan
-from harness.contract.partition import Partition
-from harness.contract.samples import Sample
+from packcheck.harness.contract.errors import ContractError
+from packcheck.harness.contract.layout import Layout, LayoutKind
+from packcheck.harness.contract.loss import SFT_TOKEN_MEAN, LossSpec
+from packcheck.harness.contract.model import ModelSpec
+from packcheck.harness.contract.optimizer import OptimizerSpec
+from packcheck.harness.contract.parallel import SINGLE_PROCESS, ParallelPlan
+from packcheck.harness.contract.partition import Partition
+from packcheck.harness.contract.samples import Sample
 
 DTYPES = ("float64", "float32", "bfloat16")
 DEVICES = ("cpu", "cuda")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from harness.contract.errors import ContractError
+from packcheck.harness.contract.errors import ContractError
 
 
 class LayoutKind(StrEnum):

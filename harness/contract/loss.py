@@ -43,7 +43,7 @@ from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Sequence
 
-from harness.contract.errors import ContractError
+from packcheck.harness.contract.errors import ContractError
 
 
 class LossKind(StrEnum):

@@ -2,7 +2,7 @@
 
 `checkpoint` is a directory holding `config.json` and `model.safetensors` with Hugging Face
 parameter names; every engine loads it the way it loads any checkpoint, so all engines start
-from identical weights. `harness.models` writes it from (family, config, seed).
+from identical weights. `packcheck.harness.models` writes it from (family, config, seed).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.contract.errors import ContractError
+from packcheck.harness.contract.errors import ContractError
 
 CP_STYLES = ("ulysses", "ring")
 

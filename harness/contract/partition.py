@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from harness.contract.errors import ContractError
+from packcheck.harness.contract.errors import ContractError
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from harness.contract.errors import ContractError
-from harness.contract.loss import POLICY_FIELDS
+from packcheck.harness.contract.errors import ContractError
+from packcheck.harness.contract.loss import POLICY_FIELDS
 
 
 def _floats(values) -> tuple[float, ...] | None:

@@ -20,7 +20,7 @@ from typing import Sequence
 
 import torch
 
-from harness.contract import Sample
+from packcheck.harness.contract import Sample
 
 ADVANTAGES = (-2.0, -0.6, 0.4, 1.5)
 REF_OFFSETS = (-0.4, 0.25)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from typing import Sequence
 
-from harness.contract import Sample
+from packcheck.harness.contract import Sample
 
 MASKS = ("response", "all", "none", "turns", "first_target_masked")
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from harness.contract import Partition, Sample
-from harness.data.samples import MASKS, loss_mask
+from packcheck.harness.contract import Partition, Sample
+from packcheck.harness.data.samples import MASKS, loss_mask
 
 
 @st.composite

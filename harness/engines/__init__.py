@@ -1,10 +1,10 @@
 """The engine side of the contract: the Engine base class, capabilities, registry, validation."""
 
-from harness.engines.capabilities import Capabilities
-from harness.engines.findings import KnownFinding, finding_for
-from harness.engines.protocol import Engine, UnsupportedCase
-from harness.engines.registry import EngineNotFound, engine_names, mutant_names, resolve_engine
-from harness.engines.validate import InvalidResult, validate_result
+from packcheck.harness.engines.capabilities import Capabilities
+from packcheck.harness.engines.findings import KnownFinding, finding_for
+from packcheck.harness.engines.protocol import Engine, UnsupportedCase
+from packcheck.harness.engines.registry import EngineNotFound, engine_names, mutant_names, resolve_engine
+from packcheck.harness.engines.validate import InvalidResult, validate_result
 
 __all__ = [
     "Capabilities", "Engine", "KnownFinding", "finding_for", "EngineNotFound", "InvalidResult", "UnsupportedCase",

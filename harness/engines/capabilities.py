@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.contract import Aggregation, Case, LayoutKind, LossKind
+from packcheck.harness.contract import Aggregation, Case, LayoutKind, LossKind
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

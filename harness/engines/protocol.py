@@ -17,9 +17,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
-from harness.contract import Case, StepResult
-from harness.engines.capabilities import Capabilities
-from harness.engines.findings import KnownFinding
+from packcheck.harness.contract import Case, StepResult
+from packcheck.harness.engines.capabilities import Capabilities
+from packcheck.harness.engines.findings import KnownFinding
 
 
 class UnsupportedCase(Exception):

@@ -12,8 +12,8 @@ import os
 import sys
 from importlib.metadata import entry_points
 
-from harness.engines.protocol import Engine
-from harness.registry import suggest
+from packcheck.harness.engines.protocol import Engine
+from packcheck.harness.registry import suggest
 
 ENTRY_POINT_GROUP = "packcheck.engines"
 
@@ -84,5 +84,5 @@ def resolve_engine(spec: str | Engine | type) -> Engine:
 
 def _instantiate(cls: type, spec: str) -> Engine:
     if not (isinstance(cls, type) and issubclass(cls, Engine)):
-        raise EngineNotFound(f"engine {spec!r} is {cls!r}, not a subclass of harness.engines.Engine")
+        raise EngineNotFound(f"engine {spec!r} is {cls!r}, not a subclass of packcheck.harness.engines.Engine")
     return cls()

@@ -11,7 +11,7 @@ import math
 import torch
 from safetensors import safe_open
 
-from harness.contract import Case, StepResult
+from packcheck.harness.contract import Case, StepResult
 
 
 class InvalidResult(ValueError):
@@ -63,7 +63,7 @@ def _check_per_sample(field: str, values: object, case: Case, problems: list[str
 def validate_result(engine: str, case: Case, result: object) -> StepResult:
     """Return `result` if it honours the contract for `case`; raise InvalidResult listing every problem."""
     if not isinstance(result, StepResult):
-        raise InvalidResult(engine, case, [f"run() returned {type(result).__name__}, expected harness.contract.StepResult"])
+        raise InvalidResult(engine, case, [f"run() returned {type(result).__name__}, expected packcheck.harness.contract.StepResult"])
     problems: list[str] = []
     _check_per_sample("logprobs", result.logprobs, case, problems)
     if not problems:

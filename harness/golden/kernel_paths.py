@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.contract import Case, StepResult
+from packcheck.harness.contract import Case, StepResult
 
 ATEN_LADDERS = {"x86_64": ("default", "avx2", "avx512"), "amd64": ("default", "avx2", "avx512"), "aarch64": ("default", "sve256"),
                 "arm64": ("default", "sve256")}
@@ -70,7 +70,7 @@ def run_on_paths(paths: list[KernelPath], engine: str, cases: dict[str, Case], w
     for index, path in enumerate(paths):
         out = workdir / f"path-{index}"
         env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "OMP_NUM_THREADS")} | path.env
-        done = subprocess.run([sys.executable, "-m", "harness.golden.path_worker", str(job), str(out)], env=env,
+        done = subprocess.run([sys.executable, "-m", "packcheck.harness.golden.path_worker", str(job), str(out)], env=env,
                               capture_output=True, text=True, timeout=PATH_SECONDS)
         if done.returncode != 0:
             raise RuntimeError(f"kernel path {path.name}: the run failed (exit {done.returncode}):\n{done.stderr[-3000:]}")

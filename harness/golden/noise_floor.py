@@ -10,16 +10,16 @@ own comparisons, so a tolerance and the error it bounds are always the same metr
 
 from __future__ import annotations
 
-from harness.compare import Tolerance, compare_results
-from harness.compare.tolerances import NOISE_QUANTITIES
-from harness.contract import OptimizerSpec, StepResult
+from packcheck.harness.compare import GOLDEN, Arms, Tolerance, compare_results
+from packcheck.harness.compare.tolerances import NOISE_QUANTITIES
+from packcheck.harness.contract import OptimizerSpec, StepResult
 
 UNBOUNDED = Tolerance(**{name: 0.0 for name in NOISE_QUANTITIES})
 
 
 def measure_floor(low: StepResult, golden: StepResult, optimizer: OptimizerSpec | None) -> dict[str, float]:
     """The worst observed error per quantity of `low` against `golden`, over every comparison."""
-    rows = compare_results("noise floor", low, golden, UNBOUNDED, lambda sample, token: "", optimizer=optimizer)
+    rows = compare_results(Arms("noise floor", GOLDEN), low, golden, UNBOUNDED, lambda sample, token: "", optimizer=optimizer)
     return {name: max((r.observed for r in rows if r.quantity == name), default=0.0) for name in NOISE_QUANTITIES}
 
 

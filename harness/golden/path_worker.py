@@ -1,4 +1,4 @@
-"""One kernel path's process: `python -m harness.golden.path_worker JOB.json OUT_DIR`.
+"""One kernel path's process: `python -m packcheck.harness.golden.path_worker JOB.json OUT_DIR`.
 
 Runs the job's engine on each of its cases in this process (whose kernel settings the parent
 chose through the environment) and writes each validated result to OUT_DIR/<key>/, and the
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
-from harness.contract import Case
-from harness.engines import resolve_engine, validate_result
+from packcheck.harness.contract import Case
+from packcheck.harness.engines import resolve_engine, validate_result
 
 
 def main(job_path: str, out_dir: str) -> int:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.compare import Comparison, Tolerance, compare_results
-from harness.contract import Case, StepResult
-from harness.golden.kernel_paths import PathRun
+from packcheck.harness.compare import GOLDEN, Arms, Comparison, Tolerance, compare_results
+from packcheck.harness.contract import Case, StepResult
+from packcheck.harness.golden.kernel_paths import PathRun
 
 PORTABLE_MARGIN = 1e-2
 
@@ -50,7 +50,7 @@ def spread(runs: dict[str, PathRun], goldens: dict[str, tuple[Case, StepResult]]
     """One PathSpread per (kernel path, golden): the path's result of that key against the golden."""
     return [
         PathSpread(path=name, capability=run.capability, key=key, comparisons=tuple(compare_results(
-            "kernel path vs golden", run.results[key], golden, tolerance, lambda sample, token: "", optimizer=case.optimizer)))
+            Arms(name, GOLDEN), run.results[key], golden, tolerance, lambda sample, token: "", optimizer=case.optimizer)))
         for name, run in runs.items() for key, (case, golden) in goldens.items()
     ]
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from importlib import resources
 from pathlib import Path
 
-from harness.contract import Case, StepResult
-from harness.run.provenance import REPO_ROOT
+from packcheck.harness.contract import Case, StepResult
 
 REGEN_HINT = "HINT: regenerate with `packcheck golden regen --family {family}` and review the diff"
 
@@ -24,7 +24,10 @@ class GoldenProblem(Exception):
 
 
 def golden_dir() -> Path:
-    return Path(os.environ.get("PACKCHECK_GOLDEN_DIR", REPO_ROOT / "fixtures" / "goldens"))
+    """PACKCHECK_GOLDEN_DIR, else the goldens shipped as package data (the checkout's fixtures/goldens
+    in an editable install)."""
+    override = os.environ.get("PACKCHECK_GOLDEN_DIR")
+    return Path(override) if override else Path(str(resources.files("packcheck.fixtures") / "goldens"))
 
 
 def golden_path(family: str) -> Path:
@@ -73,5 +76,10 @@ def write_golden(family: str, case: Case, result: StepResult, provenance: dict, 
     return path
 
 
+def obtained_path(family: str) -> Path:
+    """Where a failing run's result goes beside the golden, for a diff (git-ignored)."""
+    return golden_path(family).with_name(f"{family}.obtained")
+
+
 def write_obtained(family: str, case: Case, result: StepResult, provenance: dict) -> Path:
-    return write_golden(family, case, result, provenance, path=golden_path(family).with_name(f"{family}.obtained"))
+    return write_golden(family, case, result, provenance, path=obtained_path(family))

@@ -1,6 +1,6 @@
 """Multi-process runs through torch.distributed's own launcher, with a per-rank watchdog.
 
-    outcomes = run_distributed(engine_spec(engine), cases, device="cpu", timeout=60.0, workdir=Path("runs/x/launch"))
+    outcomes = run_distributed(engine_spec(engine), cases, device="cpu", timeout=60.0, workdir=Path("reports/x/launch"))
     for outcome in outcomes:
         outcome.status        # "ok" | "error" | "hang"
         outcome.result        # rank 0's StepResult; .collectives = every rank's recorded log
@@ -10,8 +10,8 @@
 The contract for distributed engines is docs/distributed.md.
 """
 
-from harness.launch.outcome import ERROR, HANG, OK, CaseOutcome, HangReport, RankState
-from harness.launch.run import run_distributed
-from harness.launch.spec import engine_spec
+from packcheck.harness.launch.outcome import ERROR, HANG, OK, CaseOutcome, HangReport, RankState
+from packcheck.harness.launch.run import run_distributed
+from packcheck.harness.launch.spec import engine_spec
 
 __all__ = ["ERROR", "HANG", "OK", "CaseOutcome", "HangReport", "RankState", "engine_spec", "run_distributed"]

@@ -1,8 +1,8 @@
-"""The elastic agent of one launch: `python -m harness.launch.agent JOB.json`.
+"""The elastic agent of one launch: `python -m packcheck.harness.launch.agent JOB.json`.
 
 Runs torch's own launcher (`elastic_launch` with a `LaunchConfig`: torchrun semantics, a
 single-node c10d rendezvous on a port the store picks itself, no restarts) with
-`python -m harness.launch.worker JOB.json` as every rank's command, and writes how the ranks
+`python -m packcheck.harness.launch.worker JOB.json` as every rank's command, and writes how the ranks
 ended to `agent.json`. It runs in its own process, not in the caller's, so that the caller keeps
 its signal handlers and can kill a launch that stops making progress.
 """
@@ -18,9 +18,9 @@ from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-from harness.launch import exit_status
-from harness.launch.job import Job
-from harness.launch.layout import LaunchDir, write_json_atomically
+from packcheck.harness.launch import exit_status
+from packcheck.harness.launch.job import Job
+from packcheck.harness.launch.layout import LaunchDir, write_json_atomically
 
 MONITOR_INTERVAL = 0.1  # seconds between the agent's looks at its workers
 SHUTDOWN_TIMEOUT = 5  # seconds between SIGTERM and SIGKILL when the agent tears ranks down
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     launch = LaunchDir(os.path.dirname(job_path))
     job = Job.load(job_path)
     try:
-        elastic_launch(launch_config(job, launch), sys.executable)("-m", "harness.launch.worker", job_path)
+        elastic_launch(launch_config(job, launch), sys.executable)("-m", "packcheck.harness.launch.worker", job_path)
     except ChildFailedError as failed:
         write_json_atomically(launch.agent_result, {"status": "failed", "ranks": {
             str(rank): {"exitcode": f.exitcode, "signal": f.signal_name() if f.exitcode < 0 else None, "pid": f.pid}

@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import time
 
-from harness.collectives import first_divergence
-from harness.contract import StepResult
-from harness.launch.exit_status import MEANING
-from harness.launch.layout import CaseDir, LaunchDir
-from harness.launch.outcome import CaseOutcome, HangReport, RankState
+from packcheck.harness.collectives import first_divergence
+from packcheck.harness.contract import StepResult
+from packcheck.harness.launch.exit_status import MEANING
+from packcheck.harness.launch.layout import CaseDir, LaunchDir
+from packcheck.harness.launch.outcome import CaseOutcome, HangReport, RankState
 
 LOG_TAIL_LINES = 15
 

@@ -10,14 +10,14 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from harness.launch.layout import write_json_atomically
+from packcheck.harness.launch.layout import write_json_atomically
 
 SCHEMA = "packcheck.launch_job/1"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Job:
-    engine: str  # anything harness.engines.resolve_engine accepts: "package.module:Class" or a registered name
+    engine: str  # anything packcheck.harness.engines.resolve_engine accepts: "package.module:Class" or a registered name
     device: str  # "cpu" (gloo) or "cuda" (nccl)
     timeout: float  # seconds each case may take on each rank
     world_size: int

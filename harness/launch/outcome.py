@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.collectives import describe_state
-from harness.contract import StepResult
+from packcheck.harness.collectives import describe_state
+from packcheck.harness.contract import StepResult
 
 OK, ERROR, HANG = "ok", "error", "hang"
 
@@ -56,7 +56,7 @@ class HangReport:
     case: str
     timeout: float
     ranks: tuple[RankState, ...]
-    divergence: str | None  # harness.collectives.first_divergence over the ranks' logs
+    divergence: str | None  # packcheck.harness.collectives.first_divergence over the ranks' logs
     killed_by_guard: bool = False  # no rank reported in time; the parent killed the launch
 
     @property
@@ -86,7 +86,7 @@ class CaseOutcome:
     case: str
     result: StepResult | None = None  # rank 0's result, `collectives` = every rank's recorded log
     error: str | None = None  # which rank failed, its traceback, and what the other ranks were doing
-    error_type: str | None = None  # the failing rank's exception class, e.g. "harness.engines.protocol.UnsupportedCase"
+    error_type: str | None = None  # the failing rank's exception class, e.g. "packcheck.harness.engines.protocol.UnsupportedCase"
     hang: HangReport | None = None
     ranks: tuple[RankState, ...] = ()  # every rank's state when an error or hang stopped the case
     seconds: float = 0.0  # from the case's start on the first rank to its end

@@ -26,11 +26,11 @@ import time
 import traceback
 from typing import NoReturn
 
-from harness.collectives import CollectiveRecorder
-from harness.launch import exit_status
-from harness.launch.layout import CaseDir, write_json_atomically
-from harness.launch.rank_sync import RankSync
-from harness.run.watchdog import thread_stacks
+from packcheck.harness.collectives import CollectiveRecorder
+from packcheck.harness.launch import exit_status
+from packcheck.harness.launch.layout import CaseDir, write_json_atomically
+from packcheck.harness.launch.rank_sync import RankSync
+from packcheck.harness.launch.stacks import thread_stacks
 
 POLL_SECONDS = 0.05
 EXIT_STATUS = {"timeout": exit_status.RANK_TIMED_OUT, "peer_failed": exit_status.PEER_FAILED, "raised": exit_status.ENGINE_RAISED}

@@ -15,12 +15,12 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from harness.contract import Case
-from harness.launch.collect import log_tail, read_outcome
-from harness.launch.guard import GuardedExit, run_guarded
-from harness.launch.job import Job
-from harness.launch.layout import CaseDir, LaunchDir
-from harness.launch.outcome import OK, CaseOutcome
+from packcheck.harness.contract import Case
+from packcheck.harness.launch.collect import log_tail, read_outcome
+from packcheck.harness.launch.guard import GuardedExit, run_guarded
+from packcheck.harness.launch.job import Job
+from packcheck.harness.launch.layout import CaseDir, LaunchDir
+from packcheck.harness.launch.outcome import OK, CaseOutcome
 
 STARTUP_SECONDS = 180.0  # from starting the agent to the first case: torch imports on a loaded machine
 TEARDOWN_SECONDS = 10.0  # the agent ending its ranks, on top of the stall allowance
@@ -31,7 +31,7 @@ def run_distributed(engine_spec: str, cases: Sequence[Case], device: str, timeou
     """Run `cases` (all of one world size) on `world_size` processes started by torch elastic;
     one CaseOutcome per case, in order. `engine_spec` is what `resolve_engine` accepts
     ("package.module:Class" or a registered name; see `engine_spec()`); `timeout` bounds each case
-    on each rank; `workdir` keeps every launch's files (see harness.launch.layout)."""
+    on each rank; `workdir` keeps every launch's files (see packcheck.harness.launch.layout)."""
     if not cases:
         return []
     world_sizes = {case.parallel.world_size for case in cases}
@@ -82,7 +82,7 @@ def _launch(launch: LaunchDir, world_size: int, device: str, timeout: float, sta
         return max((p.stat().st_mtime for p in launch.cases.glob("*/started.rank*")), default=None)
 
     return run_guarded(
-        [sys.executable, "-m", "harness.launch.agent", job], env=_environment(world_size, device), log=launch.agent_log,
+        [sys.executable, "-m", "packcheck.harness.launch.agent", job], env=_environment(world_size, device), log=launch.agent_log,
         last_progress=last_progress, pid_files=lambda: sorted(launch.path.glob("pid.rank*")),
         startup_seconds=startup_seconds, stall_seconds=2 * timeout + TEARDOWN_SECONDS, marker=job,
     )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-from harness.engines import Engine
+from packcheck.harness.engines import Engine
 
 
 def engine_spec(engine: Engine | type[Engine]) -> str:

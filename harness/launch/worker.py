@@ -1,4 +1,4 @@
-"""One rank of a launch: `python -m harness.launch.worker JOB.json`, started by torch elastic.
+"""One rank of a launch: `python -m packcheck.harness.launch.worker JOB.json`, started by torch elastic.
 
 Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT from the environment (torchrun
 semantics, so the same command runs under torchrun or a cluster scheduler), then:
@@ -29,14 +29,14 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from harness.collectives import CollectiveRecorder, install_recorder
-from harness.contract import Case, StepResult
-from harness.engines import Engine, resolve_engine
-from harness.launch import exit_status
-from harness.launch.job import Job
-from harness.launch.layout import CaseDir, LaunchDir, write_json_atomically
-from harness.launch.rank_sync import RankSync
-from harness.launch.rank_watchdog import RankWatchdog
+from packcheck.harness.collectives import CollectiveRecorder, install_recorder
+from packcheck.harness.contract import Case, StepResult
+from packcheck.harness.engines import Engine, resolve_engine
+from packcheck.harness.launch import exit_status
+from packcheck.harness.launch.job import Job
+from packcheck.harness.launch.layout import CaseDir, LaunchDir, write_json_atomically
+from packcheck.harness.launch.rank_sync import RankSync
+from packcheck.harness.launch.rank_watchdog import RankWatchdog
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""The policy losses as the harness defines them, in closed form and float64, engine-neutral.
+"""The losses as the harness defines them, in closed form and float64, engine-neutral.
 
 The scenarios evaluate these definitions at an engine's own log-probs to know, without a second
 engine, what its loss and its per-token weights (`dloss_dlogprobs`) must be. They are written
@@ -6,7 +6,8 @@ independently of the reference trainer (which differentiates with autograd), so 
 each other.
 """
 
-from harness.losses.aggregation import loss_sequences, token_weights
-from harness.losses.policy import Branch, TokenLoss, token_loss
+from packcheck.harness.losses.aggregation import loss_sequences, token_weights
+from packcheck.harness.losses.expected import Expected, expected_loss
+from packcheck.harness.losses.policy import Branch, TokenLoss, token_loss
 
-__all__ = ["Branch", "TokenLoss", "loss_sequences", "token_loss", "token_weights"]
+__all__ = ["Branch", "Expected", "TokenLoss", "expected_loss", "loss_sequences", "token_loss", "token_weights"]

@@ -18,7 +18,7 @@ from typing import Sequence
 
 import torch
 
-from harness.contract import Aggregation, Case, Sample
+from packcheck.harness.contract import Aggregation, Case, Sample
 
 
 def loss_sequences(samples: Sequence[Sample]) -> int:

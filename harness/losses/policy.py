@@ -20,7 +20,7 @@ from enum import IntEnum
 
 import torch
 
-from harness.contract import LossSpec, Sample
+from packcheck.harness.contract import LossSpec, Sample
 
 
 class Branch(IntEnum):

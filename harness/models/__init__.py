@@ -1,8 +1,8 @@
 """Model families and their seeded Hugging Face checkpoints."""
 
-from harness.contract import ModelSpec
-from harness.models.checkpoint import checkpoint_for, parameter_shapes, write_checkpoint
-from harness.models.families import FAMILIES, Family, get_family
+from packcheck.harness.contract import ModelSpec
+from packcheck.harness.models.checkpoint import checkpoint_for, parameter_shapes, write_checkpoint
+from packcheck.harness.models.families import FAMILIES, Family, get_family
 
 DEFAULT_SEED = 1234
 

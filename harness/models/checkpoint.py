@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from harness.models.families import get_family
+from packcheck.harness.models.families import get_family
 
 CHECKPOINT_FORMAT = 1
 

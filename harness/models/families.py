@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.registry import Registry
+from packcheck.harness.registry import Registry
 
 TINY = dict(
     vocab_size=128,

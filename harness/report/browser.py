@@ -3,7 +3,7 @@
 The report is meant to be opened in a browser, so it is checked in one (tests/test_report_browser.py)
 and its README screenshot is taken by one:
 
-    python -m harness.report.browser runs/mutants/report.html docs/report.png [WIDTHxHEIGHT] [#anchor]
+    python -m packcheck.harness.report.browser reports/mutants/report.html docs/report.png [WIDTHxHEIGHT] [#anchor]
 
 Chromium runs with a throwaway profile, no sandbox (CI containers run as root), no GPU and no
 background networking; `--enable-logging=stderr` puts the page's console (uncaught errors,

@@ -1,8 +1,8 @@
 """Per-rank collective traces side by side, where the ranks stop matching.
 
-StepResult.collectives holds each rank's log from the collective recorder (harness.collectives):
+StepResult.collectives holds each rank's log from the collective recorder (packcheck.harness.collectives):
 one entry per torch.distributed call with its op, group (global ranks), tensors, arguments, state
-and call site. Symmetry is per process group (harness.collectives.symmetry): the k-th collective
+and call site. Symmetry is per process group (packcheck.harness.collectives.symmetry): the k-th collective
 each member issues on a group must match the others'. The table shows the group that diverges
 first, one column per member, one row per collective on that group, a window around the first
 divergence; a member with nothing left (it skipped a collective the others wait in) reads so.
@@ -10,7 +10,7 @@ divergence; a member with nothing left (it skipped a collective the others wait 
 
 from __future__ import annotations
 
-from harness.collectives import divergence, first_divergence, group_sequences, signature
+from packcheck.harness.collectives import divergence, first_divergence, group_sequences, signature
 
 ENTRY_KEYS = ("seq", "op", "group", "tensors")  # what the symmetry check reads of each entry
 BEFORE, AFTER = 4, 12  # rows shown around the first divergence

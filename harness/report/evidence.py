@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.report.collectives import collective_table, well_formed
-from harness.report.saved_arms import SavedArms
-from harness.report.token_errors import token_errors
-from harness.report.token_strip import token_strip
-from harness.run.results import arms_directory
+from packcheck.harness.report.collectives import collective_table, well_formed
+from packcheck.harness.report.saved_arms import SavedArms
+from packcheck.harness.report.token_errors import token_errors
+from packcheck.harness.report.token_strip import token_strip
+from packcheck.harness.run.results import arms_directory
 
 
 def arm_evidence(run_dir: Path, v, rows: pd.DataFrame) -> dict | None:

@@ -24,8 +24,8 @@ import jinja2
 import markupsafe
 import pandas as pd
 
-from harness.report.evidence import arm_evidence
-from harness.report.load import Run, describe, format_margin, format_number, load_run, status_counts
+from packcheck.harness.report.evidence import arm_evidence
+from packcheck.harness.report.load import Run, describe, format_margin, format_number, load_run, status_counts
 
 TEMPLATES = Path(__file__).parent / "templates"
 TOP_COMPARISONS = 8

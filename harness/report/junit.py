@@ -15,7 +15,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from harness.report.load import load_run, status_counts
+from packcheck.harness.report.load import load_run, status_counts
 
 OUTCOME = {"pass": None, "fail": "failure", "unsupported": "skipped"}  # any other status (error, hang, ...): <error>
 NOT_XML = re.compile(r"[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.run.results import VERDICT_KEYS, load_results
+from packcheck.harness.run.results import VERDICT_KEYS, load_results
 
 STATUSES = ("pass", "fail", "unsupported", "error")
 VERDICT_COLUMNS = (*VERDICT_KEYS, "status", "known_finding", "diagnosis", "detail", "seconds", "max_margin", "worst",
                    "comparisons", "failing", "reproduce", "message")
-ROW_COLUMNS = (*VERDICT_KEYS, "arms", "quantity", "item", "metric", "observed", "threshold", "where", "passed", "margin")
+ROW_COLUMNS = (*VERDICT_KEYS, "arms", "arm", "against", "quantity", "item", "metric", "observed", "threshold", "where", "passed", "margin")
 # Only these are decoded: a `where` or `item` that happens to read "nan" stays text.
 NUMERIC = ("seconds", "max_margin", "observed", "threshold", "margin")
 
@@ -97,13 +97,16 @@ def load_run(directory: str | Path) -> Run:
         for w in verdicts["worst"]
     ]
     verdicts["known_finding"] = verdicts["known_finding"].astype(object).where(verdicts["known_finding"].notna(), "")  # older runs lack it
+    rows = _frame(data.get("rows", []), ROW_COLUMNS)
+    for column in ("arm", "against"):  # older runs wrote only the display text: no per-token evidence is drawn for them
+        rows[column] = rows[column].astype(object).where(rows[column].notna(), "")
     verdicts["anchor"] = [_anchor(i, key) for i, key in enumerate(verdicts["key"])]
     return Run(
         directory=Path(directory),
         provenance=dict(data.get("provenance") or {}),
         key_fields=tuple(k for k in VERDICT_KEYS if k in present),
         verdicts=verdicts,
-        rows=_frame(data.get("rows", []), ROW_COLUMNS),
+        rows=rows,
     )
 
 

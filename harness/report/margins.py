@@ -1,7 +1,7 @@
 """The margin table of a run of the reference plus mutants: how loudly each scenario flags the bug
 it claims to catch, and how quietly the reference passes it.
 
-    python -m harness.report.margins RUN_DIR > docs/margins.md
+    python -m packcheck.harness.report.margins RUN_DIR > docs/margins.md
 
 Bug signal = the worst margin (observed / allowed) of the mutant's verdict, the smaller of the
 families (the weakest family is the one that matters); clean margin = the reference's worst
@@ -15,8 +15,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from harness.report.load import format_margin, load_run
-from harness.scenarios import SCENARIOS
+from packcheck.harness.report.load import format_margin, load_run
+from packcheck.harness.scenarios import SCENARIOS
 
 
 def _signal(flagged) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from harness.report.load import describe, format_margin, load_run, status_counts
+from packcheck.harness.report.load import describe, format_margin, load_run, status_counts
 
 DIAGNOSIS_CHARS = 240  # a PR comment wants the gist; the HTML report has the rest
 LISTED = 40  # failing verdicts listed one by one; GitHub caps a comment at 65536 characters

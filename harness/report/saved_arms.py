@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.contract import Case, StepResult
+from packcheck.harness.contract import Case, StepResult
 
 
 class SavedArms:

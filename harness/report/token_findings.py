@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from harness.data.packing import Row
-from harness.report.token_errors import TokenErrors
+from packcheck.harness.contract.rows import Row
+from packcheck.harness.report.token_errors import TokenErrors
 
 PEAK = 5.0  # a token right after a boundary is a peak if its error is this many times any other token's
 

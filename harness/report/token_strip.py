@@ -1,7 +1,7 @@
 """A token strip: per-token errors laid out in the rows of the harness's canonical packing, as
 SVG geometry (numbers only; the template draws it and escapes every text).
 
-One band per row of the layout of the arm TokenErrors chose (harness.data.packing.layout_rows): documents
+One band per row of the layout of the arm TokenErrors chose (packcheck.harness.contract.rows.layout_rows): documents
 in row order with their boundaries drawn in, padding greyed, and the CP shard cuts (multiples of
 width / cp, see _cuts) dashed when the case runs context parallel. Each token is coloured by its error in
 multiples of the allowed error; runs of equal colour are merged into one rectangle. The words
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import math
 
-from harness.data.packing import Row, layout_rows
-from harness.report.load import format_number
-from harness.report.token_errors import TokenErrors
-from harness.report.token_findings import PlacedRow, summarise
+from packcheck.harness.contract.rows import Row, layout_rows
+from packcheck.harness.report.load import format_number
+from packcheck.harness.report.token_errors import TokenErrors
+from packcheck.harness.report.token_findings import PlacedRow, summarise
 
 GEOMETRY = {"label": 118, "row": 16, "gap": 7, "top": 6, "max_row": 720, "max_cell": 12}
 # (class, upper bound of observed / allowed, legend); the last bucket takes everything above.
@@ -102,7 +102,7 @@ def token_strip(strip: TokenErrors) -> dict:
     summary, findings = summarise(strip, placed)
     width = GEOMETRY["label"] + max(b["width"] for b in bands) + 8
     return {
-        "arms": strip.arms, "what": strip.what, "failed": strip.failed, "threshold": format_number(strip.threshold),
+        "arms": str(strip.arms), "what": strip.what, "failed": strip.failed, "threshold": format_number(strip.threshold),
         "layout": case.describe(), "cp": case.parallel.cp, "bands": bands, "geometry": GEOMETRY, "legend": LEGEND,
         "width": _px(width), "height": GEOMETRY["top"] + len(bands) * (GEOMETRY["row"] + GEOMETRY["gap"]),
         "summary": summary,

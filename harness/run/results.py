@@ -15,7 +15,7 @@ import math
 import os
 from pathlib import Path
 
-from harness.run.verdict import Verdict
+from packcheck.harness.run.verdict import Verdict
 
 SCHEMA = "packcheck.results/1"
 VERDICT_KEYS = ("engine", "family", "scenario", "dtype", "device", "attention")

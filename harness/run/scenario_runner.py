@@ -1,7 +1,7 @@
 """Run one scenario against one engine: build the arms, run them, validate, judge, diagnose.
 
 Arms of one process run in this process (under a watchdog); arms of a dp x cp mesh run through
-`harness.launch.run_distributed`, one launch per world size. Everything an engine does wrong
+`packcheck.harness.launch.run_distributed`, one launch per world size. Everything an engine does wrong
 becomes a verdict, never an exception out of here: a declared unsupported arm -> unsupported;
 UnsupportedCase for a case it declared supported, a crash on any rank -> error with the
 traceback; a hang -> hang with every rank's state; an invalid StepResult -> fail naming every
@@ -20,13 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from harness.compare import Comparison, tolerance_for
-from harness.contract import Case, StepResult
-from harness.engines import Engine, InvalidResult, UnsupportedCase, finding_for, validate_result
-from harness.models import model_spec
-from harness.run.verdict import ERROR, FAIL, HANG, PASS, UNSUPPORTED, Verdict
-from harness.run.watchdog import Watchdog
-from harness.scenarios import Judgement, Scenario, Setting
+from packcheck.harness.compare import HARNESS, Arms, Comparison, tolerance_for
+from packcheck.harness.contract import Case, StepResult
+from packcheck.harness.engines import Engine, InvalidResult, UnsupportedCase, finding_for, validate_result
+from packcheck.harness.golden import write_obtained
+from packcheck.harness.models import model_spec
+from packcheck.harness.provenance import provenance
+from packcheck.harness.run.verdict import ERROR, FAIL, HANG, PASS, UNSUPPORTED, Verdict
+from packcheck.harness.run.watchdog import Watchdog
+from packcheck.harness.scenarios import Judgement, Scenario, Setting
 
 DEFAULT_TIMEOUT = 600.0
 
@@ -54,7 +56,7 @@ def accept(engine: Engine, name: str, case: Case, result: object) -> StepResult:
     try:
         return validate_result(engine.name, case, result)
     except InvalidResult as invalid:
-        comparison = Comparison(arms=name, quantity="result", item="", metric="invalid",
+        comparison = Comparison(arms=Arms(name, HARNESS), quantity="result", item="", metric="invalid",
                                 observed=float(len(invalid.problems)), threshold=0.0, where=invalid.problems[0])
         raise ArmProblem(FAIL, str(invalid), comparison) from None
 
@@ -73,9 +75,9 @@ def run_in_process(engine: Engine, name: str, case: Case, options: RunOptions) -
 
 def run_launched(engine: Engine, cases: dict[str, Case], options: RunOptions) -> dict[str, StepResult]:
     """The arms of one world size > 1, in one launch; the first that errs or hangs ends the verdict."""
-    from harness.launch import ERROR as LAUNCH_ERROR
-    from harness.launch import HANG as LAUNCH_HANG
-    from harness.launch import engine_spec, run_distributed
+    from packcheck.harness.launch import ERROR as LAUNCH_ERROR
+    from packcheck.harness.launch import HANG as LAUNCH_HANG
+    from packcheck.harness.launch import engine_spec, run_distributed
 
     workdir = options.workdir or Path(tempfile.mkdtemp(prefix="packcheck-launch-"))
     device = next(iter(cases.values())).device
@@ -161,6 +163,7 @@ def run_scenario(engine: Engine, scenario: Scenario, family: str, dtype: str = "
         elif failed:
             verdict.status = FAIL
             verdict.diagnosis = scenario.diagnose(judgement, failed)
+            keep_obtained(verdict, scenario, cases, results)
         if save_dir is not None and (save_passing or verdict.failed):
             save_arms(save_dir, cases, results)
     finding = finding_for(engine.known_findings, scenario.name, family)
@@ -168,6 +171,18 @@ def run_scenario(engine: Engine, scenario: Scenario, family: str, dtype: str = "
         verdict.known_finding = finding.headline()
     verdict.seconds = time.perf_counter() - started
     return verdict
+
+
+def keep_obtained(verdict: Verdict, scenario: Scenario, cases: dict[str, Case], results: dict[str, StepResult]) -> None:
+    """A failing golden scenario's result, written beside the golden for a diff (pytest-regressions'
+    `.obtained`); where the goldens are not writable (an installed wheel), the verdict says so."""
+    arm = scenario.golden_arm
+    if arm is None or arm not in results:
+        return
+    try:
+        write_obtained(verdict.family, cases[arm], results[arm], provenance(cases[arm].device))
+    except OSError as err:
+        verdict.detail += f"the obtained result was not written beside the golden ({err}); the run's saved arms keep it\n"
 
 
 def first_error_line(detail: str) -> str:

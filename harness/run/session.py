@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence, TextIO
 
-from harness.engines import Engine
-from harness.run.results import ResultsFile, arms_directory
-from harness.run.scenario_runner import RunOptions, run_scenario
-from harness.run.verdict import HANG, UNSUPPORTED, Verdict
-from harness.scenarios import Scenario
+from packcheck.harness.engines import Engine
+from packcheck.harness.run.results import ResultsFile, arms_directory
+from packcheck.harness.run.scenario_runner import RunOptions, run_scenario
+from packcheck.harness.run.verdict import HANG, UNSUPPORTED, Verdict
+from packcheck.harness.scenarios import Scenario
 
 
 @dataclass(kw_only=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.compare import Comparison
+from packcheck.harness.compare import Comparison
 
 PASS, FAIL, UNSUPPORTED, ERROR, HANG = "pass", "fail", "unsupported", "error", "hang"
 

@@ -14,17 +14,9 @@ import threading
 import traceback
 from typing import Callable
 
+from packcheck.harness.launch.stacks import thread_stacks
+
 TIMEOUT_EXIT_STATUS = 1
-
-
-def thread_stacks() -> str:
-    names = {t.ident: t.name for t in threading.enumerate()}
-    parts = []
-    for ident, frame in sys._current_frames().items():
-        if ident == threading.get_ident():
-            continue
-        parts.append(f"thread {names.get(ident, ident)}:\n" + "".join(traceback.format_stack(frame)))
-    return "\n".join(parts)
 
 
 class Watchdog:

@@ -5,7 +5,9 @@ turns a Setting (family, dtype, device) into named arms; the runner runs the eng
 `follow_up`, when given, builds more arms from those results (e.g. an RL case whose old log-probs
 are the engine's own, taken from a rollout arm) and the runner runs them too; `judge` returns
 every Comparison; `diagnose` names the likely bug class when one fails.
-`catches` lists the BUGS.md ids whose mutants this scenario is proven (in CI) to flag.
+`catches` lists the BUGS.md ids whose mutants this scenario is proven (in CI) to flag. Judges
+are pure: they read results and return comparisons; what a failure writes (the result of a
+`golden_arm` beside its golden) the runner writes.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from harness.compare import Comparison, Tolerance
-from harness.contract import Case, ModelSpec, StepResult
-from harness.data.packing import describe_token
+from packcheck.harness.compare import Comparison, Tolerance
+from packcheck.harness.contract import Case, ModelSpec, StepResult
+from packcheck.harness.contract.rows import describe_token
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -59,4 +61,5 @@ class Scenario:
     diagnose: Callable[[Judgement, list[Comparison]], str]
     follow_up: FollowUp | None = None
     optional_arms: frozenset[str] = field(default_factory=frozenset)
+    golden_arm: str | None = None  # the arm judged against a stored golden: a failing verdict writes its result beside it
     notes: str = ""

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from harness.compare import Comparison, compare_results
-from harness.contract import Case, Layout, Partition, Sample
-from harness.data.samples import make_samples
-from harness.scenarios.base import Judgement, Setting
+from packcheck.harness.compare import NOT_ARMS, Arms, Comparison, compare_results
+from packcheck.harness.contract import Case, Layout, Partition, Sample
+from packcheck.harness.data.samples import make_samples
+from packcheck.harness.scenarios.base import Judgement, Setting
 
 
 def arm(setting: Setting, name: str, samples: Sequence[Sample], layout: Layout, partition: Partition | None = None, **fields) -> Case:
+    assert name not in NOT_ARMS, f"arm name {name!r} is reserved for what arms are compared against"
     return Case(
         name=name,
         model=setting.model,
@@ -36,7 +37,7 @@ def every_arm_against(j: Judgement, baseline: str) -> list[Comparison]:
     rows = []
     for name, result in j.results.items():
         if name != baseline:
-            rows += compare_results(f"{name} vs {baseline}", result, j.results[baseline], j.tolerance, j.locate(name),
+            rows += compare_results(Arms(name, baseline), result, j.results[baseline], j.tolerance, j.locate(name),
                                     optimizer=j.cases[baseline].optimizer)
     return rows
 

@@ -10,11 +10,11 @@ or over the wrong group, and uneven shards all move some quantity here.
 
 from __future__ import annotations
 
-from harness.contract import UNPACKED, ParallelPlan, packed
-from harness.contract.parallel import CP_STYLES
-from harness.data.samples import CP_CUTS, CP_CUTS_SEQ_LEN
-from harness.scenarios.base import Judgement, Scenario, Setting
-from harness.scenarios.building import arm, every_arm_against, failing, samples_for
+from packcheck.harness.contract import UNPACKED, ParallelPlan, packed
+from packcheck.harness.contract.parallel import CP_STYLES
+from packcheck.harness.data.samples import CP_CUTS, CP_CUTS_SEQ_LEN
+from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
+from packcheck.harness.scenarios.building import arm, every_arm_against, failing, samples_for
 
 SINGLE = "single"
 INDIVISIBLE_SEQ_LEN = 50  # not a multiple of 4

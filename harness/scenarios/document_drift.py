@@ -6,8 +6,8 @@ the signature the diagnoses look for.
 
 from __future__ import annotations
 
-from harness.contract import Case, StepResult
-from harness.data.packing import layout_rows
+from packcheck.harness.contract import Case, StepResult
+from packcheck.harness.contract.rows import layout_rows
 
 
 def drift_by_document(packed_case: Case, observed: StepResult, reference: StepResult) -> tuple[float, float]:

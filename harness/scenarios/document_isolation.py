@@ -8,11 +8,11 @@ positions, convolution or recurrent state moves them.
 
 from __future__ import annotations
 
-from harness.compare import compare_logprobs
-from harness.contract import packed
-from harness.data.samples import MIXED_DOCUMENTS, perturbed
-from harness.scenarios.base import Judgement, Scenario, Setting
-from harness.scenarios.building import arm, samples_for
+from packcheck.harness.compare import Arms, compare_logprobs
+from packcheck.harness.contract import packed
+from packcheck.harness.data.samples import MIXED_DOCUMENTS, perturbed
+from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
+from packcheck.harness.scenarios.building import arm, samples_for
 
 SEQ_LEN = 48
 PERTURBED = range(0, len(MIXED_DOCUMENTS), 2)
@@ -37,13 +37,13 @@ def build(setting: Setting) -> dict:
 
 def judge(j: Judgement) -> list:
     return [
-        compare_logprobs(f"{name} vs base (untouched samples)", j.results[name], j.results["base"], j.tolerance, j.locate(name), WATCHED)
+        compare_logprobs(Arms(name, "base"), j.results[name], j.results["base"], j.tolerance, j.locate(name), WATCHED)
         for name in ("other_tokens", "other_lengths")
     ]
 
 
 def diagnose(j: Judgement, failed: list) -> str:
-    arms = {c.arms.split(" ")[0] for c in failed}
+    arms = {c.arms.arm for c in failed}
     if arms == {"other_lengths"}:
         return (
             "changing a neighbour's length (not its tokens) moves other documents: something depends on absolute "

@@ -10,10 +10,10 @@ leaves the others waiting.
 
 from __future__ import annotations
 
-from harness.contract import ParallelPlan, Partition, packed
-from harness.data.samples import SKEWED_LENGTHS
-from harness.scenarios.base import Judgement, Scenario, Setting
-from harness.scenarios.building import arm, every_arm_against, failing, samples_for
+from packcheck.harness.contract import ParallelPlan, Partition, packed
+from packcheck.harness.data.samples import SKEWED_LENGTHS
+from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
+from packcheck.harness.scenarios.building import arm, every_arm_against, failing, samples_for
 
 SEQ_LEN = 48
 SINGLE = "single"
@@ -41,7 +41,7 @@ def judge(j: Judgement) -> list:
 def diagnose(j: Judgement, failed: list) -> str:
     counts = failing(failed, "num_loss_tokens")
     if counts:
-        arms = sorted({c.arms.split(" vs ")[0] for c in counts})
+        arms = sorted({c.arms.arm for c in counts})
         return (
             f"the global loss-token count is wrong on {', '.join(arms)} ({counts[0].where}): reduced over WORLD instead of the "
             "data-parallel group (too large by cp), or counted per context-parallel shard (too small by cp)"

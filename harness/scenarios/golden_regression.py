@@ -8,13 +8,12 @@ needs no reference run.
 
 from __future__ import annotations
 
-from harness.compare import Comparison, compare_results, tolerance_from_floor
-from harness.contract import OptimizerSpec, Partition, packed
-from harness.data.samples import MIXED_DOCUMENTS
-from harness.golden import GoldenProblem, load_golden, load_noise_floor, write_obtained
-from harness.run.provenance import provenance
-from harness.scenarios.base import Judgement, Scenario, Setting
-from harness.scenarios.building import arm, samples_for
+from packcheck.harness.compare import GOLDEN, Arms, Comparison, compare_results, tolerance_from_floor
+from packcheck.harness.contract import OptimizerSpec, Partition, packed
+from packcheck.harness.data.samples import MIXED_DOCUMENTS
+from packcheck.harness.golden import GoldenProblem, load_golden, load_noise_floor, obtained_path
+from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
+from packcheck.harness.scenarios.building import arm, samples_for
 
 SEQ_LEN = 48
 ARM = "golden_case"
@@ -33,13 +32,9 @@ def judge(j: Judgement) -> list:
         golden = load_golden(family, case)
         tolerance = j.tolerance if case.dtype == "float64" else tolerance_from_floor(load_noise_floor(family, case.dtype))
     except GoldenProblem as problem:
-        obtained = write_obtained(family, case, result, provenance(case.device))
-        return [Comparison(arms="engine vs golden", quantity="golden", item=family, metric="available", observed=1.0, threshold=0.0,
-                           where=f"{problem} (obtained result written to {obtained})")]
-    rows = compare_results("engine vs golden", result, golden, tolerance, j.locate(ARM), optimizer=case.optimizer)
-    if any(not r.passed for r in rows):
-        write_obtained(family, case, result, provenance(case.device))
-    return rows
+        return [Comparison(arms=Arms(ARM, GOLDEN), quantity="golden", item=family, metric="available", observed=1.0, threshold=0.0,
+                           where=f"{problem} (the obtained result goes to {obtained_path(family)})")]
+    return compare_results(Arms(ARM, GOLDEN), result, golden, tolerance, j.locate(ARM), optimizer=case.optimizer)
 
 
 def diagnose(j: Judgement, failed: list) -> str:
@@ -47,7 +42,7 @@ def diagnose(j: Judgement, failed: list) -> str:
         return failed[0].where
     return (
         f"the engine's numbers differ from the stored float64 golden of the reference trainer; the obtained result "
-        f"is written beside the golden (fixtures/goldens/{j.setting.family}.obtained) for a diff"
+        f"goes beside the golden ({obtained_path(j.setting.family)}) for a diff"
     )
 
 
@@ -58,4 +53,5 @@ GOLDEN_REGRESSION = Scenario(
     build=build,
     judge=judge,
     diagnose=diagnose,
+    golden_arm=ARM,
 )

@@ -10,11 +10,11 @@ optional: an engine that cannot pad on the left is judged on the rest).
 
 from __future__ import annotations
 
-from harness.compare import compare_loss_with_logprobs, compare_supervised_set
-from harness.contract import Layout, LayoutKind, packed
-from harness.data.samples import MASK_EDGE_CASES
-from harness.scenarios.base import Judgement, Scenario, Setting
-from harness.scenarios.building import arm, failing, samples_for
+from packcheck.harness.compare import compare_loss_with_logprobs, compare_supervised_set
+from packcheck.harness.contract import Layout, LayoutKind, packed
+from packcheck.harness.data.samples import MASK_EDGE_CASES
+from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
+from packcheck.harness.scenarios.building import arm, failing, samples_for
 
 SEQ_LEN = 40
 
@@ -40,8 +40,8 @@ def judge(j: Judgement) -> list:
 
 def diagnose(j: Judgement, failed: list) -> str:
     sets = failing(failed, "supervised_set")
-    sides = sorted({c.arms.split(":")[0] for c in failed})
-    if sets and all("left" in s for s in sides):
+    sides = sorted({c.arms.arm for c in failed})
+    if sets and all(j.cases[s].layout.padding_side == "left" for s in sides):
         return (
             f"only left-padded arms ({', '.join(sides)}) train on the wrong tokens: the loss mask is sliced from the "
             "wrong end when a padded row is unpacked (e.g. full_mask[-n:] = row_mask[:n])"

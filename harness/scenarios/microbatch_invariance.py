@@ -10,11 +10,11 @@ shows up here. The conformance suite adds hypothesis-generated partitions throug
 
 from __future__ import annotations
 
-from harness.compare import compare_results
-from harness.contract import UNPACKED, ParallelPlan, Partition, packed
-from harness.data.samples import SKEWED_LENGTHS
-from harness.scenarios.base import Judgement, Scenario, Setting
-from harness.scenarios.building import arm, failing, samples_for
+from packcheck.harness.compare import Arms, compare_results
+from packcheck.harness.contract import UNPACKED, ParallelPlan, Partition, packed
+from packcheck.harness.data.samples import SKEWED_LENGTHS
+from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
+from packcheck.harness.scenarios.building import arm, failing, samples_for
 
 SEQ_LEN = 48
 N = len(SKEWED_LENGTHS)
@@ -52,7 +52,7 @@ def judge(j: Judgement) -> list:
     for name in j.results:
         reference = "one_unpacked" if name.endswith("_unpacked") else REFERENCE_ARM
         if name != reference:
-            rows += compare_results(f"{name} vs {reference}", j.results[name], j.results[reference], j.tolerance, j.locate(name))
+            rows += compare_results(Arms(name, reference), j.results[name], j.results[reference], j.tolerance, j.locate(name))
     return rows
 
 

@@ -4,12 +4,12 @@ whether each sample has its own padded row, samples share packed rows, or rows a
 
 from __future__ import annotations
 
-from harness.compare import compare_results
-from harness.contract import UNPACKED, Layout, LayoutKind, packed
-from harness.data.samples import MIXED_DOCUMENTS
-from harness.scenarios.base import Judgement, Scenario, Setting
-from harness.scenarios.building import arm, failing, samples_for
-from harness.scenarios.document_drift import drift_by_document
+from packcheck.harness.compare import Arms, compare_results
+from packcheck.harness.contract import UNPACKED, Layout, LayoutKind, packed
+from packcheck.harness.data.samples import MIXED_DOCUMENTS
+from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
+from packcheck.harness.scenarios.building import arm, failing, samples_for
+from packcheck.harness.scenarios.document_drift import drift_by_document
 
 SEQ_LEN = 48
 
@@ -24,9 +24,9 @@ def build(setting: Setting) -> dict:
 
 
 def judge(j: Judgement) -> list:
-    rows = compare_results("packed vs unpacked", j.results["packed"], j.results["unpacked"], j.tolerance, j.locate("packed"))
+    rows = compare_results(Arms("packed", "unpacked"), j.results["packed"], j.results["unpacked"], j.tolerance, j.locate("packed"))
     if j.has("stacked"):
-        rows += compare_results("stacked vs unpacked", j.results["stacked"], j.results["unpacked"], j.tolerance, j.locate("stacked"))
+        rows += compare_results(Arms("stacked", "unpacked"), j.results["stacked"], j.results["unpacked"], j.tolerance, j.locate("stacked"))
     return rows
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.registry import Registry
-from harness.scenarios.base import Scenario
+from packcheck.harness.registry import Registry
+from packcheck.harness.scenarios.base import Scenario
 
 SCENARIOS: Registry[Scenario] = Registry("scenario")
 

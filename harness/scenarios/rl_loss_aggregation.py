@@ -22,12 +22,13 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from harness.compare import compare_count, compare_policy, compare_results
-from harness.contract import SINGLE_PROCESS, UNPACKED, Aggregation, Case, Layout, LossSpec, ParallelPlan, Partition, StepResult, packed
-from harness.data.rl import off_policy_samples, rollout_samples
-from harness.data.samples import SKEWED_LENGTHS
-from harness.scenarios.base import Judgement, Scenario, Setting
-from harness.scenarios.building import COUNT_MISMATCH, arm, failing, samples_for
+from packcheck.harness.compare import HARNESS, Arms, compare_count, compare_policy, compare_results
+from packcheck.harness.contract import (SINGLE_PROCESS, UNPACKED, Aggregation, Case, Layout, LayoutKind, LossSpec, ParallelPlan, Partition,
+                                        StepResult, packed)
+from packcheck.harness.data.rl import off_policy_samples, rollout_samples
+from packcheck.harness.data.samples import SKEWED_LENGTHS
+from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
+from packcheck.harness.scenarios.building import COUNT_MISMATCH, arm, failing, samples_for
 
 SEQ_LEN = 48
 ROLLOUT = "rollout"
@@ -72,6 +73,11 @@ def arm_name(mode: Aggregation, terms: str, shape: str) -> str:
     return f"{mode.value}/{terms}/{shape}"
 
 
+# every policy arm -> the `one` arm of its mode and terms, which it is compared with
+ONE_OF = {arm_name(mode, terms, shape): arm_name(mode, terms, "one")
+          for mode in Aggregation for terms, shapes in SHAPES_BY_TERMS.items() for shape in shapes}
+
+
 def build(setting: Setting) -> dict:
     samples = rollout_samples(samples_for(setting, SKEWED_LENGTHS))
     return {ROLLOUT: arm(setting, ROLLOUT, samples, UNPACKED, loss=LossSpec(kind="ppo_clip"))}
@@ -100,16 +106,15 @@ def judge(j: Judgement) -> list:
         case = j.cases[name]
         rows.append(compare_count(case, result, name))
         rows += compare_policy(case, result, j.tolerance, j.locate(name), name)
-        mode, terms, shape = name.split("/")
-        one = f"{mode}/{terms}/one"
-        if shape != "one":
-            rows += compare_results(f"{name} vs {one}", result, j.results[one], j.tolerance, j.locate(name))
+        one = ONE_OF[name]
+        if name != one:
+            rows += compare_results(Arms(name, one), result, j.results[one], j.tolerance, j.locate(name))
     return rows
 
 
 def diagnose(j: Judgement, failed: list) -> str:
-    arms = sorted({c.arms.split(":")[0].split(" vs ")[0] for c in failed})
-    modes = ", ".join(sorted({a.split("/")[0] for a in arms}))
+    arms = [j.cases[name] for name in sorted({c.arms.arm for c in failed})]
+    modes = ", ".join(sorted({case.loss.aggregation.value for case in arms}))
     if failing(failed, "logprobs"):
         return (f"[{modes}] per-token log-probs differ between layouts or partitions: the forward itself depends on how "
                 "samples are packed (see packed_vs_unpacked), so no loss built on them can be right")
@@ -118,20 +123,19 @@ def diagnose(j: Judgement, failed: list) -> str:
     if failing(failed, "clipped_set"):
         return (f"[{modes}] the engine clips other tokens than the definition: its ratio uses other old log-probs, "
                 "other clip bounds, or the min/max of the surrogate is inverted")
-    shapes = {a.split("/")[-1] for a in arms}
-    if all(SHAPES[shape][2].cp > 1 for shape in shapes):
+    if all(case.parallel.cp > 1 for case in arms):
         return (f"[{modes}] only the context-parallel arms break the definition: a per-sample quantity (|S_i|, the "
                 "tokens a seq-mean-token-mean divides a sequence by) is counted in this rank's shard of the row, not "
                 "over the whole sample across the CP group")
-    if shapes <= DISTRIBUTED_SHAPES:
+    if all(case.parallel.world_size > 1 for case in arms):
         return (f"[{modes}] only the distributed arms break the definition: a global count (the sequences G of the "
                 "seq-mean modes, the tokens N of token-mean) is this rank's own, or all-reduced over the wrong group "
                 "(WORLD instead of DP), instead of summed over the data-parallel group before the first backward")
-    against_definition = [c for c in failed if "engine vs harness" in c.arms]
-    if against_definition and all("unpacked" not in c.arms for c in against_definition):
+    against_definition = [j.cases[c.arms.arm] for c in failed if c.arms.against == HARNESS]
+    if against_definition and all(case.layout.kind is not LayoutKind.UNPACKED for case in against_definition):
         return (f"[{modes}] packed arms break the definition, unpacked arms do not: a per-sample quantity (a sequence's "
                 "token mean or token count) is computed over the packed row instead of per sample")
-    if any(a.endswith("/one") for a in arms):
+    if any(ONE_OF[case.name] == case.name for case in arms):
         return (f"[{modes}] even with one micro-batch the loss differs from its global definition: wrong normaliser "
                 "(for seq-mean-token-sum-norm: not the constant loss.norm_constant, e.g. the padded length of the batch)")
     return (f"[{modes}] the loss or its gradients depend on how the batch is cut into micro-batches: the normaliser is "

@@ -15,13 +15,13 @@ log-probs, which at r = 1 is -A w (nothing clips, the KL gradient vanishes) and 
 
 from __future__ import annotations
 
-from harness.compare import compare_count, compare_policy, compare_ratio_is_one
-from harness.contract import SINGLE_PROCESS, UNPACKED, Layout, LayoutKind, LossSpec, ParallelPlan, Partition, packed
-from harness.data.rl import on_policy_samples, rollout_samples
-from harness.data.samples import MIXED_DOCUMENTS
-from harness.scenarios.base import Judgement, Scenario, Setting
-from harness.scenarios.building import COUNT_MISMATCH, arm, failing, samples_for
-from harness.scenarios.document_drift import drift_by_document
+from packcheck.harness.compare import compare_count, compare_policy, compare_ratio_is_one
+from packcheck.harness.contract import SINGLE_PROCESS, UNPACKED, Layout, LayoutKind, LossSpec, ParallelPlan, Partition, packed
+from packcheck.harness.data.rl import on_policy_samples, rollout_samples
+from packcheck.harness.data.samples import MIXED_DOCUMENTS
+from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
+from packcheck.harness.scenarios.building import COUNT_MISMATCH, arm, failing, samples_for
+from packcheck.harness.scenarios.document_drift import drift_by_document
 
 SEQ_LEN = 48
 LOSS = LossSpec(kind="ppo_clip", dual_clip=3.0, kl_coef=0.1)  # ref = old: the KL term must vanish too
@@ -73,7 +73,7 @@ def judge(j: Judgement) -> list:
 def diagnose(j: Judgement, failed: list) -> str:
     ratios = failing(failed, "ratio")
     if ratios:
-        name = ratios[0].arms.split(":")[0]
+        name = ratios[0].arms.arm
         _, layout, _, _ = ARMS[name]
         packed_case = j.cases[name] if layout.kind is LayoutKind.PACKED else j.cases[rollout_arm("packed")]
         unpacked = j.results[rollout_arm("unpacked")] if layout.kind is LayoutKind.PACKED else j.results[name]

@@ -10,11 +10,11 @@ two ranks with uneven shares.
 
 from __future__ import annotations
 
-from harness.compare import compare_count, compare_loss_with_logprobs
-from harness.contract import UNPACKED, ParallelPlan, Partition, packed
-from harness.data.samples import CONSERVATION, CONSERVATION_SEQ_LEN
-from harness.scenarios.base import Judgement, Scenario, Setting
-from harness.scenarios.building import arm, samples_for
+from packcheck.harness.compare import compare_count, compare_loss_with_logprobs
+from packcheck.harness.contract import UNPACKED, LayoutKind, ParallelPlan, Partition, packed
+from packcheck.harness.data.samples import CONSERVATION, CONSERVATION_SEQ_LEN
+from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
+from packcheck.harness.scenarios.building import arm, samples_for
 
 
 DP_ARM = "packed_dp2"
@@ -44,7 +44,7 @@ def diagnose(j: Judgement, failed: list) -> str:
         if c.quantity == "num_loss_tokens" and "fewer" in c.where:
             return "the engine counted fewer loss tokens than the batch has: samples (a tail pack, overflow) dropped or truncated"
         if c.quantity == "num_loss_tokens":
-            only_packed = all("packed" in f.arms for f in failed if f.quantity == "num_loss_tokens")
+            only_packed = all(j.cases[f.arms.arm].layout.kind is LayoutKind.PACKED for f in failed if f.quantity == "num_loss_tokens")
             what = "boundary targets (a label crossing documents) or padding" if only_packed else "padding tokens"
             return f"the engine counted more loss tokens than the batch has: {what} in the loss"
     return "the reported loss is not the mean over the harness's supervised tokens"

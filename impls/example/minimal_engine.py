@@ -8,7 +8,7 @@ the loss, the token count, every gradient and d loss / d log-probs. Single proce
 no optimizer step: everything else it declares unsupported, so the harness reports those cases as
 such instead of judging them.
 
-    packcheck run --engine impls.example.minimal_engine:MinimalEngine --family llama
+    packcheck run --engine packcheck.impls.example.minimal_engine:MinimalEngine --family llama
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import torch
 from transformers import AutoModelForCausalLM
 from transformers.utils import logging as hf_logging
 
-from harness.contract import Case, LayoutKind, StepResult
-from harness.data.packing import Row, layout_rows
-from harness.engines import Capabilities, Engine
+from packcheck.harness.contract import Case, LayoutKind, StepResult
+from packcheck.harness.contract.rows import Row, layout_rows
+from packcheck.harness.engines import Capabilities, Engine
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 hf_logging.disable_progress_bar()  # one "Loading weights" bar per arm drowns the progress lines

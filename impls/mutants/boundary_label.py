@@ -6,8 +6,10 @@ follows another one becomes a target: one extra loss term and one extra counted 
 boundary.
 """
 
-from impls.reference.collate import Document
-from impls.reference.rows import RowPlan, target_mask
+from dataclasses import replace
+
+from packcheck.impls.reference.collate import Document
+from packcheck.impls.reference.rows import RowPlan, target_mask
 
 
 def target_mask_across_boundaries(plan: RowPlan) -> list[int]:
@@ -22,10 +24,11 @@ def target_mask_across_boundaries(plan: RowPlan) -> list[int]:
     return mask
 
 
-from impls.reference.engine import ReferenceEngine  # noqa: E402
+from packcheck.impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.pipeline import REFERENCE  # noqa: E402
 
 
 class BoundaryLabel(ReferenceEngine):
     name = "mutant.boundary-label"
     bug = "boundary-label"
-    target_mask = staticmethod(target_mask_across_boundaries)
+    pipeline = replace(REFERENCE, target_mask=target_mask_across_boundaries)

@@ -6,7 +6,10 @@ batch_tokens / (dp * n_micro) / batch_tokens instead of the micro-batch's own to
 exact only when every micro-batch has the same number of loss tokens.
 """
 
-from impls.reference.engine import ReferenceEngine
+from dataclasses import replace
+
+from packcheck.impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.pipeline import REFERENCE
 
 DP = 1
 
@@ -19,4 +22,4 @@ def constant_scale_weight(micro_tokens: int, global_tokens: int, micro_steps: in
 class ConstMicrobatchScale(ReferenceEngine):
     name = "mutant.const-microbatch-scale"
     bug = "const-microbatch-scale"
-    token_weight = staticmethod(constant_scale_weight)
+    pipeline = replace(REFERENCE, token_weight=constant_scale_weight)

@@ -6,7 +6,10 @@ errors out, hangs, or silently mixes up tokens. A correct engine pads (or refuse
 error); packcheck must turn whatever happens into a verdict.
 """
 
-from impls.reference.engine import ReferenceEngine
+from dataclasses import replace
+
+from packcheck.impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.pipeline import REFERENCE
 
 
 def width_unchanged(width: int, cp: int) -> int:
@@ -16,4 +19,4 @@ def width_unchanged(width: int, cp: int) -> int:
 class CpUnevenShards(ReferenceEngine):
     name = "mutant.cp-uneven-shards"
     bug = "cp-uneven-shards"
-    padded_width = staticmethod(width_unchanged)
+    pipeline = replace(REFERENCE, padded_width=width_unchanged)

@@ -5,8 +5,8 @@ SDPA/eager path has no varlen support, accepts a packed row anyway, and lets eve
 attend to the documents before it in the row.
 """
 
-from harness.contract import Case, LayoutKind
-from impls.reference.engine import ReferenceEngine
+from packcheck.harness.contract import Case, LayoutKind
+from packcheck.impls.reference.engine import ReferenceEngine
 
 
 class CrossDocAttention(ReferenceEngine):

@@ -9,8 +9,11 @@ the DP group (pure data parallelism).
 
 import torch
 
-from impls.reference.engine import ReferenceEngine
-from impls.reference.parallel.mesh import Mesh
+from dataclasses import replace
+
+from packcheck.impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.pipeline import REFERENCE
+from packcheck.impls.reference.parallel.mesh import Mesh
 
 
 def count_over_world(micro_tokens: list[int], shard_tokens: int, mesh: Mesh) -> int:
@@ -20,4 +23,4 @@ def count_over_world(micro_tokens: list[int], shard_tokens: int, mesh: Mesh) -> 
 class DpCountWorldGroup(ReferenceEngine):
     name = "mutant.dp-count-world-group"
     bug = "dp-count-world-group"
-    global_token_count = staticmethod(count_over_world)
+    pipeline = replace(REFERENCE, global_token_count=count_over_world)

@@ -6,11 +6,14 @@ a constant, and gradient accumulation then divided by the number of micro-steps:
 gradients scale with the micro-batch size and move with every micro-batch's longest sample.
 """
 
-from harness.contract import Aggregation, LossSpec
-from impls.reference.aggregation import aggregation_weights
-from impls.reference.counts import Counts
-from impls.reference.engine import ReferenceEngine
-from impls.reference.predictions import Predictions
+from dataclasses import replace
+
+from packcheck.harness.contract import Aggregation, LossSpec
+from packcheck.impls.reference.aggregation import aggregation_weights
+from packcheck.impls.reference.counts import Counts
+from packcheck.impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.pipeline import REFERENCE
+from packcheck.impls.reference.predictions import Predictions
 
 
 def padded_width_norm_weights(spec: LossSpec, predictions: Predictions, counts: Counts):
@@ -23,4 +26,4 @@ def padded_width_norm_weights(spec: LossSpec, predictions: Predictions, counts: 
 class DrGrpoConstant(ReferenceEngine):
     name = "mutant.drgrpo-constant"
     bug = "drgrpo-constant"
-    aggregation_weights = staticmethod(padded_width_norm_weights)
+    pipeline = replace(REFERENCE, aggregation_weights=padded_width_norm_weights)

@@ -5,7 +5,10 @@ mean, divided by the number of accumulation steps: the update is biased toward s
 micro-batches and depends on the partition.
 """
 
-from impls.reference.engine import ReferenceEngine
+from dataclasses import replace
+
+from packcheck.impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.pipeline import REFERENCE
 
 
 def mean_of_means_weight(micro_tokens: int, global_tokens: int, micro_steps: int) -> float:
@@ -15,4 +18,4 @@ def mean_of_means_weight(micro_tokens: int, global_tokens: int, micro_steps: int
 class GaMeanOfMeans(ReferenceEngine):
     name = "mutant.ga-mean-of-means"
     bug = "ga-mean-of-means"
-    token_weight = staticmethod(mean_of_means_weight)
+    pipeline = replace(REFERENCE, token_weight=mean_of_means_weight)

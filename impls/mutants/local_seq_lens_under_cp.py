@@ -10,9 +10,12 @@ import dataclasses
 
 import torch
 
-from impls.reference.engine import ReferenceEngine
-from impls.reference.parallel.mesh import Mesh
-from impls.reference.predictions import Predictions
+from dataclasses import replace
+
+from packcheck.impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.pipeline import REFERENCE
+from packcheck.impls.reference.parallel.mesh import Mesh
+from packcheck.impls.reference.predictions import Predictions
 
 SHARD_ID_STRIDE = 1 << 20  # segment ids of different shards never coincide
 
@@ -31,4 +34,4 @@ def shard_with_local_boundaries(predictions: Predictions, mesh: Mesh) -> Predict
 class LocalSeqLensUnderCp(ReferenceEngine):
     name = "mutant.local-seq-lens-under-cp"
     bug = "local-seq-lens-under-cp"
-    shard = staticmethod(shard_with_local_boundaries)
+    pipeline = replace(REFERENCE, shard=shard_with_local_boundaries)

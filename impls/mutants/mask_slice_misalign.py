@@ -7,7 +7,10 @@ end of the mask, shifted by the pad length.
 
 import torch
 
-from impls.reference.engine import ReferenceEngine
+from dataclasses import replace
+
+from packcheck.impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.pipeline import REFERENCE
 
 
 def unpad_mask_sliced_from_start(row_mask_L: torch.Tensor, row_valid_L: torch.Tensor) -> torch.Tensor:
@@ -20,4 +23,4 @@ def unpad_mask_sliced_from_start(row_mask_L: torch.Tensor, row_valid_L: torch.Te
 class MaskSliceMisalign(ReferenceEngine):
     name = "mutant.mask-slice-misalign"
     bug = "mask-slice-misalign"
-    unpad_mask = staticmethod(unpad_mask_sliced_from_start)
+    pipeline = replace(REFERENCE, unpad_mask=unpad_mask_sliced_from_start)

@@ -5,9 +5,12 @@ mask is taken from the attention mask's complement of nothing: every token after
 row, padding included, except where the loss mask of a document says 0.
 """
 
-from impls.reference.collate import Document
-from impls.reference.engine import ReferenceEngine
-from impls.reference.rows import RowPlan
+from dataclasses import replace
+
+from packcheck.impls.reference.collate import Document
+from packcheck.impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.pipeline import REFERENCE
+from packcheck.impls.reference.rows import RowPlan
 
 
 def target_mask_with_padding(plan: RowPlan) -> list[int]:
@@ -21,4 +24,4 @@ def target_mask_with_padding(plan: RowPlan) -> list[int]:
 class PadInLoss(ReferenceEngine):
     name = "mutant.pad-in-loss"
     bug = "pad-in-loss"
-    target_mask = staticmethod(target_mask_with_padding)
+    pipeline = replace(REFERENCE, target_mask=target_mask_with_padding)

@@ -9,7 +9,10 @@ one long document. This mutant does what those engines do: boundaries from posit
 
 from typing import Sequence
 
-from impls.reference.engine import ReferenceEngine
+from dataclasses import replace
+
+from packcheck.impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.pipeline import REFERENCE
 
 
 def positions_running_on(segment_lengths: Sequence[int]) -> tuple[list[int], list[int]]:
@@ -24,4 +27,4 @@ def positions_running_on(segment_lengths: Sequence[int]) -> tuple[list[int], lis
 class PositionsNotReset(ReferenceEngine):
     name = "mutant.positions-not-reset"
     bug = "positions-not-reset"
-    positions_and_segments = staticmethod(positions_running_on)
+    pipeline = replace(REFERENCE, positions_and_segments=positions_running_on)

@@ -6,9 +6,9 @@ the gradient all-reduce for a rank that never comes: the job hangs (after an NCC
 minutes by default). packcheck's watchdog must turn it into a per-rank hang report.
 """
 
-from harness.contract import Case
-from impls.reference.engine import ReferenceEngine
-from impls.reference.parallel.mesh import Mesh
+from packcheck.harness.contract import Case
+from packcheck.impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.parallel.mesh import Mesh
 
 
 class RankSkipsStepWithoutTokens(ReferenceEngine):

@@ -8,8 +8,11 @@ agg_loss takes `global_batch_size` and `dp_size` for exactly this reason. Single
 cannot see it; token-mean is untouched.
 """
 
-from impls.reference.engine import ReferenceEngine
-from impls.reference.parallel.mesh import Mesh
+from dataclasses import replace
+
+from packcheck.impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.pipeline import REFERENCE
+from packcheck.impls.reference.parallel.mesh import Mesh
 
 
 def local_sequence_count(local_sequences: int, mesh: Mesh) -> int:
@@ -19,4 +22,4 @@ def local_sequence_count(local_sequences: int, mesh: Mesh) -> int:
 class RlSeqCountPerRank(ReferenceEngine):
     name = "mutant.rl-seq-count-per-rank"
     bug = "rl-seq-count-per-rank"
-    global_sequence_count = staticmethod(local_sequence_count)
+    pipeline = replace(REFERENCE, global_sequence_count=local_sequence_count)

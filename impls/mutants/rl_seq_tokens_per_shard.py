@@ -9,11 +9,14 @@ count is right, so only CP arms can see it.
 
 import torch
 
-from harness.contract import Aggregation, LossSpec
-from impls.reference.aggregation import aggregation_weights
-from impls.reference.counts import Counts
-from impls.reference.engine import ReferenceEngine
-from impls.reference.predictions import Predictions
+from dataclasses import replace
+
+from packcheck.harness.contract import Aggregation, LossSpec
+from packcheck.impls.reference.aggregation import aggregation_weights
+from packcheck.impls.reference.counts import Counts
+from packcheck.impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.pipeline import REFERENCE
+from packcheck.impls.reference.predictions import Predictions
 
 
 def shard_token_mean_weights(spec: LossSpec, predictions: Predictions, counts: Counts) -> torch.Tensor:
@@ -31,4 +34,4 @@ def shard_token_mean_weights(spec: LossSpec, predictions: Predictions, counts: C
 class RlSeqTokensPerShard(ReferenceEngine):
     name = "mutant.rl-seq-tokens-per-shard"
     bug = "rl-seq-tokens-per-shard"
-    aggregation_weights = staticmethod(shard_token_mean_weights)
+    pipeline = replace(REFERENCE, aggregation_weights=shard_token_mean_weights)

@@ -6,11 +6,14 @@ accumulation divides by the number of micro-steps: a mean of means, exact only w
 micro-batch holds the same number of loss tokens.
 """
 
-from harness.contract import Aggregation, LossSpec
-from impls.reference.aggregation import aggregation_weights
-from impls.reference.counts import Counts
-from impls.reference.engine import ReferenceEngine
-from impls.reference.predictions import Predictions
+from dataclasses import replace
+
+from packcheck.harness.contract import Aggregation, LossSpec
+from packcheck.impls.reference.aggregation import aggregation_weights
+from packcheck.impls.reference.counts import Counts
+from packcheck.impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.pipeline import REFERENCE
+from packcheck.impls.reference.predictions import Predictions
 
 
 def micro_batch_token_mean_weights(spec: LossSpec, predictions: Predictions, counts: Counts):
@@ -22,4 +25,4 @@ def micro_batch_token_mean_weights(spec: LossSpec, predictions: Predictions, cou
 class RlTokenMeanScope(ReferenceEngine):
     name = "mutant.rl-token-mean-scope"
     bug = "rl-token-mean-scope"
-    aggregation_weights = staticmethod(micro_batch_token_mean_weights)
+    pipeline = replace(REFERENCE, aggregation_weights=micro_batch_token_mean_weights)

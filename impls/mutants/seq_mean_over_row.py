@@ -10,11 +10,14 @@ stay exact; packed rows weight long documents up and short ones down.
 
 import torch
 
-from harness.contract import Aggregation, LossSpec
-from impls.reference.aggregation import aggregation_weights
-from impls.reference.counts import Counts
-from impls.reference.engine import ReferenceEngine
-from impls.reference.predictions import Predictions
+from dataclasses import replace
+
+from packcheck.harness.contract import Aggregation, LossSpec
+from packcheck.impls.reference.aggregation import aggregation_weights
+from packcheck.impls.reference.counts import Counts
+from packcheck.impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.pipeline import REFERENCE
+from packcheck.impls.reference.predictions import Predictions
 
 
 def row_token_mean_weights(spec: LossSpec, predictions: Predictions, counts: Counts) -> torch.Tensor:
@@ -28,4 +31,4 @@ def row_token_mean_weights(spec: LossSpec, predictions: Predictions, counts: Cou
 class SeqMeanOverRow(ReferenceEngine):
     name = "mutant.seq-mean-over-row"
     bug = "seq-mean-over-row"
-    aggregation_weights = staticmethod(row_token_mean_weights)
+    pipeline = replace(REFERENCE, aggregation_weights=row_token_mean_weights)

@@ -7,8 +7,11 @@ cannot report them.
 
 from typing import Sequence
 
-from impls.reference.engine import ReferenceEngine
-from impls.reference.packing import pack_rows
+from dataclasses import replace
+
+from packcheck.impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.pipeline import REFERENCE
+from packcheck.impls.reference.packing import pack_rows
 
 
 def pack_full_rows_only(lengths: Sequence[int], seq_len: int) -> list[list[int]]:
@@ -21,4 +24,4 @@ def pack_full_rows_only(lengths: Sequence[int], seq_len: int) -> list[list[int]]
 class TailPackDropped(ReferenceEngine):
     name = "mutant.tail-pack-dropped"
     bug = "tail-pack-dropped"
-    pack_rows = staticmethod(pack_full_rows_only)
+    pipeline = replace(REFERENCE, pack_rows=pack_full_rows_only)

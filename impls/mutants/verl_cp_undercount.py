@@ -7,8 +7,11 @@ times too large.
 
 import torch
 
-from impls.reference.engine import ReferenceEngine
-from impls.reference.parallel.mesh import Mesh
+from dataclasses import replace
+
+from packcheck.impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.pipeline import REFERENCE
+from packcheck.impls.reference.parallel.mesh import Mesh
 
 
 def count_local_shard(micro_tokens: list[int], shard_tokens: int, mesh: Mesh) -> int:
@@ -18,4 +21,4 @@ def count_local_shard(micro_tokens: list[int], shard_tokens: int, mesh: Mesh) ->
 class VerlCpUndercount(ReferenceEngine):
     name = "mutant.verl-cp-undercount"
     bug = "verl-cp-undercount"
-    global_token_count = staticmethod(count_local_shard)
+    pipeline = replace(REFERENCE, global_token_count=count_local_shard)

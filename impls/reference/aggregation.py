@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from harness.contract import Aggregation, LossSpec
-from impls.reference.counts import Counts
-from impls.reference.predictions import Predictions
+from packcheck.harness.contract import Aggregation, LossSpec
+from packcheck.impls.reference.counts import Counts
+from packcheck.impls.reference.predictions import Predictions
 
 
 def sample_tokens_BT(predictions: Predictions, counts: Counts) -> torch.Tensor:

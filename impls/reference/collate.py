@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from harness.contract import Sample
+from packcheck.harness.contract import Sample
 
 PAD_ID = 0
 

@@ -23,7 +23,7 @@ import zlib
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from harness.contract import Sample
+from packcheck.harness.contract import Sample
 
 VOCAB_SIZE = 256
 SKIPPED_DIRS = frozenset({"site-packages", "dist-packages", "__pycache__"})  # installed packages are not the stdlib

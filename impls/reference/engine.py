@@ -1,7 +1,7 @@
 """The reference engine: the reference trainer behind the Engine contract.
 
-Each step of its data pipeline is a plain function bound here as an attribute, so a mutant
-(`impls/mutants`) is this class with exactly one of them replaced. On a dp x cp mesh every rank
+Its data pipeline is one typed value (impls/reference/pipeline.py), so a mutant (`impls/mutants`)
+is this class with a pipeline that differs in exactly one step. On a dp x cp mesh every rank
 calls `run`; rank 0 returns the result.
 """
 
@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 
-from harness.contract import Case, LayoutKind, LossKind, StepResult
-from harness.engines import Capabilities, Engine
-from impls.reference import aggregation, collate, layouts, loss, packing, policy_inputs, rows, step
-from impls.reference.model import CausalLM
-from impls.reference.parallel.mesh import Mesh
-from impls.reference.parallel.ring import ring_backend
-from impls.reference.parallel.ulysses import ulysses_backend
+from packcheck.harness.contract import Case, LayoutKind, LossKind, StepResult
+from packcheck.harness.engines import Capabilities, Engine
+from packcheck.impls.reference import step
+from packcheck.impls.reference.model import CausalLM
+from packcheck.impls.reference.parallel.mesh import Mesh
+from packcheck.impls.reference.parallel.ring import ring_backend
+from packcheck.impls.reference.parallel.ulysses import ulysses_backend
+from packcheck.impls.reference.pipeline import REFERENCE, Pipeline
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}
 ALL_LAYOUTS = frozenset(LayoutKind)
@@ -44,17 +46,7 @@ class ReferenceEngine(Engine):
         },
     )
 
-    unpad_mask = staticmethod(collate.unpad_mask)
-    pack_rows = staticmethod(packing.pack_rows)
-    padded_width = staticmethod(layouts.padded_width)
-    positions_and_segments = staticmethod(rows.positions_and_segments)
-    target_mask = staticmethod(rows.target_mask)
-    shard = staticmethod(step.shard)
-    global_token_count = staticmethod(step.global_token_count)
-    global_sequence_count = staticmethod(step.global_sequence_count)
-    token_weight = staticmethod(loss.token_weight)
-    policy_inputs = staticmethod(policy_inputs.policy_inputs)
-    aggregation_weights = staticmethod(aggregation.aggregation_weights)
+    pipeline: ClassVar[Pipeline] = REFERENCE
 
     def attention_backend(self, case: Case) -> str:
         return "sdpa" if case.attention == "auto" else case.attention
@@ -90,4 +82,4 @@ class ReferenceEngine(Engine):
         device = mesh.device
         model = CausalLM.from_checkpoint(case.model.checkpoint, DTYPES[case.dtype], device)
         attention = CONTEXT_PARALLEL[case.parallel.cp_style](mesh) if case.parallel.cp > 1 else self.attention_backend(case)
-        return step.train_step(model, case, self, attention, mesh)
+        return step.train_step(model, case, self.pipeline, attention, mesh)

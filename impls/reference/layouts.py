@@ -14,9 +14,9 @@ from collections import defaultdict
 from math import ceil
 from typing import Callable, Sequence
 
-from harness.contract import Case, LayoutKind
-from impls.reference.collate import UnpadMask, pad_batch, unpad
-from impls.reference.rows import RowPlan
+from packcheck.harness.contract import Case, LayoutKind
+from packcheck.impls.reference.collate import UnpadMask, pad_batch, unpad
+from packcheck.impls.reference.rows import RowPlan
 
 PackRows = Callable[[Sequence[int], int], list[list[int]]]
 PaddedWidth = Callable[[int, int], int]

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import torch
 
-from harness.contract import Case
-from impls.reference import policy_loss
-from impls.reference.counts import Counts
-from impls.reference.predictions import Predictions
+from packcheck.harness.contract import Case
+from packcheck.impls.reference import policy_loss
+from packcheck.impls.reference.counts import Counts
+from packcheck.impls.reference.pipeline import Pipeline
+from packcheck.impls.reference.predictions import Predictions
 
 
-def forward_loss(case: Case, pipe, predictions: Predictions, logits_BTV: torch.Tensor, lp_BT: torch.Tensor, counts: Counts) -> torch.Tensor:
+def forward_loss(case: Case, pipe: Pipeline, predictions: Predictions, logits_BTV: torch.Tensor, lp_BT: torch.Tensor, counts: Counts) -> torch.Tensor:
     if case.loss.is_policy:
         loss_BT = policy_loss.token_loss(lp_BT, logits_BTV, pipe.policy_inputs(case, predictions), case.loss)
         return (loss_BT * pipe.aggregation_weights(case.loss, predictions, counts).to(loss_BT)).sum()

@@ -12,8 +12,8 @@ from typing import Callable, Sequence
 
 import torch
 
-from harness.contract import Case
-from impls.reference.predictions import Predictions
+from packcheck.harness.contract import Case
+from packcheck.impls.reference.predictions import Predictions
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from harness.contract import LossSpec
-from impls.reference.policy_inputs import PolicyInputs
+from packcheck.harness.contract import LossSpec
+from packcheck.impls.reference.policy_inputs import PolicyInputs
 
 
 def clipped_surrogate(lp_BT: torch.Tensor, inputs: PolicyInputs, spec: LossSpec) -> torch.Tensor:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 
 import torch
 
-from impls.reference.rows import Rows
+from packcheck.impls.reference.rows import Rows
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,13 +3,13 @@ dp x cp mesh: each micro-batch's forwards and backwards, gradients summed over t
 DistributedDataParallel (parallel/data_parallel.py), an
 optional AdamW step, and the StepResult (on rank 0).
 
-`accumulate_gradients` is the forward/backward half on its own, so that `impls.reference.train`
+`accumulate_gradients` is the forward/backward half on its own, so that `packcheck.impls.reference.train`
 runs many steps through exactly this code with its own model and optimizer persisting.
 
-The pipeline (`pipe`) supplies the replaceable steps (unpad, pack, widen for CP, positions and
-segments, target mask, shard, count, token weight; for policy losses the per-token inputs and
-the aggregation weights): the reference engine passes its own, and each mutant replaces exactly
-one. The counts the loss is normalised by are the engine's own counts of the targets in the rows
+The pipeline (`pipe`, impls/reference/pipeline.py) supplies the replaceable steps (unpad, pack,
+widen for CP, positions and segments, target mask, shard, count, token weight; for policy losses
+the per-token inputs and the aggregation weights): the reference engine passes its own, and each
+mutant replaces exactly one. The counts the loss is normalised by are the engine's own counts of the targets in the rows
 it built, over every micro-batch of every data-parallel rank, before the first backward, as a
 real trainer must.
 """
@@ -20,21 +20,22 @@ import dataclasses
 
 import torch
 
-from harness.contract import Case, StepResult
-from impls.reference.counts import count_targets
-from impls.reference.layouts import plan_forwards
-from impls.reference.model import CausalLM
-from impls.reference.objective import forward_loss
-from impls.reference.parallel.data_parallel import GradientSync
-from impls.reference.parallel.mesh import Mesh
-from impls.reference.predictions import Predictions, label_logprobs
-from impls.reference.rows import build_rows
-from impls.reference.scatter import SampleScatter
+from packcheck.harness.contract import Case, StepResult
+from packcheck.impls.reference.counts import count_targets
+from packcheck.impls.reference.layouts import plan_forwards
+from packcheck.impls.reference.model import CausalLM
+from packcheck.impls.reference.objective import forward_loss
+from packcheck.impls.reference.parallel.data_parallel import GradientSync
+from packcheck.impls.reference.parallel.mesh import Mesh
+from packcheck.impls.reference.pipeline import Pipeline
+from packcheck.impls.reference.predictions import Predictions, label_logprobs
+from packcheck.impls.reference.rows import build_rows
+from packcheck.impls.reference.scatter import SampleScatter
 
 SINGLE_PROCESS = Mesh.single()
 
 
-def build_micro_batches(case: Case, pipe, mesh: Mesh = SINGLE_PROCESS) -> list[list[Predictions]]:
+def build_micro_batches(case: Case, pipe: Pipeline, mesh: Mesh = SINGLE_PROCESS) -> list[list[Predictions]]:
     """The whole rows of every forward of this data-parallel rank's micro-batches, in execution order."""
     return [
         [Predictions.from_rows(build_rows(plans, pipe.positions_and_segments, pipe.target_mask))
@@ -43,7 +44,7 @@ def build_micro_batches(case: Case, pipe, mesh: Mesh = SINGLE_PROCESS) -> list[l
     ]
 
 
-def accumulate_gradients(model: CausalLM, case: Case, pipe, attention, scatter: SampleScatter | None = None,
+def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention, scatter: SampleScatter | None = None,
                          mesh: Mesh = SINGLE_PROCESS) -> tuple[float, int]:
     """Forwards and backwards of every micro-batch into `.grad`, summed over the mesh: the global
     loss and loss-token count."""
@@ -78,21 +79,7 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe, attention, scatter: 
     return total_loss, global_tokens
 
 
-def global_token_count(micro_tokens: list[int], shard_tokens: int, mesh: Mesh) -> int:
-    """Every rank of a CP group counted the same whole rows: sum over the data-parallel group only."""
-    return int(mesh.all_reduce(torch.tensor([sum(micro_tokens)], dtype=torch.float64), "dp").item())
-
-
-def global_sequence_count(local_sequences: int, mesh: Mesh) -> int:
-    """Each sample lives on one data-parallel rank, whole (a CP group shares the same samples): sum over DP."""
-    return int(mesh.all_reduce(torch.tensor([local_sequences], dtype=torch.float64), "dp").item())
-
-
-def shard(predictions: Predictions, mesh: Mesh) -> Predictions:
-    return predictions.shard(mesh.cp_rank, mesh.cp)
-
-
-def train_step(model: CausalLM, case: Case, pipe, attention, mesh: Mesh = SINGLE_PROCESS) -> StepResult | None:
+def train_step(model: CausalLM, case: Case, pipe: Pipeline, attention, mesh: Mesh = SINGLE_PROCESS) -> StepResult | None:
     scatter = SampleScatter([len(s.input_ids) for s in case.samples], next(model.parameters()).dtype)
     total_loss, global_tokens = accumulate_gradients(model, case, pipe, attention, scatter, mesh)
     scatter.reduce(mesh)

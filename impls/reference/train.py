@@ -1,7 +1,7 @@
 """The reference trainer as a real trainer: a tiny byte-level LM trained for N steps on the stdlib.
 
 Every step is a harness Case (a global batch of stdlib byte samples, packed layout, cut into
-micro-batches of uneven token counts) run through `impls.reference.step.accumulate_gradients`,
+micro-batches of uneven token counts) run through `packcheck.impls.reference.step.accumulate_gradients`,
 the very code the reference engine runs for the conformance suite; the model and an AdamW
 optimizer (warmup + cosine schedule, optional gradient clipping) persist across steps. The loss is
 the token mean over the global batch, as in every Case. The validation loss, on held-out files,
@@ -13,9 +13,9 @@ optimizer), evaluation excluded. `--out DIR` writes
 `curve.json` (every step, plus config and provenance) and the final weights as `model.safetensors`
 + `config.json` with Hugging Face names, loadable by `AutoModelForCausalLM.from_pretrained(DIR)`.
 
-    1. python -m impls.reference.train --threads 1 --out runs/train            # the run in docs/training.md
-    2. python -m impls.reference.train --steps 20 --warmup 5 --max-files 200   # a quick look
-    3. python -m impls.reference.train --family qwen3 --dtype float64 --steps 50 --warmup 5
+    1. python -m packcheck.impls.reference.train --threads 1 --out reports/train            # the run in docs/training.md
+    2. python -m packcheck.impls.reference.train --steps 20 --warmup 5 --max-files 200   # a quick look
+    3. python -m packcheck.impls.reference.train --family qwen3 --dtype float64 --steps 50 --warmup 5
 """
 
 from __future__ import annotations
@@ -33,15 +33,15 @@ from typing import Callable, Sequence
 import torch
 from safetensors.torch import save_file
 
-from harness.contract import Case, Partition, Sample, packed
-from harness.models import model_spec
-from harness.run.provenance import provenance
-from impls.reference.corpus import VOCAB_SIZE, split_corpus
-from impls.reference.engine import DTYPES, ReferenceEngine
-from impls.reference.model import CausalLM
-from impls.reference.predictions import Predictions, label_logprobs
-from impls.reference.schedule import WarmupCosine
-from impls.reference.step import accumulate_gradients, build_micro_batches
+from packcheck.harness.contract import Case, Partition, Sample, packed
+from packcheck.harness.models import model_spec
+from packcheck.harness.provenance import provenance
+from packcheck.impls.reference.corpus import VOCAB_SIZE, split_corpus
+from packcheck.impls.reference.engine import DTYPES, ReferenceEngine
+from packcheck.impls.reference.model import CausalLM
+from packcheck.impls.reference.predictions import Predictions, label_logprobs
+from packcheck.impls.reference.schedule import WarmupCosine
+from packcheck.impls.reference.step import accumulate_gradients, build_micro_batches
 
 CURVE_SCHEMA = "packcheck.train_curve/1"
 
@@ -76,7 +76,7 @@ class TrainConfig:
 
 
 HELP = {
-    "family": "model family (harness.models)",
+    "family": "model family (packcheck.harness.models)",
     "hidden_size": "model width",
     "intermediate_size": "MLP width",
     "num_hidden_layers": "decoder layers",
@@ -180,7 +180,7 @@ def train(config: TrainConfig, out: Path | None = None, log: Callable[[str], Non
                     partition=partition_by_tokens(val_samples, config.batch_tokens))
     engine.require_supported(val_case)
     attention = engine.attention_backend(val_case)
-    val_rows = build_micro_batches(val_case, engine)
+    val_rows = build_micro_batches(val_case, engine.pipeline)
 
     num_parameters = sum(p.numel() for p in model.parameters())
     log(f"model: {config.family} {num_parameters:,} parameters, {config.dtype}; corpus: {len(train_corpus.files)} train / "
@@ -201,7 +201,7 @@ def train(config: TrainConfig, out: Path | None = None, log: Callable[[str], Non
         lr = schedule(step)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        loss, loss_tokens = accumulate_gradients(model, case, engine, attention)
+        loss, loss_tokens = accumulate_gradients(model, case, engine.pipeline, attention)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip if config.clip > 0 else math.inf)
         optimizer.step()
         seconds = time.perf_counter() - tick
@@ -236,7 +236,7 @@ def train(config: TrainConfig, out: Path | None = None, log: Callable[[str], Non
 
 
 def parse_args(argv: Sequence[str] | None) -> tuple[TrainConfig, Path | None]:
-    parser = argparse.ArgumentParser(prog="python -m impls.reference.train", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m packcheck.impls.reference.train", description=__doc__.split("\n")[0])
     for field in fields(TrainConfig):
         kind = int if field.name == "max_files" else type(field.default)
         choices = sorted(DTYPES) if field.name == "dtype" else None
@@ -250,7 +250,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[TrainConfig, Path | None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     config, out = parse_args(argv)
-    train(config, out, command=["python", "-m", "impls.reference.train", *(sys.argv[1:] if argv is None else argv)])
+    train(config, out, command=["python", "-m", "packcheck.impls.reference.train", *(sys.argv[1:] if argv is None else argv)])
     return 0
 
 

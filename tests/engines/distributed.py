@@ -13,8 +13,8 @@ import re
 import torch
 import torch.distributed as dist
 
-from harness.contract import SINGLE_PROCESS, Case, Partition, StepResult
-from impls.reference.engine import ReferenceEngine
+from packcheck.harness.contract import SINGLE_PROCESS, Case, Partition, StepResult
+from packcheck.impls.reference.engine import ReferenceEngine
 
 
 def single_process(case: Case) -> Case:

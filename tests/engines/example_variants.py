@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import torch
 
-from impls.example.minimal_engine import MinimalEngine
-from harness.contract import Case, LayoutKind
+from packcheck.impls.example.minimal_engine import MinimalEngine
+from packcheck.harness.contract import Case, LayoutKind
 
 
 class MinimalEngineMeanOfMeans(MinimalEngine):

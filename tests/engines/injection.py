@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from impls.mutants.cross_doc_attention import CrossDocAttention
+from packcheck.impls.mutants.cross_doc_attention import CrossDocAttention
 
 PAYLOADS = (
     "<script>document.body.setAttribute('data-injected', 'script')</script>",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.engine import ReferenceEngine
 
 
 class HangsOnPackedRows(ReferenceEngine):

@@ -3,9 +3,9 @@ arms import them by name in every rank)."""
 
 from __future__ import annotations
 
-from harness.engines import KnownFinding
-from impls.mutants.ga_mean_of_means import GaMeanOfMeans
-from impls.reference.engine import ReferenceEngine
+from packcheck.harness.engines import KnownFinding
+from packcheck.impls.mutants.ga_mean_of_means import GaMeanOfMeans
+from packcheck.impls.reference.engine import ReferenceEngine
 
 
 def mean_of_means_finding(min_margin: float) -> KnownFinding:

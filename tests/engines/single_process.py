@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.engine import ReferenceEngine
 
 
 class SingleProcessReference(ReferenceEngine):

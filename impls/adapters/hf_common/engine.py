@@ -15,10 +15,10 @@ from abc import abstractmethod
 
 import torch
 
-from harness.contract import Case, LayoutKind, StepResult
-from harness.engines import Capabilities, Engine
-from impls.adapters.hf_common.capture import StepCapture
-from impls.adapters.hf_common.result import step_result
+from packcheck.harness.contract import Case, LayoutKind, StepResult
+from packcheck.harness.engines import Capabilities, Engine
+from packcheck.impls.adapters.hf_common.capture import StepCapture
+from packcheck.impls.adapters.hf_common.result import step_result
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 ATTENTION = {"auto": "sdpa", "sdpa": "sdpa"}

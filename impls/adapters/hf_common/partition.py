@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from torch.utils.data import DataLoader
 
-from harness.contract import Case
+from packcheck.harness.contract import Case
 
 
 class PartitionSampler:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import torch
 
-from harness.contract import Case, StepResult
-from impls.adapters.hf_common.capture import MicroBatch, StepCapture
-from impls.adapters.hf_common.rows import TranslationError, sample_values, spans
+from packcheck.harness.contract import Case, StepResult
+from packcheck.impls.adapters.hf_common.capture import MicroBatch, StepCapture
+from packcheck.impls.adapters.hf_common.rows import TranslationError, sample_values, spans
 
 # how far the engine's own output may sit from log_softmax(lm_head(hidden)) and from the
 # premise of the weight read-out, relative to 1 nat / max |weight|

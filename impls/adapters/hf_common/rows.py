@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.contract import Sample
+from packcheck.harness.contract import Sample
 
 
 class TranslationError(AssertionError):

@@ -6,7 +6,7 @@ input_ids[t]`: causal-LM losses shift the labels by one inside the model.
 
 from __future__ import annotations
 
-from harness.contract import Case
+from packcheck.harness.contract import Case
 
 
 def examples(case: Case) -> list[dict[str, list[int]]]:

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from transformers import AutoModelForCausalLM, DataCollatorForSeq2Seq, DataCollatorWithFlattening, Trainer, TrainingArguments
 
-from harness.contract import Case, LayoutKind
-from impls.adapters.hf_common.capture import CountsItems, StepCapture
-from impls.adapters.hf_common.engine import ATTENTION, DTYPES, TRAINER_CAPABILITIES, TrainerEngine, training_arguments
-from impls.adapters.hf_common.partition import PartitionedTrainer, PartitionSampler
-from impls.adapters.hf_common.samples import examples
-from impls.adapters.hf_common.tokenizer import tokenizer_for
+from packcheck.harness.contract import Case, LayoutKind
+from packcheck.impls.adapters.hf_common.capture import CountsItems, StepCapture
+from packcheck.impls.adapters.hf_common.engine import ATTENTION, DTYPES, TRAINER_CAPABILITIES, TrainerEngine, training_arguments
+from packcheck.impls.adapters.hf_common.partition import PartitionedTrainer, PartitionSampler
+from packcheck.impls.adapters.hf_common.samples import examples
+from packcheck.impls.adapters.hf_common.tokenizer import tokenizer_for
 
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from harness.engines import KnownFinding
-from impls.adapters.hf_trainer.engine import HfTrainerEngine
+from packcheck.harness.engines import KnownFinding
+from packcheck.impls.adapters.hf_trainer.engine import HfTrainerEngine
 
 UPSTREAM = ("none found upstream; the cast is `logits = logits.float()` in transformers 5.24.0 loss_utils.ForCausalLMLoss "
             "(introduced by transformers#34147, meant as an upcast from half precision)")

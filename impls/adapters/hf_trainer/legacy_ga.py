@@ -8,10 +8,10 @@ mean of means. The variant sets that attribute on the real Trainer, as such a mo
 
 from __future__ import annotations
 
-from harness.contract import Case
-from harness.engines import KnownFinding
-from impls.adapters.hf_common.capture import StepCapture
-from impls.adapters.hf_trainer.engine import HfTrainer, HfTrainerEngine
+from packcheck.harness.contract import Case
+from packcheck.harness.engines import KnownFinding
+from packcheck.impls.adapters.hf_common.capture import StepCapture
+from packcheck.impls.adapters.hf_trainer.engine import HfTrainer, HfTrainerEngine
 
 
 class LegacyGaEngine(HfTrainerEngine):

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from transformers import TrainingArguments
 
-from harness.contract import Case
-from harness.engines import KnownFinding
-from impls.adapters.hf_trainer.engine import HfTrainerEngine
+from packcheck.harness.contract import Case
+from packcheck.harness.engines import KnownFinding
+from packcheck.impls.adapters.hf_trainer.engine import HfTrainerEngine
 
 
 UPSTREAM = "none found upstream; the gate is `cache is None` in transformers 5.24.0 masking_utils._preprocess_mask_arguments"

@@ -26,9 +26,9 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from harness.contract import Case, LayoutKind, LossKind, StepResult
-from harness.engines import Capabilities, Engine, KnownFinding
-from impls.adapters.ringmaster_cp.rows import IGNORE, Forward, build_forwards, shift_labels
+from packcheck.harness.contract import Case, LayoutKind, LossKind, StepResult
+from packcheck.harness.engines import Capabilities, Engine, KnownFinding
+from packcheck.impls.adapters.ringmaster_cp.rows import IGNORE, Forward, build_forwards, shift_labels
 
 DTYPES = {"float64": torch.float64}
 ALL_LAYOUTS = frozenset(LayoutKind)

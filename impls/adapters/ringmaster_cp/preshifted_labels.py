@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import torch
 
-from harness.engines import KnownFinding
-from impls.adapters.ringmaster_cp.engine import FLOAT32_INSIDE_FLOAT64, RingmasterCP
-from impls.adapters.ringmaster_cp.rows import shift_labels
+from packcheck.harness.engines import KnownFinding
+from packcheck.impls.adapters.ringmaster_cp.engine import FLOAT32_INSIDE_FLOAT64, RingmasterCP
+from packcheck.impls.adapters.ringmaster_cp.rows import shift_labels
 
 PRESHIFTED = (
     "labels shifted by the caller and handed to ringmaster.shard.shard_batch are shifted again on the whole row, "

@@ -16,7 +16,7 @@ from math import ceil
 
 import torch
 
-from harness.contract import Case, LayoutKind
+from packcheck.harness.contract import Case, LayoutKind
 
 IGNORE = -100  # the label HF and ringmaster skip
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.contract import Case, LayoutKind
+from packcheck.harness.contract import Case, LayoutKind
 
 INERT_TOKEN = 0  # the tokenizer's pad id
 

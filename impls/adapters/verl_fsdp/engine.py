@@ -26,11 +26,11 @@ import math
 
 import torch.distributed as dist
 
-from harness.contract import Case, LayoutKind, LossKind, StepResult
-from harness.engines import Capabilities, Engine
-from impls.adapters.verl_fsdp import cpu_platform, policy, results
-from impls.adapters.verl_fsdp.batch import VerlBatch, build_batch, settings_for, slots_for
-from impls.adapters.verl_fsdp.tokenizer import tokenizer_dir
+from packcheck.harness.contract import Case, LayoutKind, LossKind, StepResult
+from packcheck.harness.engines import Capabilities, Engine
+from packcheck.impls.adapters.verl_fsdp import cpu_platform, policy, results
+from packcheck.impls.adapters.verl_fsdp.batch import VerlBatch, build_batch, settings_for, slots_for
+from packcheck.impls.adapters.verl_fsdp.tokenizer import tokenizer_dir
 
 LAYOUTS = frozenset({LayoutKind.PACKED, LayoutKind.UNPACKED})
 NO_CLIP = 1e30  # verl always clips; at this norm the clip coefficient is exactly 1

@@ -25,7 +25,7 @@ import functools
 
 import torch
 
-from harness.contract import Aggregation, Case
+from packcheck.harness.contract import Aggregation, Case
 
 NO_DUAL_CLIP = 1e30
 

@@ -16,7 +16,7 @@ from importlib.metadata import version
 import torch
 import torch.distributed as dist
 
-from harness.contract import Case
+from packcheck.harness.contract import Case
 
 
 def verl_version() -> str:

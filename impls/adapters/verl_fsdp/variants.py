@@ -16,8 +16,8 @@ in `log_probs_from_logits_response_rmpad`, closed).
 
 from __future__ import annotations
 
-from harness.engines import KnownFinding
-from impls.adapters.verl_fsdp.engine import VerlFSDP
+from packcheck.harness.engines import KnownFinding
+from packcheck.impls.adapters.verl_fsdp.engine import VerlFSDP
 
 PRETRAIN_UPSTREAM = "verl PR #5797 (closed unmerged), verl #6475 (closed)"
 PRETRAIN_SUMMARY = ("with a pretraining-style all-ones loss_mask verl's no-padding path rolls labels and mask over the flattened "

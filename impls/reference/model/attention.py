@@ -23,8 +23,6 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from harness.registry import Registry
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AttentionBackend:
@@ -84,26 +82,30 @@ def _flex_attend(q_BHTD, k_BKTD, v_BKTD, block_mask, scale):
     return _compiled_flex_attention()(q_BHTD, k_BKTD, v_BKTD, block_mask=block_mask, scale=scale, enable_gqa=enable_gqa)
 
 
-ATTENTION_BACKENDS: Registry[AttentionBackend] = Registry("attention backend")
-ATTENTION_BACKENDS.register("sdpa", AttentionBackend(
-    name="sdpa",
-    description="SDPA with an explicit boolean document-causal mask; the float64 oracle",
-    build_mask=document_causal_mask,
-    attend=_sdpa_attend,
-))
-ATTENTION_BACKENDS.register("sdpa_causal", AttentionBackend(
-    name="sdpa_causal",
-    description="SDPA is_causal=True, segment ids ignored: only for one document per row",
-    build_mask=lambda segment_ids_BT: None,
-    attend=_sdpa_causal_attend,
-))
-ATTENTION_BACKENDS.register("flex", AttentionBackend(
-    name="flex",
-    description="compiled FlexAttention with a document-causal BlockMask",
-    build_mask=_flex_block_mask,
-    attend=_flex_attend,
-))
+ATTENTION_BACKENDS: dict[str, AttentionBackend] = {backend.name: backend for backend in (
+    AttentionBackend(
+        name="sdpa",
+        description="SDPA with an explicit boolean document-causal mask; the float64 oracle",
+        build_mask=document_causal_mask,
+        attend=_sdpa_attend,
+    ),
+    AttentionBackend(
+        name="sdpa_causal",
+        description="SDPA is_causal=True, segment ids ignored: only for one document per row",
+        build_mask=lambda segment_ids_BT: None,
+        attend=_sdpa_causal_attend,
+    ),
+    AttentionBackend(
+        name="flex",
+        description="compiled FlexAttention with a document-causal BlockMask",
+        build_mask=_flex_block_mask,
+        attend=_flex_attend,
+    ),
+)}
 
 
 def get_attention_backend(name: str) -> AttentionBackend:
+    """The backend `name` (the engine's capabilities admit only these names into a Case)."""
+    if name not in ATTENTION_BACKENDS:
+        raise KeyError(f"no attention backend {name!r}; the reference has {', '.join(ATTENTION_BACKENDS)}")
     return ATTENTION_BACKENDS[name]

@@ -16,11 +16,11 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from impls.reference.model.attention import AttentionBackend, get_attention_backend
-from impls.reference.model.config import ModelConfig
-from impls.reference.model.layers import DecoderLayer
-from impls.reference.model.norm import RMSNorm
-from impls.reference.model.rope import rope_cos_sin
+from packcheck.impls.reference.model.attention import AttentionBackend, get_attention_backend
+from packcheck.impls.reference.model.config import ModelConfig
+from packcheck.impls.reference.model.layers import DecoderLayer
+from packcheck.impls.reference.model.norm import RMSNorm
+from packcheck.impls.reference.model.rope import rope_cos_sin
 
 
 class DecoderStack(nn.Module):

@@ -15,10 +15,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from impls.reference.model.attention import AttentionBackend
-from impls.reference.model.config import ModelConfig
-from impls.reference.model.norm import RMSNorm
-from impls.reference.model.rope import apply_rope
+from packcheck.impls.reference.model.attention import AttentionBackend
+from packcheck.impls.reference.model.config import ModelConfig
+from packcheck.impls.reference.model.norm import RMSNorm
+from packcheck.impls.reference.model.rope import apply_rope
 
 
 class SelfAttention(nn.Module):

@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from impls.reference.parallel.mesh import Mesh
+from packcheck.impls.reference.parallel.mesh import Mesh
 
 
 def _sum_over_world(state, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from harness.contract import ParallelPlan
+from packcheck.harness.contract import ParallelPlan
 
 
 @dataclass(frozen=True, slots=True)

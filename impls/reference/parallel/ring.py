@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import torch
 
-from impls.reference.model.attention import AttentionBackend, repeat_kv
-from impls.reference.parallel.comm import all_gather_no_grad, ring_shift
-from impls.reference.parallel.mesh import Mesh
+from packcheck.impls.reference.model.attention import AttentionBackend, repeat_kv
+from packcheck.impls.reference.parallel.comm import all_gather_no_grad, ring_shift
+from packcheck.impls.reference.parallel.mesh import Mesh
 
 
 def _block(q_BHSD, k_BHSD, v_BHSD, allowed_BSS, scale):

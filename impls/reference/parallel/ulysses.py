@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import torch.nn.functional as F
 
-from impls.reference.model.attention import AttentionBackend, document_causal_mask, repeat_kv
-from impls.reference.parallel.comm import all_gather_no_grad, all_to_all
-from impls.reference.parallel.mesh import Mesh
+from packcheck.impls.reference.model.attention import AttentionBackend, document_causal_mask, repeat_kv
+from packcheck.impls.reference.parallel.comm import all_gather_no_grad, all_to_all
+from packcheck.impls.reference.parallel.mesh import Mesh
 
 SEQ, HEADS = 2, 1
 

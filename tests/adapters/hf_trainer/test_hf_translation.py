@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.contract import UNPACKED, Layout, LayoutKind, Partition, packed
-from harness.data.samples import SKEWED_LENGTHS
-from harness.run.scenario_runner import setting_for
-from harness.scenarios.building import arm, samples_for
-from impls.adapters.hf_common.capture import StepCapture
-from impls.adapters.hf_common.rows import TranslationError, spans
-from impls.adapters.hf_trainer.engine import HfTrainerEngine
-from impls.adapters.hf_trainer.legacy_ga import LegacyGaEngine
+from packcheck.harness.contract import UNPACKED, Layout, LayoutKind, Partition, packed
+from packcheck.harness.data.samples import SKEWED_LENGTHS
+from packcheck.harness.run.scenario_runner import setting_for
+from packcheck.harness.scenarios.building import arm, samples_for
+from packcheck.impls.adapters.hf_common.capture import StepCapture
+from packcheck.impls.adapters.hf_common.rows import TranslationError, spans
+from packcheck.impls.adapters.hf_trainer.engine import HfTrainerEngine
+from packcheck.impls.adapters.hf_trainer.legacy_ga import LegacyGaEngine
 
 UNEVEN = Partition.single_rank([(0, 7), (1, 2, 4), (3, 5, 6, 8)])
 

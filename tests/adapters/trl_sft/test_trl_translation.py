@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from harness.contract import Layout, LayoutKind, Partition, packed
-from harness.data.samples import MASK_EDGE_CASES
-from harness.engines import UnsupportedCase
-from harness.run.scenario_runner import setting_for
-from harness.scenarios.building import arm, samples_for
-from impls.adapters.hf_common.capture import StepCapture
-from impls.adapters.hf_common.rows import spans
-from impls.adapters.trl_sft.engine import TrlSftEngine
+from packcheck.harness.contract import Layout, LayoutKind, Partition, packed
+from packcheck.harness.data.samples import MASK_EDGE_CASES
+from packcheck.harness.engines import UnsupportedCase
+from packcheck.harness.run.scenario_runner import setting_for
+from packcheck.harness.scenarios.building import arm, samples_for
+from packcheck.impls.adapters.hf_common.capture import StepCapture
+from packcheck.impls.adapters.hf_common.rows import spans
+from packcheck.impls.adapters.trl_sft.engine import TrlSftEngine
 
 PARTITION = Partition.single_rank([(0, 1, 2, 3), (4, 5, 6, 7, 8)])
 

@@ -14,17 +14,17 @@ import logging
 import pytest
 import torch
 
-from harness.contract import UNPACKED, Case, Layout, LayoutKind, OptimizerSpec, Partition, Sample, packed
-from harness.engines import UnsupportedCase
-from harness.models import model_spec
+from packcheck.harness.contract import UNPACKED, Case, Layout, LayoutKind, OptimizerSpec, Partition, Sample, packed
+from packcheck.harness.engines import UnsupportedCase
+from packcheck.harness.models import model_spec
 
 pytest.importorskip("verl", reason="needs the verl extra: pip install -e '.[test,verl]' -c constraints/cpu-torch.txt")
 logging.getLogger("verl").setLevel(logging.WARNING)
 
-from impls.adapters.verl_fsdp import cpu_platform  # noqa: E402
-from impls.adapters.verl_fsdp.engine import VerlFSDP  # noqa: E402
-from impls.adapters.verl_fsdp.variants import VerlFSDPEosPadEmbedding, VerlFSDPPretrainMask  # noqa: E402
-from impls.reference.engine import ReferenceEngine  # noqa: E402
+from packcheck.impls.adapters.verl_fsdp import cpu_platform  # noqa: E402
+from packcheck.impls.adapters.verl_fsdp.engine import VerlFSDP  # noqa: E402
+from packcheck.impls.adapters.verl_fsdp.variants import VerlFSDPEosPadEmbedding, VerlFSDPPretrainMask  # noqa: E402
+from packcheck.impls.reference.engine import ReferenceEngine  # noqa: E402
 
 # token 0 appears as an input inside samples 0 and 2: its embedding row must be trained like any other
 SAMPLES = (
@@ -130,7 +130,7 @@ def test_eos_pad_variant_freezes_the_eos_embedding_row():
 
 def test_policy_loss_weights_are_the_contract_s(verl):
     """verl's ppo_loss through the adapter: token-mean weights -A r / N on unclipped tokens, 0 off the mask."""
-    from harness.contract import LossSpec
+    from packcheck.harness.contract import LossSpec
 
     samples = tuple(Sample(input_ids=s.input_ids, loss_mask=s.loss_mask, advantages=0.5 - i, old_logprobs=(-5.0,) * len(s.input_ids))
                     for i, s in enumerate(SAMPLES))

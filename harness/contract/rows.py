@@ -1,8 +1,11 @@
-"""The packing the Layout contract prescribes, computed by the harness for its own bookkeeping.
+"""The rows a Layout prescribes: the packing geometry the engines, the harness and the report share.
 
-The harness never hands rows to an engine; it uses this to know how many rows a layout has,
-which documents share a row, where each token sits in it (reports draw rows token by token), and
-to describe a token's place ("document 2 of row 0") in failure messages.
+Packed: rows of exactly seq_len, documents in order, padding at the end; unpacked: one sample per
+row, padded to the longest sample of its micro-batch; stacked: one sample per row, padded to the
+longest of its length bucket. An engine may build its rows with `layout_rows` (the worked
+example does) or its own way; the harness uses it to know which documents share a row and where
+each token sits (reports draw rows token by token), and to describe a token's place ("document 2
+of row 0") in failure messages.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ from dataclasses import dataclass
 from math import ceil
 from typing import Iterator, Sequence
 
-from harness.contract import Case, LayoutKind
+from packcheck.harness.contract.case import Case
+from packcheck.harness.contract.layout import LayoutKind
 
 
 def pack_in_order(lengths: Sequence[int], seq_len: int) -> list[list[int]]:

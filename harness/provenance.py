@@ -1,4 +1,8 @@
-"""Where a result came from: versions, machine, device, git commit, command, time."""
+"""Where a result came from: versions, machine, device, git commit, command, time.
+
+The bottom floor of the harness (docs/architecture.md): it imports nothing of packcheck, so every
+part may record provenance.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,8 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+# The folder holding harness/: the repository root in a checkout, site-packages/packcheck in a wheel.
+SOURCE_ROOT = Path(__file__).resolve().parents[1]
 
 
 def package_version(name: str) -> str:
@@ -20,7 +25,11 @@ def package_version(name: str) -> str:
         return "not installed"
 
 
-def git_commit(directory: Path = REPO_ROOT) -> str:
+def git_commit(directory: Path = SOURCE_ROOT) -> str:
+    """The commit of the checkout at `directory` (+dirty), "unknown" where it is not a checkout's root
+    (an installed wheel: its site-packages may well sit inside some other repository)."""
+    if not (Path(directory) / ".git").exists():
+        return "unknown"
     try:
         out = subprocess.run(["git", "-C", str(directory), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         dirty = subprocess.run(["git", "-C", str(directory), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10)

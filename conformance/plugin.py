@@ -1,0 +1,100 @@
+"""The packcheck pytest plugin, registered through the `pytest11` entry point: installed with
+packcheck, it is active in any repository.
+
+    pip install packcheck
+    pytest --pyargs packcheck.conformance --engine mypkg.adapter:MyEngine [--family llama] [--dtype float32]
+
+Options live in one "packcheck" group, each help text states its default; the report header shows
+what runs. The plugin imports nothing heavy until a test asks for `verdict_of`, and it changes
+nothing global: its hypothesis profiles are registered under packcheck's own names and used only
+by packcheck's property tests (conformance/known_findings.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+OPTIONS = (
+    ("--engine", "reference", "engine under test: a registered name or 'package.module:Class' (default: reference)"),
+    ("--dtype", "float64", "dtype of the conformance cases (default: float64)"),
+    ("--device", "cpu", "device of the conformance cases (default: cpu)"),
+    ("--attention", "auto", "attention backend the cases ask for (default: auto, the engine's choice)"),
+    ("--arm-timeout", "30", "seconds one arm may run before it is judged hung (default: 30; packcheck run's default is 600)"),
+)
+# the scenario cells of the conformance suite carry this marker: a run where every one is skipped tested nothing
+CELL_MARKER = "packcheck_cell"
+
+PROFILES = {
+    "ci": dict(derandomize=True, max_examples=12, deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]),
+    "dev": dict(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow]),
+}
+for _name, _values in PROFILES.items():
+    settings.register_profile(f"packcheck-{_name}", **_values)
+
+
+def hypothesis_profile() -> str:
+    """packcheck's property tests run under packcheck-<PACKCHECK_HYPOTHESIS_PROFILE> (default: ci, derandomized)."""
+    return f"packcheck-{os.environ.get('PACKCHECK_HYPOTHESIS_PROFILE', 'ci')}"
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("packcheck", "packcheck conformance suite")
+    for flag, default, help_text in OPTIONS:
+        group.addoption(flag, default=default, help=help_text)
+    group.addoption("--family", action="append", default=None,
+                    help="model family, repeatable (default: every family the engine supports)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", f"{CELL_MARKER}: a scenario x family cell of the packcheck conformance suite")
+
+
+def pytest_report_header(config):
+    families = config.getoption("--family") or "all supported"
+    return (f"packcheck: engine={config.getoption('--engine')} families={families} dtype={config.getoption('--dtype')} "
+            f"device={config.getoption('--device')} attention={config.getoption('--attention')} hypothesis-profile={hypothesis_profile()}")
+
+
+@pytest.fixture(scope="session")
+def verdict_of(pytestconfig):
+    """verdict_of(engine_spec, scenario, family, dtype="float64", device="cpu", attention="auto"):
+    run once per session and shared, because the conformance suite and packcheck's own mutant proof
+    judge the same cells (multi-process ones cost seconds each)."""
+    from packcheck.harness.engines import resolve_engine
+    from packcheck.harness.run.scenario_runner import RunOptions, run_scenario
+    from packcheck.harness.scenarios import SCENARIOS
+
+    options = RunOptions(timeout=float(pytestconfig.getoption("--arm-timeout")))
+
+    @functools.cache
+    def run(engine: str, scenario: str, family: str, dtype: str, device: str, attention: str):
+        return run_scenario(resolve_engine(engine), SCENARIOS[scenario], family, dtype, device, attention=attention, options=options)
+
+    def verdict(engine: str, scenario: str, family: str, dtype: str = "float64", device: str = "cpu", attention: str = "auto"):
+        return run(engine, scenario, family, dtype, device, attention)  # one cache key whether defaults are spelled out or not
+
+    return verdict
+
+
+# `packcheck run` exits 2 when an engine supports none of the scenarios; the conformance suite must not go
+# green for such an engine either (every cell skipped as unsupported would read as a clean run in CI).
+_cell_outcomes: list[str] = []
+
+
+def pytest_runtest_logreport(report):
+    if CELL_MARKER in report.keywords and (report.when == "call" or (report.when == "setup" and report.skipped)):
+        _cell_outcomes.append("xfailed" if hasattr(report, "wasxfail") else report.outcome)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _cell_outcomes and all(outcome == "skipped" for outcome in _cell_outcomes) and exitstatus == 0:
+        engine = session.config.getoption("--engine")
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"packcheck: engine {engine!r} supports none of the {len(_cell_outcomes)} scenario cells: "
+                                "nothing was tested (see the skip reasons above)", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -1,0 +1,2 @@
+"""Running engines on scenarios: the runner of one verdict, the matrix session with its results
+file, verdicts and their provenance."""

@@ -1,0 +1,23 @@
+"""The pipeline's steps that depend on the mesh: which part of a row this rank keeps under context
+parallelism, and the global counts, all-reduced over the data-parallel group before any backward."""
+
+from __future__ import annotations
+
+import torch
+
+from packcheck.impls.reference.parallel.mesh import Mesh
+from packcheck.impls.reference.predictions import Predictions
+
+
+def shard(predictions: Predictions, mesh: Mesh) -> Predictions:
+    return predictions.shard(mesh.cp_rank, mesh.cp)
+
+
+def global_token_count(micro_tokens: list[int], shard_tokens: int, mesh: Mesh) -> int:
+    """Every rank of a CP group counted the same whole rows: sum over the data-parallel group only."""
+    return int(mesh.all_reduce(torch.tensor([sum(micro_tokens)], dtype=torch.float64), "dp").item())
+
+
+def global_sequence_count(local_sequences: int, mesh: Mesh) -> int:
+    """Each sample lives on one data-parallel rank, whole (a CP group shares the same samples): sum over DP."""
+    return int(mesh.all_reduce(torch.tensor([local_sequences], dtype=torch.float64), "dp").item())

@@ -1,0 +1,54 @@
+"""The reference trainer's replaceable steps, as one typed value.
+
+The trainer (step.py) calls each step through a Pipeline; the reference engine runs REFERENCE, and
+each mutant (impls/mutants) runs `dataclasses.replace(REFERENCE, <one step>=<the bug>)`, so a
+mutant is the reference with exactly one step different, and the type says what each step takes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+from packcheck.harness.contract import Case, LossSpec
+from packcheck.impls.reference import aggregation, collate, layouts, loss, mesh_steps, packing, policy_inputs, rows
+from packcheck.impls.reference.counts import Counts
+from packcheck.impls.reference.parallel.mesh import Mesh
+from packcheck.impls.reference.policy_inputs import PolicyInputs
+from packcheck.impls.reference.predictions import Predictions
+from packcheck.impls.reference.rows import RowPlan
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Pipeline:
+    # rows: from the contract's samples to the rows of each forward
+    unpad_mask: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # a padded row's loss mask -> its valid tokens'
+    pack_rows: Callable[[Sequence[int], int], list[list[int]]]  # sample lengths, seq_len -> sample indices per row
+    padded_width: Callable[[int, int], int]  # a row's width, cp -> the width it is padded to
+    positions_and_segments: Callable[[Sequence[int]], tuple[list[int], list[int]]]  # segment lengths -> positions, segment ids
+    target_mask: Callable[[RowPlan], list[int]]  # a row's plan -> which of its labels are loss targets
+    # the mesh
+    shard: Callable[[Predictions, Mesh], Predictions]  # whole rows -> this CP rank's part
+    global_token_count: Callable[[list[int], int, Mesh], int]  # micro-batch targets, shard targets -> N
+    global_sequence_count: Callable[[int, Mesh], int]  # this rank's samples with targets -> G
+    # the loss
+    token_weight: Callable[[int, int, int], float]  # micro-batch targets, N, micro-steps -> weight of a token's loss
+    policy_inputs: Callable[[Case, Predictions], PolicyInputs]  # per-token advantages and old/ref log-probs of rows
+    aggregation_weights: Callable[[LossSpec, Predictions, Counts], torch.Tensor]  # a policy loss's per-token weights
+
+
+REFERENCE = Pipeline(
+    unpad_mask=collate.unpad_mask,
+    pack_rows=packing.pack_rows,
+    padded_width=layouts.padded_width,
+    positions_and_segments=rows.positions_and_segments,
+    target_mask=rows.target_mask,
+    shard=mesh_steps.shard,
+    global_token_count=mesh_steps.global_token_count,
+    global_sequence_count=mesh_steps.global_sequence_count,
+    token_weight=loss.token_weight,
+    policy_inputs=policy_inputs.policy_inputs,
+    aggregation_weights=aggregation.aggregation_weights,
+)
