@@ -31,6 +31,18 @@ settings.register_profile("dev", max_examples=50, deadline=None, suppress_health
 settings.load_profile(os.environ.get("PACKCHECK_HYPOTHESIS_PROFILE", "ci"))
 
 
+def pytest_configure(config):
+    """Under pytest-xdist, each worker gets its share of the cores (inherited by the ranks it launches),
+    so N workers do not each start threads and ranks for the whole machine."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers > 1:
+        share = str(max(1, (os.cpu_count() or 1) // workers))
+        os.environ["OMP_NUM_THREADS"] = share
+        import torch
+
+        torch.set_num_threads(int(share))
+
+
 def pytest_addoption(parser):
     group = parser.getgroup("packcheck")
     for flag, default, help_text in OPTIONS:
