@@ -23,8 +23,9 @@ def add_parser(commands) -> None:
     parser = commands.add_parser("golden", help="regenerate, verify or show the reference's float64 goldens")
     parser.add_argument("action", choices=("regen", "verify", "show"))
     parser.add_argument("--family", nargs="+", default=None, help="families (default: every family the reference supports)")
-    parser.add_argument("--kernel-paths", choices=("all", "native"), default=None,
-                        help="all: run on every CPU kernel path of this machine, each in its own process; native: only in this "
+    parser.add_argument("--kernel-paths", choices=("all", "quick", "native"), default=None,
+                        help="all: run on every CPU kernel path of this machine (ATen capability x MKL mode x threads), each in "
+                             "its own process; quick: each ATen capability once, with another MKL mode each; native: only in this "
                              "process (default: all for regen, native for verify)")
     parser.add_argument("--json", default=None, help="verify: write every kernel path's margins to this file (default: none)")
     parser.set_defaults(handler=handle)
@@ -49,8 +50,8 @@ def handle(args) -> int:
     if args.action == "show":
         return show(families)
     if args.action == "regen":
-        return regen(reference, families, all_paths=args.kernel_paths != "native")
-    return verify(reference, families, all_paths=args.kernel_paths == "all", json_path=args.json)
+        return regen(reference, families, paths=args.kernel_paths or "all")
+    return verify(reference, families, paths=args.kernel_paths or "native", json_path=args.json)
 
 
 def show(families: list[str]) -> int:
@@ -62,18 +63,18 @@ def show(families: list[str]) -> int:
     return 0
 
 
-def regen(reference, families: list[str], all_paths: bool) -> int:
+def regen(reference, families: list[str], paths: str) -> int:
     from packcheck.harness.compare import tolerance_for
     from packcheck.harness.engines import validate_result
     from packcheck.harness.golden import measure_floor, write_golden
     from packcheck.harness.golden.noise_floor import worst_floor
     from packcheck.harness.golden.portability import PORTABLE_MARGIN, golden_key, spread
-    from packcheck.harness.provenance import provenance
+    from packcheck.harness.run.provenance import provenance
 
     cases = golden_cases(families)
     goldens = {family: validate_result(reference.name, case, reference.run(case)) for family, case in cases.items()}
     every_dtype = {golden_key(family, dtype): case.with_(dtype=dtype) for family, case in cases.items() for dtype in ("float64", *NOISE_DTYPES)}
-    runs = on_kernel_paths(reference, every_dtype) if all_paths else None
+    runs = None if paths == "native" else on_kernel_paths(reference, every_dtype, paths)
     results = [run.results for run in runs.values()] if runs else [{key: reference.run(case) for key, case in every_dtype.items()}]
     status = 0
     for family, case in cases.items():
@@ -98,21 +99,22 @@ def regen(reference, families: list[str], all_paths: bool) -> int:
     return status
 
 
-def on_kernel_paths(reference, cases: dict) -> dict:
-    from packcheck.harness.golden.kernel_paths import kernel_paths, run_on_paths
+def on_kernel_paths(reference, cases: dict, paths: str) -> dict:
+    from packcheck.harness.golden.kernel_paths import kernel_paths, quick_kernel_paths, run_on_paths
 
+    chosen = quick_kernel_paths() if paths == "quick" else kernel_paths()
     with tempfile.TemporaryDirectory(prefix="packcheck-kernel-paths-") as scratch:
-        return run_on_paths(kernel_paths(), reference.name, cases, Path(scratch))
+        return run_on_paths(chosen, reference.name, cases, Path(scratch))
 
 
-def verify(reference, families: list[str], all_paths: bool, json_path: str | None) -> int:
+def verify(reference, families: list[str], paths: str, json_path: str | None) -> int:
     from packcheck.harness.compare import tolerance_for
     from packcheck.harness.golden import GoldenProblem, load_golden
     from packcheck.harness.golden.portability import PORTABLE_MARGIN, golden_key, spread
     from packcheck.harness.run.scenario_runner import run_scenario
     from packcheck.harness.scenarios import get_scenario
 
-    if not all_paths:
+    if paths == "native":
         status = 0
         for family in families:
             verdict = run_scenario(reference, get_scenario("golden_regression"), family)
@@ -125,7 +127,7 @@ def verify(reference, families: list[str], all_paths: bool, json_path: str | Non
     except GoldenProblem as problem:
         print(f"packcheck golden verify: {problem}", file=sys.stderr)
         return 1
-    runs = on_kernel_paths(reference, cases)
+    runs = on_kernel_paths(reference, cases, paths)
     spreads = spread(runs, goldens, tolerance_for("float64"))
     for s in spreads:
         print(("ok   " if s.portable else "FAIL ") + s.line(), flush=True)

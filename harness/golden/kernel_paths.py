@@ -58,6 +58,16 @@ def kernel_paths(threads: int | None = None) -> list[KernelPath]:
     return paths
 
 
+def quick_kernel_paths() -> list[KernelPath]:
+    """Each ATen capability once, each with another MKL mode: every axis that changes bits, in a
+    quarter of the processes of `kernel_paths()`."""
+    every = kernel_paths(threads=1)
+    modes = list(dict.fromkeys(p.name.split()[1] for p in every))
+    capabilities = list(dict.fromkeys(p.name.split()[0] for p in every))
+    wanted = {f"{cap} {modes[i % len(modes)]} threads=1" for i, cap in enumerate(capabilities)}
+    return [p for p in every if p.name in wanted]
+
+
 def run_on_paths(paths: list[KernelPath], engine: str, cases: dict[str, Case], workdir: Path) -> dict[str, PathRun]:
     """Run `engine` on each case once per kernel path, each path in a fresh process. Paths whose
     requested capability the CPU lacks run at a lower one; they are kept once per capability
