@@ -7,6 +7,7 @@ runners bring their own torch.
 
 from __future__ import annotations
 
+import glob
 import os
 
 import nox
@@ -45,6 +46,16 @@ def conformance(session: nox.Session) -> None:
 
 
 @nox.session
+def package(session: nox.Session) -> None:
+    """The built wheel as an engine's CI installs it: outside the checkout, the plugin, goldens as package data."""
+    wheels = session.create_tmp()
+    session.install(CPU_TORCH, "pytest", "setuptools>=69")
+    session.run("pip", "wheel", "--no-deps", "-q", "-w", wheels, ".")
+    session.install(*glob.glob(os.path.join(wheels, "packcheck-*.whl")), "-c", "constraints/cpu-torch.txt")
+    session.run("python", "tests/installed/check_wheel.py")
+
+
+@nox.session
 def mutants(session: nox.Session) -> None:
     """Run the reference and every mutant through `packcheck run`, with an HTML report in reports/mutants."""
     install(session)
@@ -65,7 +76,7 @@ ADAPTERS: dict[str, tuple[str, dict[str, str]]] = {
                            "verl_fsdp.trainer-normalisers": "float32", "verl_fsdp.eos-pad-embedding": "float32"}),
 }
 CI_ADAPTERS = ("hf_trainer", "trl_sft", "ringmaster_cp")
-nox.options.sessions = ["tests", *(f"adapters(adapter='{name}')" for name in CI_ADAPTERS)]
+nox.options.sessions = ["tests", "package", *(f"adapters(adapter='{name}')" for name in CI_ADAPTERS)]
 
 
 def adapter_engines(adapter: str, variants: bool) -> dict[str, str]:

@@ -148,4 +148,4 @@ def test_a_step_that_cannot_import_packcheck_stops_the_bisection(tmp_path):
     from packcheck.harness.bisect.step import BOOTSTRAP
 
     done = subprocess.run([sys.executable, "-I", "-S", "-c", BOOTSTRAP, "--family", "llama"], cwd=tmp_path, capture_output=True, text=True)
-    assert done.returncode == 255 and "No module named 'harness'" in done.stderr
+    assert done.returncode == 255 and "No module named 'packcheck'" in done.stderr

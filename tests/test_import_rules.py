@@ -11,21 +11,21 @@ ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("harness", "impls", "conformance")
 # bottom to top; a part may import its own floor and any floor below
 FLOORS = (
-    {"packcheck.harness.provenance", "packcheck.harness.registry"},
-    {"packcheck.harness.contract"},
-    {"packcheck.harness.engines"},
-    {"packcheck.harness.models", "packcheck.harness.data", "packcheck.harness.losses", "packcheck.harness.collectives"},
-    {"packcheck.harness.compare"},
-    {"packcheck.harness.golden"},
-    {"packcheck.harness.launch"},
-    {"packcheck.harness.scenarios"},
-    {"packcheck.harness.run"},
-    {"packcheck.harness.report", "packcheck.harness.bisect"},
-    {"packcheck.harness.cli", "conformance"},
+    {"harness.provenance", "harness.registry"},
+    {"harness.contract"},
+    {"harness.engines"},
+    {"harness.models", "harness.data", "harness.losses", "harness.collectives"},
+    {"harness.compare"},
+    {"harness.golden"},
+    {"harness.launch"},
+    {"harness.scenarios"},
+    {"harness.run"},
+    {"harness.report", "harness.bisect"},
+    {"harness.cli", "conformance"},
 )
-ENGINE_API = {"packcheck.harness.contract", "packcheck.harness.engines"}
+ENGINE_API = {"harness.contract", "harness.engines"}
 # programs that drive an engine and are not one: the reference trainer picks a family's checkpoint and records provenance
-PROGRAMS = {"packcheck.impls.reference.train": {"packcheck.harness.models", "packcheck.harness.provenance"}}
+PROGRAMS = {"impls.reference.train": {"harness.models", "harness.provenance"}}
 
 
 def part(module: str) -> str:

@@ -75,7 +75,7 @@ def reference_loss_and_weights(case: Case) -> tuple[float, list[torch.Tensor]]:
     for forwards, counts in zip(micro_batches, count_targets(micro_batches)):
         for predictions in forwards:
             lp_BT = scatter_per_token(predictions, lambda i: LOGPROBS[i]).requires_grad_()
-            loss = forward_loss(case, engine, predictions, torch.zeros(*lp_BT.shape, 4, dtype=torch.float64), lp_BT, counts)
+            loss = forward_loss(case, engine.pipeline, predictions, torch.zeros(*lp_BT.shape, 4, dtype=torch.float64), lp_BT, counts)
             (grad_BT,) = torch.autograd.grad(loss, lp_BT)
             total += float(loss.detach())
             samples_BT, tokens_BT = predictions.label_sample_BT, predictions.label_token_BT

@@ -83,6 +83,24 @@ def test_engine_markup_is_shown_as_text_and_never_runs(page):
     assert "names not in the checkpoint" in invalid and "&lt;script&gt;document.body" in invalid
 
 
+@pytest.fixture(scope="module")
+def rl_page(tmp_path_factory):
+    out = tmp_path_factory.mktemp("browser-rl-run")
+    code = main(["run", "--engine", "mutant.rl-token-mean-scope", "--family", "llama", "--scenario", "rl_loss_aggregation", "--out", str(out)])
+    assert code == 1
+    return load(out / "report.html")
+
+
+@needs_chromium
+def test_a_policy_loss_failure_draws_its_token_strips_against_the_modes_definition(rl_page):
+    detail = _section(rl_page.dom, "mutant.rl-token-mean-scope-llama-rl_loss_aggregation")
+    strips = re.findall(r'<figure class="strip.*?</figure>', detail, re.S)
+    assert strips, "no per-token strip for a policy-loss failure"
+    against_definition = [s for s in strips if "vs harness" in s]
+    assert against_definition and "expected: the token-mean weight times each token" in against_definition[0]
+    assert "-1/N" not in against_definition[0], "a policy loss is not judged by the SFT weight"
+
+
 @needs_chromium
 def test_screenshot(run_dir, tmp_path):
     png = screenshot(run_dir / "report.html", tmp_path / "report.png", "1400,1600")

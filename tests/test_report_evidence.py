@@ -50,8 +50,8 @@ def _write(run_dir, scenario: str, arms: dict[str, tuple[Case, StepResult]], row
         (directory / "case.json").write_text(json.dumps(case.to_json()))
 
 
-def _logprob_row(arms: str, observed: float) -> dict:
-    return {"arms": arms, "quantity": "logprobs", "item": "", "metric": "max_abs", "observed": observed, "threshold": 1e-10,
+def _logprob_row(arm: str, against: str, observed: float) -> dict:
+    return {"arms": f"{arm} vs {against}", "arm": arm, "against": against, "quantity": "logprobs", "item": "", "metric": "max_abs", "observed": observed, "threshold": 1e-10,
             "where": "", "passed": False, "margin": observed / 1e-10}
 
 
@@ -64,7 +64,7 @@ def test_strip_draws_rows_boundaries_and_cp_cuts(tmp_path):
     # Row 1: sample 3 drifts from token 8, row position 8 = the cut of cp=2: a shard-local bug.
     drift = {(1, t): 0.5 for t in range(1, 7)} | {(3, t): 0.25 for t in range(8, 9)}
     _write(tmp_path, "cp_vs_nocp", {"packed": (_case("packed", cp=2), _result(drift)), "unpacked": (_case("unpacked", cp=1), _result())},
-           [_logprob_row("packed vs unpacked", 0.5)])
+           [_logprob_row("packed", "unpacked", 0.5)])
     strip = _strip(render_html(tmp_path))
     assert strip.count('class="label">row ') == 2
     px = 12  # seq_len 16 <= 60 tokens: 12 px per token
@@ -84,7 +84,7 @@ def test_strip_marks_samples_the_arms_do_not_share(tmp_path):
     changed[2] = Sample(input_ids=[1, 2, 3, 4], loss_mask=[0, 1, 1, 1])
     other = other.with_(samples=tuple(changed))
     _write(tmp_path, "document_isolation", {"other": (other, _result({(4, 2): 1.0})), "base": (_case("base", cp=1), _result())},
-           [_logprob_row("other vs base (untouched samples)", 1.0)])
+           [_logprob_row("other", "base", 1.0)])
     strip = _strip(render_html(tmp_path))
     assert 'class="t-none"' in strip and "sample 2, document 3 of 3 in row 0, row positions 12-15: not compared" in strip
     assert "row 1: starts at position 11, sample 4 token 2, inside document 2 of 2" in strip
@@ -99,13 +99,13 @@ def test_a_label_across_a_boundary_peaks_right_after_it(tmp_path):
     boundary = {(1, 0), (2, 0), (4, 0)}
     weights = [torch.tensor([-1.0 / (n + len(boundary)) if (i, t) in case.supervised | boundary else 0.0 for t in range(length)],
                             dtype=torch.float64) for i, length in enumerate(LENGTHS)]
-    rows = [{"arms": "packed: engine vs harness", "quantity": q, "item": item, "metric": m, "observed": o, "threshold": th,
+    rows = [{"arms": "packed vs harness", "arm": "packed", "against": "harness", "quantity": q, "item": item, "metric": m, "observed": o, "threshold": th,
              "where": "", "passed": False, "margin": o / th if th else "inf"}
             for q, item, m, o, th in (("supervised_set", "", "mismatched", 3.0, 0.0),
                                       ("dloss_dlogprobs", "token weight", "max_rel", 0.1, 1e-10))]
     _write(tmp_path, "mask_alignment", {"packed": (case, _result(dloss_dlogprobs=weights))}, rows)
     strip = _strip(render_html(tmp_path))
-    assert "loss-weight error |d loss/d logprob - expected| x N" in strip and "packed: llama float64 cpu packed(seq_len=16" in strip
+    assert "loss-weight error |d loss/d logprob - expected| / max |expected| (expected: -1/N on the loss mask" in strip and "packed: llama float64 cpu packed(seq_len=16" in strip
     assert "the largest errors sit right after boundaries (3 tokens, each 5x or more above any other token&#39;s)" in strip
 
 
@@ -122,7 +122,7 @@ def test_collective_traces_side_by_side_where_the_ranks_diverge(tmp_path):
     rank1 = [*common, own[1], _call(3, "all_reduce", [0, 1], [1])]  # skipped the vision tower: a text-only micro-batch
     result = _result(collectives=[rank0, rank1], notes={"engine": PAYLOAD})
     _write(tmp_path, "vlm_collective_symmetry", {"mixed": (_case("mixed", cp=1), result)},
-           [{"arms": "mixed: collectives", "quantity": "collectives", "item": "", "metric": "mismatched", "observed": 1.0,
+           [{"arms": "mixed vs harness", "arm": "mixed", "against": "harness", "quantity": "collectives", "item": "", "metric": "mismatched", "observed": 1.0,
              "threshold": 0.0, "where": "", "passed": False, "margin": "inf"}])
     html = render_html(tmp_path)
     table = html[html.index('class="collectives"'):]

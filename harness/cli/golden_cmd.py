@@ -69,7 +69,7 @@ def regen(reference, families: list[str], paths: str) -> int:
     from packcheck.harness.golden import measure_floor, write_golden
     from packcheck.harness.golden.noise_floor import worst_floor
     from packcheck.harness.golden.portability import PORTABLE_MARGIN, golden_key, spread
-    from packcheck.harness.run.provenance import provenance
+    from packcheck.harness.provenance import provenance
 
     cases = golden_cases(families)
     goldens = {family: validate_result(reference.name, case, reference.run(case)) for family, case in cases.items()}

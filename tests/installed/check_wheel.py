@@ -1,0 +1,91 @@
+"""packcheck as an engine's CI uses it: installed from the wheel, run from a directory that is not
+a packcheck checkout, against an engine that is its own package.
+
+    python tests/installed/check_wheel.py     (the `package` nox session runs it in a fresh venv
+                                               holding only the built wheel, CPU torch and pytest)
+
+Checks, each from a scratch directory: `harness`, `impls` and `conformance` are not importable
+(everything is under `packcheck.`); `packcheck run --engine reference` passes every verdict (the
+goldens are found as package data); `pytest --pyargs packcheck.conformance --engine example_pkg:...`
+passes for the worked example, installed as its own package, and fails for its mean-of-means
+variant, on the scenario that catches it. Exit 0 when all hold; every failed check is printed.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+VARIANT = '''
+class MeanOfMeans(MinimalEngine):
+    """The worked example with the classic gradient-accumulation bug: each micro-batch's own mean / steps."""
+
+    name = "example_pkg.mean-of-means"
+
+    @staticmethod
+    def denominator(case, micro_batch_mask):
+        return float(micro_batch_mask.sum()) * len(case.partition.per_rank[0])
+'''
+
+
+def run(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    print("$", " ".join(command), flush=True)
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    print(done.stdout[-2000:], done.stderr[-2000:], sep="\n", flush=True)
+    return done
+
+
+def write_example_package(root: Path) -> Path:
+    """The worked example's source (as the wheel ships it) plus a buggy variant, as the package example_pkg."""
+    from packcheck.impls.example import minimal_engine
+
+    package = root / "example_pkg"
+    (package / "example_pkg").mkdir(parents=True)
+    (package / "pyproject.toml").write_text(textwrap.dedent('''
+        [build-system]
+        requires = ["setuptools>=69"]
+        build-backend = "setuptools.build_meta"
+        [project]
+        name = "example_pkg"
+        version = "0.0.1"
+    '''))
+    (package / "example_pkg" / "__init__.py").write_text(inspect.getsource(minimal_engine) + VARIANT)
+    return package
+
+
+def main() -> int:
+    problems = []
+    scratch = Path(tempfile.mkdtemp(prefix="packcheck-installed-"))
+    package = write_example_package(scratch)
+    if run([sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps", str(package)], scratch).returncode:
+        problems.append("the example package did not install")
+    for bare in ("harness", "impls", "conformance"):
+        if run([sys.executable, "-c", f"import {bare}"], scratch).returncode == 0:
+            problems.append(f"`import {bare}` works: the wheel put a bare top-level package into site-packages")
+    done = run(["packcheck", "run", "--engine", "reference", "--out", "reports/reference"], scratch)
+    verdicts = json.loads((scratch / "reports/reference/results.json").read_text())["verdicts"] if done.returncode in (0, 1) else []
+    golden = [v for v in verdicts if v["scenario"] == "golden_regression"]
+    if done.returncode != 0 or not verdicts or any(v["status"] != "pass" for v in verdicts):
+        problems.append(f"packcheck run --engine reference exited {done.returncode} with {[v['status'] for v in verdicts]}")
+    if len(golden) != 2 or any(v["status"] != "pass" for v in golden):
+        problems.append(f"golden_regression did not pass for both families from the wheel's package data: {golden}")
+    suite = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--pyargs", "packcheck.conformance"]
+    good = run([*suite, "--engine", "example_pkg:MinimalEngine"], scratch)
+    if good.returncode != 0 or " passed" not in good.stdout:
+        problems.append(f"the conformance suite did not pass for the worked example (exit {good.returncode})")
+    bad = run([*suite, "--engine", "example_pkg:MeanOfMeans", "--family", "llama", "-k", "microbatch_invariance"], scratch)
+    if bad.returncode != 1 or "FAILED" not in bad.stdout or "microbatch_invariance" not in bad.stdout:
+        problems.append(f"the conformance suite did not fail the mean-of-means variant on microbatch_invariance (exit {bad.returncode})")
+    for problem in problems:
+        print("FAILED:", problem, file=sys.stderr)
+    print("installed-wheel checks:", "all hold" if not problems else f"{len(problems)} failed", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
