@@ -40,6 +40,8 @@ SHARED_CELL_TESTS = {"test_scenario": "scenario", "test_reference_passes_with_a_
 
 
 def pytest_collection_modifyitems(config, items):
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
     for item in items:
         scenario_param = SHARED_CELL_TESTS.get(getattr(item, "originalname", ""))
         params = getattr(getattr(item, "callspec", None), "params", {})

@@ -1,10 +1,11 @@
-"""packcheck as an engine's CI uses it: installed from the wheel, run from a directory that is not
-a packcheck checkout, against an engine that is its own package.
+"""packcheck as an engine's CI uses it: installed from the wheel into a fresh venv outside the
+checkout, run from a directory that is not a packcheck checkout, against an engine that is its own
+package.
 
-    python tests/installed/check_wheel.py     (the `package` nox session runs it in a fresh venv
-                                               holding only the built wheel, CPU torch and pytest)
+    python tests/installed/check_wheel.py WHEEL      (the `package` nox session builds the wheel)
 
-Checks, each from a scratch directory: `harness`, `impls` and `conformance` are not importable
+The venv holds CPU torch, the wheel (and what it depends on) and pytest. Checks, each from a
+scratch directory: `harness`, `impls` and `conformance` are not importable
 (everything is under `packcheck.`); `packcheck run --engine reference` passes every verdict (the
 goldens are found as package data); `pytest --pyargs packcheck.conformance --engine example_pkg:...`
 passes for the worked example, installed as its own package, and fails for its mean-of-means
@@ -13,7 +14,6 @@ variant, on the scenario that catches it. Exit 0 when all hold; every failed che
 
 from __future__ import annotations
 
-import inspect
 import json
 import subprocess
 import sys
@@ -29,8 +29,11 @@ class MeanOfMeans(MinimalEngine):
 
     @staticmethod
     def denominator(case, micro_batch_mask):
-        return float(micro_batch_mask.sum()) * len(case.partition.per_rank[0])
+        return max(float(micro_batch_mask.sum()), 1.0) * len(case.partition.per_rank[0])
 '''
+
+
+CPU_TORCH = "torch==2.13.0"  # the CPU build on the project's machines (README)
 
 
 def run(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -40,10 +43,9 @@ def run(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return done
 
 
-def write_example_package(root: Path) -> Path:
+def write_example_package(root: Path, python: Path) -> Path:
     """The worked example's source (as the wheel ships it) plus a buggy variant, as the package example_pkg."""
-    from packcheck.impls.example import minimal_engine
-
+    source = run([str(python), "-c", "import inspect, packcheck.impls.example.minimal_engine as m; print(inspect.getsource(m), end='')"], root)
     package = root / "example_pkg"
     (package / "example_pkg").mkdir(parents=True)
     (package / "pyproject.toml").write_text(textwrap.dedent('''
@@ -54,27 +56,36 @@ def write_example_package(root: Path) -> Path:
         name = "example_pkg"
         version = "0.0.1"
     '''))
-    (package / "example_pkg" / "__init__.py").write_text(inspect.getsource(minimal_engine) + VARIANT)
+    (package / "example_pkg" / "__init__.py").write_text(source.stdout + VARIANT)
     return package
 
 
-def main() -> int:
+def main(wheel: str) -> int:
     problems = []
     scratch = Path(tempfile.mkdtemp(prefix="packcheck-installed-"))
-    package = write_example_package(scratch)
-    if run([sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps", str(package)], scratch).returncode:
+    if Path(__file__).resolve().parents[2] in scratch.parents:
+        print(f"FAILED: the scratch directory {scratch} is inside the checkout: set TMPDIR outside it", file=sys.stderr)
+        return 1
+    venv = scratch / "venv"
+    python = venv / "bin" / "python"
+    run([sys.executable, "-m", "venv", str(venv)], scratch)
+    if run([str(python), "-m", "pip", "install", "-q", CPU_TORCH, str(Path(wheel).resolve()), "pytest", "setuptools>=69"], scratch).returncode:
+        print("FAILED: the wheel did not install", file=sys.stderr)
+        return 1
+    package = write_example_package(scratch, python)
+    if run([str(python), "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps", str(package)], scratch).returncode:
         problems.append("the example package did not install")
     for bare in ("harness", "impls", "conformance"):
-        if run([sys.executable, "-c", f"import {bare}"], scratch).returncode == 0:
+        if run([str(python), "-c", f"import {bare}"], scratch).returncode == 0:
             problems.append(f"`import {bare}` works: the wheel put a bare top-level package into site-packages")
-    done = run(["packcheck", "run", "--engine", "reference", "--out", "reports/reference"], scratch)
+    done = run([str(venv / "bin" / "packcheck"), "run", "--engine", "reference", "--out", "reports/reference"], scratch)
     verdicts = json.loads((scratch / "reports/reference/results.json").read_text())["verdicts"] if done.returncode in (0, 1) else []
     golden = [v for v in verdicts if v["scenario"] == "golden_regression"]
     if done.returncode != 0 or not verdicts or any(v["status"] != "pass" for v in verdicts):
         problems.append(f"packcheck run --engine reference exited {done.returncode} with {[v['status'] for v in verdicts]}")
     if len(golden) != 2 or any(v["status"] != "pass" for v in golden):
         problems.append(f"golden_regression did not pass for both families from the wheel's package data: {golden}")
-    suite = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--pyargs", "packcheck.conformance"]
+    suite = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q", "--pyargs", "packcheck.conformance"]
     good = run([*suite, "--engine", "example_pkg:MinimalEngine"], scratch)
     if good.returncode != 0 or " passed" not in good.stdout:
         problems.append(f"the conformance suite did not pass for the worked example (exit {good.returncode})")
@@ -88,4 +99,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(*sys.argv[1:]))
