@@ -20,7 +20,7 @@ from packcheck.harness.collectives import first_divergence
 from packcheck.harness.contract import Case, ParallelPlan, Partition, Sample, packed
 from packcheck.harness.engines import validate_result
 from packcheck.harness.launch import HANG, OK, engine_spec, run_distributed
-from packcheck.harness.launch.guard import run_guarded
+from packcheck.harness.launch import Launch, LaunchFailed
 from packcheck.harness.models import model_spec
 from packcheck.impls.reference.engine import ReferenceEngine
 from tests.engines.distributed import AllReducesLoss, Deadlocks, single_process
@@ -170,14 +170,13 @@ def test_no_process_of_any_launch_is_left(workdir, deadlock_run, crash_run, mesh
     assert not left
 
 
-def test_the_guard_kills_a_launch_that_makes_no_progress(tmp_path):
-    marker = str(tmp_path / "never-starts")
+def test_the_guard_kills_a_launch_whose_engine_never_comes_up(tmp_path):
     started = time.monotonic()
-    guarded = run_guarded([sys.executable, "-c", "import time, sys; time.sleep(60)", marker], env=dict(os.environ),
-                          log=tmp_path / "log", last_progress=lambda: None, pid_files=lambda: [],
-                          startup_seconds=0.5, stall_seconds=0.5, marker=marker)
-    assert guarded.killed_after is not None and guarded.returncode < 0
-    assert time.monotonic() - started < 5
+    launch = Launch.start("tests.engines.hostile:NeverBuilds", "cpu", 1, 5.0, tmp_path, startup_seconds=8.0)
+    with pytest.raises(LaunchFailed, match="no rank got to the case within 8 s; the parent killed the launch"):
+        launch.engine_info()
+    assert not launch.alive and launch.process.poll() is not None
+    assert time.monotonic() - started < 30
 
 
 def test_an_engine_spec_names_an_importable_class():

@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     job_path = os.path.abspath((sys.argv[1:] if argv is None else argv)[0])
     launch = LaunchDir(os.path.dirname(job_path))
     job = Job.load(job_path)
+    exit_status.die_with_parent()
     try:
         elastic_launch(launch_config(job, launch), sys.executable)("-m", "packcheck.harness.launch.worker", job_path)
     except ChildFailedError as failed:

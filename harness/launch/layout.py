@@ -2,15 +2,21 @@
 between ranks, the launcher's store); nothing is pickled across processes.
 
     launch-0/
-      job.json              the Job: engine spec, device, timeout, world size, case directories
+      job.json              the Job: engine spec, device, timeout, world size
+      engine.json           what rank 0's engine says of itself once it is built: name, capabilities, findings
+      queue/000001.json     the parent's cases, in order: each names its case directory (written last)
+      queue/close           no more cases: the ranks leave
       agent.json            how the elastic agent ended: per-rank exit codes and signals
       agent.log             the agent's own output
       logs/                 each rank's stdout and stderr (torch elastic's log directory)
       startup.rank1.json    a rank that failed before its first case: the traceback
       pid.rank1             each rank's process id, for the parent's guard
       cases/000-packed/
-        case.json           the Case
+        case.json           the Case, its checkpoint pointing at the private copy beside it
+        checkpoint/         the case's own copy of the model checkpoint (the engine may do anything to it)
         started.rank1       rank 1 began the case (its deadline runs from here)
+        unsupported.json    rank 0's engine declined the case (its own unsupported_reason)
+        invalid.json        rank 0's result broke the contract: every problem, field by field
         collectives.rank1.json   rank 1's collective log, once it returned from engine.run
         result/             rank 0's StepResult (safetensors + JSON)
         done.rank1          every rank finished the case and rank 1 passed the end barrier
@@ -49,8 +55,20 @@ class CaseDir:
         return self.path / "case.json"
 
     @property
+    def checkpoint(self) -> Path:
+        return self.path / "checkpoint"
+
+    @property
     def result(self) -> Path:
         return self.path / "result"
+
+    @property
+    def unsupported(self) -> Path:
+        return self.path / "unsupported.json"
+
+    @property
+    def invalid(self) -> Path:
+        return self.path / "invalid.json"
 
     def started(self, rank: int) -> Path:
         return self.path / f"started.rank{rank}"
@@ -75,6 +93,21 @@ class LaunchDir:
     @property
     def job(self) -> Path:
         return self.path / "job.json"
+
+    @property
+    def engine_info(self) -> Path:
+        return self.path / "engine.json"
+
+    @property
+    def queue(self) -> Path:
+        return self.path / "queue"
+
+    def queue_entry(self, index: int) -> Path:
+        return self.queue / f"{index:06d}.json"
+
+    @property
+    def close_marker(self) -> Path:
+        return self.queue / "close"
 
     @property
     def agent_result(self) -> Path:
