@@ -115,13 +115,14 @@ def test_cp_deviations_are_exactly_the_rounded_count():
     """The pinned cp_vs_nocp finding is the whole story: every cp arm's log-probs equal the single
     run's, its count is cp * round(N / cp), and its loss and every gradient are off by exactly
     N / count - 1; nothing else moves (ring and Ulysses attention themselves are exact)."""
-    verdict = run_scenario(RingmasterCP(), SCENARIOS["cp_vs_nocp"], "llama")
+    scenario = SCENARIOS["cp_vs_nocp"]
+    cases = scenario.build(setting_for("llama", "float64", "cpu"))
+    verdict = run_scenario(RingmasterCP(), scenario, "llama")
     assert verdict.known_finding, verdict.message()
     single = None
     cp_arms = 0
     for (arms, quantity), rows in worst_by_quantity(verdict).items():
-        name = arms.split(" vs ")[0]
-        cp = int(name[2])
+        cp = cases[arms.arm].parallel.cp
         if quantity == "logprobs":
             assert all(r.passed for r in rows), rows
         if quantity == "num_loss_tokens":
