@@ -68,10 +68,13 @@ def load_golden(family: str, case: Case) -> StepResult:
         )
     recorded, found = stored.get("file_digests", {}), file_digests(path)
     for name in RESULT_FILES:
-        if recorded.get(name) != found.get(name):
+        if name not in recorded:
+            raise GoldenProblem(f"{path / 'provenance.json'} records no digest of {name} (written before goldens carried digests): "
+                                f"the golden cannot be checked. {hint}")
+        if recorded[name] != found.get(name):
             what = "is missing" if name not in found else "has changed since regen wrote it (truncated, edited or corrupted)"
             raise GoldenProblem(f"the golden file {path / name} {what}: sha256 {found.get(name, '-')[:16]}, recorded "
-                                f"{recorded.get(name, '-')[:16]}. Restore it from version control, or {hint}")
+                                f"{recorded[name][:16]}. Restore it from version control, or {hint}")
     return StepResult.load(path)
 
 
