@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.handler(args)
     except BrokenPipeError:  # output piped into `head`: not an error
         return 0
-    except (InputError, ContractError, LookupError, FileNotFoundError) as err:
+    except (InputError, ContractError, LookupError, OSError) as err:  # OSError: a file it cannot read or write, named
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         print(f"packcheck {args.command}: error: {message}", file=sys.stderr)
         return USAGE_ERROR

@@ -18,7 +18,7 @@ from packcheck.harness.engines.protocol import Engine
 from packcheck.harness.text import safe_text
 
 SCHEMA = "packcheck.engine_info/1"
-NAME_LIMIT = 120  # characters of an engine's name shown anywhere
+NAME_LIMIT = 1000  # characters of an engine's name kept (whole for any sane name; paths use a shortened form, text.path_name)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

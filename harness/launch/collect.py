@@ -18,6 +18,7 @@ from packcheck.harness.contract import StepResult
 from packcheck.harness.launch.exit_status import MEANING
 from packcheck.harness.launch.layout import CaseDir, LaunchDir
 from packcheck.harness.launch.outcome import CaseOutcome, HangReport, RankState
+from packcheck.harness.text import safe_text
 
 LOG_TAIL_LINES = 15
 
@@ -50,7 +51,8 @@ def _finished(case_dir: CaseDir, case_name: str, world_size: int, started: float
     ended = max(float(case_dir.done(r).read_text()) for r in range(world_size))
     outcome = CaseOutcome(case=case_name, seconds=ended - started, directory=case_dir.path)
     if case_dir.unsupported.exists():  # declined, or (asked only) the reason None: status unsupported either way
-        outcome.unsupported = json.loads(case_dir.unsupported.read_text())["reason"]
+        declined = json.loads(case_dir.unsupported.read_text())
+        outcome.unsupported, outcome.raised_unsupported = declined["reason"], declined.get("raised", False)
         outcome.asked_only = outcome.unsupported is None
     elif case_dir.invalid.exists():
         outcome.invalid = json.loads(case_dir.invalid.read_text())["problems"]
@@ -100,8 +102,8 @@ def _exit_text(info: dict) -> str:
 
 def _error_text(root: dict, states: tuple[RankState, ...]) -> str:
     error = root["error"]
-    lines = [f"rank {root['rank']} raised {error['type'].rsplit('.', 1)[-1]}: {error['message']}",
-             error["traceback"].rstrip(), "the ranks when it failed:"]
+    lines = [safe_text(f"rank {root['rank']} raised {error['type'].rsplit('.', 1)[-1]}: {error['message']}"),
+             safe_text(error["traceback"].rstrip()), "the ranks when it failed:"]
     lines += [f"  {s.describe()}" for s in states]
     return "\n".join(lines)
 

@@ -35,12 +35,19 @@ CLOSE_SECONDS = 30.0  # a closed launch's ranks leave within this, or are killed
 POLL_SECONDS = 0.01
 
 
+BUILD_TIMEOUT = "packcheck.EngineBuildTimeout"  # the error type of a launch whose engine import or constructor hung
+
+
 class LaunchFailed(Exception):
     """The launch's ranks never became ready: the engine does not import or build, or the process group did not form."""
 
     def __init__(self, text: str, error_type: str | None):
         super().__init__(text)
         self.text, self.error_type = text, error_type
+
+    @property
+    def hung(self) -> bool:
+        return self.error_type == BUILD_TIMEOUT
 
 
 class Launch:
@@ -77,7 +84,7 @@ class Launch:
     def engine_info(self) -> dict:
         """Rank 0's description of the engine it built (harness/engines/info.py); LaunchFailed if it never came up."""
         while not self.ready:
-            if self.process.poll() is not None or time.monotonic() - self.started_at > self.startup_seconds:
+            if self.process.poll() is not None or self._startup_overdue():
                 self._end(kill=self.process.poll() is None)
                 raise LaunchFailed(*self._startup_failure())
             time.sleep(POLL_SECONDS)
@@ -129,10 +136,17 @@ class Launch:
         """No rank began the case within the start-up allowance, or it ran past what the ranks' watchdogs allow."""
         started = [case_dir.started(r) for r in range(self.world_size) if case_dir.started(r).exists()]
         if not started:
-            allowance = self.startup_seconds if not self.ready else 2 * self.timeout + TEARDOWN_SECONDS
-            return time.monotonic() - (self.started_at if not self.ready else submitted) > allowance
+            return self._startup_overdue() if not self.ready else time.monotonic() - submitted > 2 * self.timeout + TEARDOWN_SECONDS
         first = min(p.stat().st_mtime for p in started)
         return time.time() - first > 2 * self.timeout + TEARDOWN_SECONDS
+
+    def _startup_overdue(self) -> bool:
+        """packcheck's own start-up (interpreters, torch, the rendezvous) gets `startup_seconds`; from the
+        moment a rank begins importing and building the engine, that is engine code and gets `timeout`."""
+        building = [self.dir.building(r) for r in range(self.world_size) if self.dir.building(r).exists()]
+        if building:
+            return time.time() - min(p.stat().st_mtime for p in building) > self.timeout + TEARDOWN_SECONDS
+        return time.monotonic() - self.started_at > self.startup_seconds
 
     def _end(self, kill: bool) -> None:
         if kill and self.process.poll() is None:
@@ -156,13 +170,23 @@ class Launch:
             first = reports[0]
             return f"rank {first['rank']} failed before its first case: {first['message']}\n{first['traceback'].rstrip()}", first["type"]
         status = self.process.poll()
-        head = (f"no rank got to the case within {self.startup_seconds:.0f} s; the parent killed the launch" if status is None or status < 0
-                else f"the launch ended (agent exit status {status}) before any rank started the case")
+        stacks = [f"rank {r} stacks while building the engine:\n    | " + "\n    | ".join(text.splitlines()[-40:])
+                  for r in range(self.world_size)
+                  if self.dir.build_stacks(r).exists() and (text := self.dir.build_stacks(r).read_text(errors="replace").strip())]
+        error_type = BUILD_TIMEOUT if stacks else None
+        if stacks:
+            head = (f"building the engine (its import and constructor) did not finish within {self.timeout:g} s; "
+                    "the parent killed the launch")
+        elif status is None or status < 0:
+            head = f"no rank got to the case within {self.startup_seconds:.0f} s; the parent killed the launch"
+        else:
+            head = f"the launch ended (agent exit status {status}) before any rank started the case"
         agent = self.dir.agent_log.read_text(errors="replace").splitlines()[-20:] if self.dir.agent_log.exists() else []
         if self.dir.agent_result.exists():
             agent += json.loads(self.dir.agent_result.read_text()).get("error", "").splitlines()[-20:]
         ranks = [f"rank {r} stderr:\n    | " + "\n    | ".join(log_tail(self.dir, r)) for r in range(self.world_size) if log_tail(self.dir, r)]
-        return "\n".join([head, "agent output (last lines):", *(f"    | {line}" for line in agent), *ranks]), None
+        agent = ["agent output (last lines):", *(f"    | {line}" for line in agent)] if agent else []
+        return "\n".join([head, *stacks, *agent, *ranks]), error_type
 
 
 def _new_launch_dir(workdir: Path) -> LaunchDir:

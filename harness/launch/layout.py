@@ -9,13 +9,15 @@ between ranks, the launcher's store); nothing is pickled across processes.
       agent.json            how the elastic agent ended: per-rank exit codes and signals
       agent.log             the agent's own output
       logs/                 each rank's stdout and stderr (torch elastic's log directory)
+      building.rank1        rank 1 began importing and building the engine (engine code: --timeout runs from here)
+      build-stacks.rank1.txt    rank 1's stacks, dumped when building the engine outlasted --timeout
       startup.rank1.json    a rank that failed before its first case: the traceback
       pid.rank1             each rank's process id, for the parent's guard
       cases/000-packed/
         case.json           the Case, its checkpoint pointing at the private copy beside it
         checkpoint/         the case's own copy of the model checkpoint (the engine may do anything to it)
         started.rank1       rank 1 began the case (its deadline runs from here)
-        unsupported.json    rank 0's engine declined the case (its own unsupported_reason)
+        unsupported.json    rank 0's engine declined the case (its own unsupported_reason; or, forced, it raised UnsupportedCase)
         invalid.json        rank 0's result broke the contract: every problem, field by field
         collectives.rank1.json   rank 1's collective log, once it returned from engine.run
         result/             rank 0's StepResult (safetensors + JSON)
@@ -124,6 +126,12 @@ class LaunchDir:
     @property
     def cases(self) -> Path:
         return self.path / "cases"
+
+    def building(self, rank: int) -> Path:
+        return self.path / f"building.rank{rank}"
+
+    def build_stacks(self, rank: int) -> Path:
+        return self.path / f"build-stacks.rank{rank}.txt"
 
     def startup(self, rank: int) -> Path:
         return self.path / f"startup.rank{rank}.json"

@@ -89,6 +89,7 @@ class CaseOutcome:
     result: StepResult | None = None  # rank 0's result, `collectives` = every rank's recorded log
     unsupported: str | None = None  # the engine's own reason for declining the case
     asked_only: bool = False  # the engine was only asked whether it declines the case, and it does not
+    raised_unsupported: bool = False  # forced on the case (Launch.run mode "force"), the engine raised UnsupportedCase
     invalid: list[str] | None = None  # every way rank 0's result breaks the contract
     error: str | None = None  # which rank failed, its traceback, and what the other ranks were doing
     error_type: str | None = None  # the failing rank's exception class, e.g. "packcheck.harness.engines.protocol.UnsupportedCase"

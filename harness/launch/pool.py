@@ -60,15 +60,24 @@ class LaunchPool:
         return known
 
     def reason(self, spec: str, case: Case) -> str | None:
-        """The engine's own reason to decline `case` (its unsupported_reason, asked in its process), or None."""
-        outcome = self.run(spec, case, mode="reason")
+        """The engine's own reason to decline `case` (its unsupported_reason, asked in its process), or None.
+        Asking needs no mesh and no accelerator: the question goes to the engine's world-1 launch on
+        the CPU, so a machine without the case's device or ranks can still ask it."""
+        outcome = self.run(spec, case, mode="reason", key=(spec, "cpu", 1))
         if outcome.status != "unsupported":
             raise RuntimeError(f"asking engine {spec!r} about case {case.name!r} failed:\n{outcome.describe()}")
         return outcome.unsupported
 
-    def run(self, spec: str, case: Case, mode: str = "run") -> CaseOutcome:
-        """`case` on its world size's launch of `spec` (started if needed); `mode` as Launch.run takes it."""
-        key = (spec, case.device, case.parallel.world_size)
+    def force(self, spec: str, case: Case) -> CaseOutcome:
+        """Hand the engine `case` although it declines it (the conformance suite checks that it raises
+        UnsupportedCase), in its world-1 CPU launch like `reason`: a declined case may name a device or
+        a mesh this machine does not have."""
+        return self.run(spec, case, mode="force", key=(spec, "cpu", 1))
+
+    def run(self, spec: str, case: Case, mode: str = "run", key: Key | None = None) -> CaseOutcome:
+        """`case` on its device's and world size's launch of `spec` (started if needed), or on the launch
+        `key` names; `mode` as Launch.run takes it."""
+        key = key or (spec, case.device, case.parallel.world_size)
         failed = self._failed.get(key) or next((f for (s, d, _), f in self._failed.items() if (s, d) == key[:2]), None)
         if failed is not None:  # an engine that cannot start at one world size cannot at another
             return CaseOutcome(case=case.name, error=failed.text, error_type=failed.error_type)

@@ -6,8 +6,9 @@ semantics, so the same command runs under torchrun or a cluster scheduler), then
 1. initialises the default process group (gloo on CPU; NCCL on CUDA, on device LOCAL_RANK) with a
    timeout well past the watchdog's;
 2. installs the collective recorder, then resolves the engine from its spec string (after, so
-   that an engine binding torch.distributed functions at import binds the recording ones); rank 0
-   writes the engine's description (harness/engines/info.py) for the parent;
+   that an engine binding torch.distributed functions at import binds the recording ones): that
+   is engine code, so it runs under --timeout like a case, with a stack dump if it outlasts it;
+   rank 0 writes the engine's description (harness/engines/info.py) for the parent;
 3. runs the cases the parent queues, in order, until it closes the queue: each in its own case
    directory as working directory, the engine's own `unsupported_reason` first (a declined case
    is recorded, not run), then `engine.run(case)` under the rank watchdog; rank 0 validates the
@@ -21,6 +22,7 @@ cases after it.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import sys
@@ -33,7 +35,7 @@ import torch.distributed as dist
 
 from packcheck.harness.collectives import CollectiveRecorder, install_recorder
 from packcheck.harness.contract import Case
-from packcheck.harness.engines import Engine, InvalidResult, describe, resolve_engine, validate_result
+from packcheck.harness.engines import Engine, InvalidResult, UnsupportedCase, describe, resolve_engine, validate_result
 from packcheck.harness.launch import exit_status
 from packcheck.harness.launch.job import Job
 from packcheck.harness.launch.layout import CaseDir, LaunchDir, write_json_atomically
@@ -51,9 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     launch = LaunchDir(os.path.dirname(os.path.abspath(job_path)))
     rank, world_size, local_rank = (int(os.environ[k]) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"))
     exit_status.die_with_parent()
-    launch.pid(rank).write_text(str(os.getpid()))
+    write_json_atomically(launch.pid(rank), os.getpid())  # markers the parent polls: never seen half-written
     try:
-        engine, recorder, watchdog, sync = _start(job, rank, world_size, local_rank)
+        engine, recorder, watchdog, sync = _start(job, launch, rank, world_size, local_rank)
     except BaseException as err:  # noqa: BLE001 - reported to the parent, which fails every case with it
         write_json_atomically(launch.startup(rank), {
             "rank": rank, "type": f"{type(err).__module__}.{type(err).__qualname__}", "message": str(err),
@@ -82,12 +84,19 @@ def _queued(launch: LaunchDir):
             time.sleep(QUEUE_POLL_SECONDS)
 
 
-def _start(job: Job, rank: int, world_size: int, local_rank: int) -> tuple[Engine, CollectiveRecorder, RankWatchdog, RankSync]:
+def _start(job: Job, launch: LaunchDir, rank: int, world_size: int,
+           local_rank: int) -> tuple[Engine, CollectiveRecorder, RankWatchdog, RankSync]:
     if job.device == "cuda":
         torch.cuda.set_device(local_rank)
     dist.init_process_group(job.backend, timeout=timedelta(seconds=job.process_group_timeout))
     recorder = install_recorder()
-    engine = resolve_engine(job.engine)
+    write_json_atomically(launch.building(rank), time.time())
+    with open(launch.build_stacks(rank), "w") as stacks:
+        faulthandler.dump_traceback_later(job.timeout, file=stacks)
+        try:
+            engine = resolve_engine(job.engine)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
     watchdog = RankWatchdog(rank, world_size, job.run_id, job.timeout, recorder).start()
     return engine, recorder, watchdog, RankSync(rank, world_size, job.run_id)
 
@@ -100,7 +109,7 @@ def _run_case(index: int, case_dir: CaseDir, engine: Engine, rank: int, recorder
     data = json.loads(case_dir.case.read_text())
     recorder.start_case()
     watchdog.arm(index, case_dir, data["name"])
-    case_dir.started(rank).write_text(str(time.time()))
+    write_json_atomically(case_dir.started(rank), time.time())
     os.chdir(case_dir.path)  # what the engine writes to its working directory stays with the case
     try:
         case = Case.from_json(data)
@@ -109,16 +118,23 @@ def _run_case(index: int, case_dir: CaseDir, engine: Engine, rank: int, recorder
             if rank == 0:
                 write_json_atomically(case_dir.unsupported, {"reason": None if reason is None else safe_text(reason)})
         else:
-            result = engine.run(case)
-            watchdog.engine_returned()
-            if rank == 0:
-                _save_result(engine.name, case, result, case_dir)
+            try:
+                result = engine.run(case)
+            except UnsupportedCase as declined:
+                if mode != "force" or sync.world_size > 1:
+                    raise
+                # forced on a declined case, the engine said so as it should: its process is sound, the launch goes on
+                write_json_atomically(case_dir.unsupported, {"reason": safe_text(str(declined)), "raised": True})
+            else:
+                watchdog.engine_returned()
+                if rank == 0:
+                    _save_result(engine.name, case, result, case_dir)
     except BaseException as err:  # noqa: BLE001 - any failure of the engine becomes this rank's report
         watchdog.stop("raised", err)
     write_json_atomically(case_dir.collectives(rank), recorder.snapshot())
     sync.wait_all(f"end/{index}")
     watchdog.disarm()
-    case_dir.done(rank).write_text(str(time.time()))
+    write_json_atomically(case_dir.done(rank), time.time())
 
 
 def _save_result(engine: str, case: Case, result: object, case_dir: CaseDir) -> None:

@@ -96,7 +96,7 @@ def load_results(directory: str | Path) -> dict:
     elif lines.exists():
         data = _from_lines(lines)
     else:
-        raise FileNotFoundError(f"{directory} holds neither results.json nor results.jsonl: point at the --out directory of a `packcheck run`")
+        raise ResultsProblem(f"{directory} holds neither results.json nor results.jsonl: point at the --out directory of a `packcheck run`")
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         schema = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise ResultsProblem(f"{whole if whole.exists() else lines} has schema {schema!r}; this packcheck reads {SCHEMA!r}")
@@ -148,6 +148,7 @@ def _from_lines(path: Path) -> dict:
             entry = json.loads(line)
         except json.JSONDecodeError:
             continue
-        verdicts.append(entry["verdict"])
-        rows += entry["rows"]
+        if isinstance(entry, dict) and isinstance(entry.get("verdict"), dict) and isinstance(entry.get("rows"), list):
+            verdicts.append(entry["verdict"])
+            rows += entry["rows"]
     return {"schema": header.get("schema"), "provenance": header.get("provenance", {}), "verdicts": verdicts, "rows": rows}

@@ -158,8 +158,7 @@ def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dty
     try:
         info = pool.engine_info(spec, device) if isinstance(engine, str) else engine
     except LaunchFailed as failed:
-        verdict.status, verdict.detail = ERROR, failed.text
-        verdict.diagnosis = "the engine did not start: " + first_error_line(failed.text)
+        did_not_start(verdict, failed)
         verdict.seconds = time.perf_counter() - started
         return verdict
     verdict.engine = info.name
@@ -179,6 +178,14 @@ def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dty
     if finding is not None and verdict.status == FAIL and verdict.worst is not None and verdict.worst.margin >= finding.min_margin:
         verdict.known_finding = finding.headline()
     verdict.seconds = time.perf_counter() - started
+    return verdict
+
+
+def did_not_start(verdict: Verdict, failed: LaunchFailed) -> Verdict:
+    """The verdict of a cell whose engine never got to its first case: hung while building, or failed."""
+    verdict.status, verdict.detail = (HANG if failed.hung else ERROR), failed.text
+    verdict.diagnosis = ("importing or constructing the engine hung: see the stacks" if failed.hung
+                         else "the engine did not start: " + first_error_line(failed.text))
     return verdict
 
 

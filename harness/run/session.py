@@ -17,9 +17,10 @@ from packcheck.harness.engines import EngineInfo
 from packcheck.harness.launch import LaunchFailed, LaunchPool
 from packcheck.harness.models import FAMILIES
 from packcheck.harness.run.results import ResultsFile, arms_directory
-from packcheck.harness.run.scenario_runner import RunOptions, first_error_line, run_scenario
+from packcheck.harness.run.scenario_runner import RunOptions, did_not_start, first_error_line, run_scenario
 from packcheck.harness.run.verdict import ERROR, UNSUPPORTED, Verdict
 from packcheck.harness.scenarios import Scenario
+from packcheck.harness.text import safe_text
 
 
 @dataclass(kw_only=True)
@@ -52,13 +53,14 @@ def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: Text
         try:
             engine: EngineInfo | None = pool.engine_info(spec, matrix.device)
         except LaunchFailed as failed:
-            print(f"engine {spec}: did not start: {first_error_line(failed.text)}", file=out, flush=True)
+            print(safe_text(f"engine {spec}: did not start: {first_error_line(failed.text)}"), file=out, flush=True)
             engine, failure = None, failed
             matrix.not_started[spec] = failed
         cells = [(family, scenario) for family in matrix.families_of(engine) for scenario in matrix.scenarios]
         for cell, (family, scenario) in enumerate(cells, 1):
             name = spec if engine is None else engine.name
-            print(f"[{number}/{len(matrix.engines)}: {cell}/{len(cells)}] {name} {family} {scenario.name} ...", end=" ", file=out, flush=True)
+            print(f"[{number}/{len(matrix.engines)}: {cell}/{len(cells)}] {safe_text(name, 200)} {family} {scenario.name} ...", end=" ",
+                  file=out, flush=True)
             if engine is None:
                 verdict = not_started(matrix, spec, family, scenario, failure)
             else:
@@ -73,9 +75,8 @@ def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: Text
 
 
 def not_started(matrix: Matrix, spec: str, family: str, scenario: Scenario, failure: LaunchFailed) -> Verdict:
-    return Verdict(engine=spec, engine_spec=spec, family=family, scenario=scenario.name, dtype=matrix.dtype, device=matrix.device,
-                   attention=matrix.attention, status=ERROR, diagnosis="the engine did not start: " + first_error_line(failure.text),
-                   detail=failure.text)
+    return did_not_start(Verdict(engine=spec, engine_spec=spec, family=family, scenario=scenario.name, dtype=matrix.dtype,
+                                 device=matrix.device, attention=matrix.attention, status=ERROR), failure)
 
 
 def report_progress(verdict: Verdict, out: TextIO) -> None:
@@ -83,7 +84,7 @@ def report_progress(verdict: Verdict, out: TextIO) -> None:
     margin = "" if worst is None else f" (max margin {worst.margin:.2g})"
     print(f"{verdict.status.upper()}{margin} {verdict.seconds:.2f}s{why_not_all(verdict)}", file=out, flush=True)
     if verdict.failed:
-        print(verdict.message(), file=out, flush=True)
+        print(safe_text(verdict.message()), file=out, flush=True)
 
 
 def why_not_all(verdict: Verdict) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from packcheck.harness.compare import Comparison
+from packcheck.harness.text import safe_text
 
 PASS, FAIL, UNSUPPORTED, ERROR, HANG = "pass", "fail", "unsupported", "error", "hang"
 
@@ -69,8 +70,11 @@ class Verdict:
         worst = self.worst
         return {
             "engine": self.engine, "engine_spec": self.engine_spec or self.engine, "family": self.family, "scenario": self.scenario, "dtype": self.dtype, "device": self.device,
-            "attention": self.attention, "status": self.status, "skipped_arms": self.skipped_arms, "known_finding": self.known_finding, "diagnosis": self.diagnosis, "detail": self.detail, "seconds": round(self.seconds, 3),
+            "attention": self.attention, "status": self.status, "skipped_arms": self.skipped_arms,
+            # an engine's words (its exceptions, findings, names) reach these: kept printable and encodable
+            "known_finding": self.known_finding and safe_text(self.known_finding), "diagnosis": safe_text(self.diagnosis),
+            "detail": safe_text(self.detail), "seconds": round(self.seconds, 3),
             "max_margin": None if worst is None else worst.margin, "worst": None if worst is None else worst.to_json(),
             "comparisons": len(self.comparisons), "failing": sum(not c.passed for c in self.comparisons),
-            "reproduce": self.reproduce, "message": self.message(),
+            "reproduce": self.reproduce, "message": safe_text(self.message()),
         }

@@ -112,12 +112,12 @@ class UnserialisableNotes(ReferenceEngine):
 
 
 class BadText(ReferenceEngine):
-    """Lone surrogates and control characters in what it raises."""
+    """Lone surrogates, control characters and markup in what it raises."""
 
     name = "hostile.surrogates"
 
     def run(self, case):
-        raise RuntimeError("kernel failed: \ud800\udfff half a pair, a bell \x07 and an escape \x1b[31m red")
+        raise RuntimeError("kernel failed: \ud800\udfff half a pair, a bell \x07 and an escape \x1b[31m red <img src=x onerror=alert(1)>")
 
 
 class LongName(ReferenceEngine):
