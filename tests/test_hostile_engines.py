@@ -25,6 +25,8 @@ from pathlib import Path
 import pytest
 
 from packcheck.harness.models import get_family, model_spec
+from packcheck.harness.run.scenario_runner import RunOptions, run_scenario
+from packcheck.harness.scenarios import SCENARIOS
 
 TESTS = Path(__file__).parent
 HOSTILE = "tests.engines.hostile:"
@@ -227,3 +229,16 @@ def test_sigterm_stops_the_run_kills_every_engine_process_and_keeps_the_results(
     results = assert_files_whole(out)
     assert [v["status"] for v in results["verdicts"]] == ["pass"], "the verdict judged before the signal is kept"
     assert_nothing_left(out)
+
+
+# --------------------------------------------------------------------------------------------
+# Distributed arms must run on their mesh.
+
+def test_an_engine_that_ignores_its_mesh_fails_every_distributed_arm():
+    """IgnoresMesh declares dp x cp but computes the whole batch on each rank: exactly the
+    single-process numbers, so every numeric comparison passes; the collective trace does not."""
+    verdict = run_scenario(HOSTILE + "IgnoresMesh", SCENARIOS["cp_vs_nocp"], "llama", options=RunOptions(timeout=120))
+    assert verdict.status == "fail", verdict.message()
+    assert "did not run the arm on its mesh" in verdict.diagnosis
+    (mesh,) = [c for c in verdict.comparisons if c.quantity == "mesh"]
+    assert "fewer than the model's 2 attention layers" in mesh.where
