@@ -39,8 +39,11 @@ def _finite(value):
 def write_atomically(path: Path, text: str) -> None:
     """Write `text` to `path` through a temporary file beside it and a rename: readers see the old file or the new one."""
     scratch = path.with_name(f".{path.name}.tmp")
-    scratch.write_text(text, encoding="utf-8", errors="backslashreplace")
-    os.replace(scratch, path)
+    try:
+        scratch.write_text(text, encoding="utf-8", errors="backslashreplace")
+        os.replace(scratch, path)
+    except OSError as err:
+        raise OSError(err.errno, f"cannot write {path} ({err.strerror}): choose a writable path") from None
 
 
 class ResultsFile:
