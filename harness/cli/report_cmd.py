@@ -17,7 +17,7 @@ def add_parser(commands) -> None:
 
 def handle(args) -> int:
     from packcheck.harness.report import render_markdown, write_html, write_junit
-    from packcheck.harness.run.results import write_atomically
+    from packcheck.harness.files import write_atomically
 
     run_dir = Path(args.run_dir)
     output = Path(args.output) if args.output else run_dir / "report.html"

@@ -11,7 +11,8 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from packcheck.harness.launch.layout import write_json_atomically
+from packcheck.harness.files import write_json_atomically
+
 
 SCHEMA = "packcheck.launch_job/2"
 

@@ -23,10 +23,11 @@ import time
 from pathlib import Path
 
 from packcheck.harness.contract import Case
+from packcheck.harness.files import write_json_atomically
 from packcheck.harness.launch.collect import log_tail, read_outcome
 from packcheck.harness.launch.guard import GuardedProcess
 from packcheck.harness.launch.job import Job
-from packcheck.harness.launch.layout import CaseDir, LaunchDir, write_json_atomically
+from packcheck.harness.launch.layout import CaseDir, LaunchDir
 from packcheck.harness.launch.outcome import CaseOutcome
 
 STARTUP_SECONDS = 180.0  # from starting the agent to the engine built on every rank: torch imports on a loaded machine

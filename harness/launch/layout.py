@@ -28,17 +28,8 @@ between ranks, the launcher's store); nothing is pickled across processes.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from pathlib import Path
-
-
-def write_json_atomically(path: Path, data) -> None:
-    """The reader never sees half a file."""
-    scratch = path.with_name(f".{path.name}.tmp")
-    scratch.write_text(json.dumps(data, indent=1))
-    os.replace(scratch, path)
 
 
 class CaseDir:

@@ -36,9 +36,10 @@ import torch.distributed as dist
 from packcheck.harness.collectives import CollectiveRecorder, install_recorder
 from packcheck.harness.contract import Case
 from packcheck.harness.engines import Engine, InvalidResult, UnsupportedCase, describe, resolve_engine, validate_result
+from packcheck.harness.files import write_json_atomically
 from packcheck.harness.launch import exit_status
 from packcheck.harness.launch.job import Job
-from packcheck.harness.launch.layout import CaseDir, LaunchDir, write_json_atomically
+from packcheck.harness.launch.layout import CaseDir, LaunchDir
 from packcheck.harness.launch.rank_sync import RankSync
 from packcheck.harness.launch.rank_watchdog import RankWatchdog
 from packcheck.harness.text import safe_text

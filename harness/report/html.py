@@ -25,7 +25,7 @@ import markupsafe
 import pandas as pd
 
 from packcheck.harness.report.evidence import arm_evidence
-from packcheck.harness.run.results import write_atomically
+from packcheck.harness.files import write_atomically
 from packcheck.harness.report.load import Run, describe, format_margin, format_number, load_run, status_counts
 
 TEMPLATES = Path(__file__).parent / "templates"

@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from packcheck.harness.report.load import load_run, status_counts
-from packcheck.harness.run.results import write_atomically
+from packcheck.harness.files import write_atomically
 
 OUTCOME = {"pass": None, "fail": "failure", "unsupported": "skipped"}  # any other status (error, hang, ...): <error>
 NOT_XML = re.compile(r"[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")

@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 
 from packcheck.harness.errors import InputError
+from packcheck.harness.files import write_atomically
 from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.text import path_name
 
@@ -34,16 +35,6 @@ def _finite(value):
     if isinstance(value, dict):
         return {k: _finite(v) for k, v in value.items()}
     return value
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file beside it and a rename: readers see the old file or the new one."""
-    scratch = path.with_name(f".{path.name}.tmp")
-    try:
-        scratch.write_text(text, encoding="utf-8", errors="backslashreplace")
-        os.replace(scratch, path)
-    except OSError as err:
-        raise OSError(err.errno, f"cannot write {path} ({err.strerror}): choose a writable path") from None
 
 
 class ResultsFile:
