@@ -242,3 +242,8 @@ def test_an_engine_that_ignores_its_mesh_fails_every_distributed_arm():
     assert "did not run the arm on its mesh" in verdict.diagnosis
     (mesh,) = [c for c in verdict.comparisons if c.quantity == "mesh"]
     assert "fewer than the model's 2 attention layers" in mesh.where
+
+
+def test_no_known_finding_excuses_an_arm_that_ignored_its_mesh():
+    verdict = run_scenario(HOSTILE + "IgnoresMeshBehindAFinding", SCENARIOS["cp_vs_nocp"], "llama", options=RunOptions(timeout=120))
+    assert verdict.status == "fail" and not verdict.known_finding, verdict.message()

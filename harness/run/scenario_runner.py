@@ -175,10 +175,20 @@ def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dty
         if save_dir is not None and (save_passing or verdict.failed):
             save_arms(save_dir, cases, results)
     finding = finding_for(info.known_findings, scenario.name, family)
-    if finding is not None and verdict.status == FAIL and verdict.worst is not None and verdict.worst.margin >= finding.min_margin:
+    if finding is not None and numeric_failure(verdict) and verdict.worst.margin >= finding.min_margin:
         verdict.known_finding = finding.headline()
     verdict.seconds = time.perf_counter() - started
     return verdict
+
+
+CONTRACT_QUANTITIES = ("result", "mesh")  # failures of the contract, not of the numbers: no finding excuses them
+
+
+def numeric_failure(verdict: Verdict) -> bool:
+    """A failing verdict whose failures are all numeric: only such a failure can be a pinned known
+    finding (an invalid result or an unused mesh has margin inf, and would match any finding)."""
+    failed = [c for c in verdict.comparisons if not c.passed]
+    return verdict.status == FAIL and bool(failed) and not any(c.quantity in CONTRACT_QUANTITIES for c in failed)
 
 
 def did_not_start(verdict: Verdict, failed: LaunchFailed) -> Verdict:

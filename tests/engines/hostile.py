@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from packcheck.harness.contract import SINGLE_PROCESS, Partition, StepResult
+from packcheck.harness.engines import KnownFinding
 from packcheck.impls.reference.engine import ReferenceEngine
 from packcheck.impls.reference.parallel.mesh import Mesh
 
@@ -171,3 +172,12 @@ class IgnoresMesh(ReferenceEngine):
     def run(self, case):
         whole = Partition.single_rank([micro_batch for rank in case.partition.per_rank for micro_batch in rank])
         return self.train(case.with_(parallel=SINGLE_PROCESS, partition=whole), Mesh.single())
+
+
+class IgnoresMeshBehindAFinding(IgnoresMesh):
+    """Ignores its mesh and pins a finding on the scenario that would see it: no finding may excuse a
+    broken contract (its margin is inf, so it would match any min_margin)."""
+
+    name = "hostile.ignores-mesh-behind-a-finding"
+    known_findings = (KnownFinding(scenario="cp_vs_nocp", summary="anything at all", upstream="none", min_margin=1.0,
+                                   measured="nothing"),)
