@@ -5,17 +5,20 @@ from __future__ import annotations
 import pytest
 
 
-def _engine(config):
-    from packcheck.harness.engines import resolve_engine
-
-    return resolve_engine(config.getoption("--engine"))
-
-
 def families(config) -> list[str]:
+    """--family, else every family the engine declares (its description, from its own process)."""
+    from packcheck.conformance.plugin import session_pool
+    from packcheck.harness.launch import LaunchFailed
     from packcheck.harness.models import FAMILIES
 
     chosen = config.getoption("--family")
-    return chosen or sorted(set(FAMILIES) & _engine(config).capabilities.families)
+    if chosen:
+        return chosen
+    spec = config.getoption("--engine")
+    try:
+        return sorted(set(FAMILIES) & session_pool(config).engine_info(spec, config.getoption("--device")).capabilities.families)
+    except LaunchFailed as failed:
+        raise pytest.UsageError(f"--engine {spec}: the engine did not start:\n{failed.text}") from None
 
 
 def pytest_generate_tests(metafunc):
@@ -28,8 +31,9 @@ def pytest_generate_tests(metafunc):
 
 
 @pytest.fixture(scope="session")
-def engine(pytestconfig):
-    return _engine(pytestconfig)
+def engine(pytestconfig, packcheck_pool):
+    """The engine under test as the harness knows it: its description, from its own process (EngineInfo)."""
+    return packcheck_pool.engine_info(pytestconfig.getoption("--engine"), pytestconfig.getoption("--device"))
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,8 @@ packcheck, it is active in any repository.
     pytest --pyargs packcheck.conformance --engine mypkg.adapter:MyEngine [--family llama] [--dtype float32]
 
 Options live in one "packcheck" group, each help text states its default; the report header shows
-what runs. The plugin imports nothing heavy until a test asks for `verdict_of`, and it changes
+what runs. The plugin imports nothing heavy until a test asks for `verdict_of`, `run_arm` or `packcheck_pool`
+(every arm runs in the engine's own processes, never in pytest's), and it changes
 nothing global: its hypothesis profiles are registered under packcheck's own names and used only
 by packcheck's property tests (conformance/known_findings.py).
 """
@@ -59,20 +60,66 @@ def pytest_report_header(config):
             f"device={config.getoption('--device')} attention={config.getoption('--attention')} hypothesis-profile={hypothesis_profile()}")
 
 
+POOL = pytest.StashKey()
+
+
+def session_pool(config):
+    """The session's warm engine processes (harness/launch/pool.py), made on first use: every arm runs in
+    an engine's own processes, none in pytest's; closed when the session ends (pytest_unconfigure)."""
+    if POOL not in config.stash:
+        import tempfile
+        from pathlib import Path
+
+        from packcheck.harness.launch import LaunchPool
+
+        config.stash[POOL] = LaunchPool(Path(tempfile.mkdtemp(prefix="packcheck-launches-")), float(config.getoption("--arm-timeout")))
+    return config.stash[POOL]
+
+
+def pytest_unconfigure(config):
+    if POOL in config.stash:
+        import shutil
+
+        pool = config.stash[POOL]
+        pool.close()
+        shutil.rmtree(pool.workdir, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
-def verdict_of(pytestconfig):
+def packcheck_pool(pytestconfig):
+    return session_pool(pytestconfig)
+
+
+@pytest.fixture(scope="session")
+def run_arm(packcheck_pool):
+    """run_arm(engine_spec, case) -> StepResult: one case in the engine's own process, validated; a case the
+    engine declines skips the test; any other outcome (invalid, crash, hang) fails it with its description."""
+    from packcheck.harness.engines import validate_result
+
+    def run(spec: str, case):
+        outcome = packcheck_pool.run(spec, case)
+        if outcome.status == "unsupported":
+            pytest.skip(f"unsupported: the engine declines case {case.name!r}: {outcome.unsupported}")
+        if outcome.status != "ok":
+            pytest.fail(f"engine {spec!r} on case {case.name!r}: {outcome.describe()}", pytrace=False)
+        return validate_result(spec, case, outcome.result)
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def verdict_of(packcheck_pool):
     """verdict_of(engine_spec, scenario, family, dtype="float64", device="cpu", attention="auto"):
     run once per session and shared, because the conformance suite and packcheck's own mutant proof
-    judge the same cells (multi-process ones cost seconds each)."""
-    from packcheck.harness.engines import resolve_engine
+    judge the same cells."""
     from packcheck.harness.run.scenario_runner import RunOptions, run_scenario
     from packcheck.harness.scenarios import SCENARIOS
 
-    options = RunOptions(timeout=float(pytestconfig.getoption("--arm-timeout")))
+    options = RunOptions(timeout=packcheck_pool.timeout, pool=packcheck_pool)
 
     @functools.cache
     def run(engine: str, scenario: str, family: str, dtype: str, device: str, attention: str):
-        return run_scenario(resolve_engine(engine), SCENARIOS[scenario], family, dtype, device, attention=attention, options=options)
+        return run_scenario(engine, SCENARIOS[scenario], family, dtype, device, attention=attention, options=options)
 
     def verdict(engine: str, scenario: str, family: str, dtype: str = "float64", device: str = "cpu", attention: str = "auto"):
         return run(engine, scenario, family, dtype, device, attention)  # one cache key whether defaults are spelled out or not

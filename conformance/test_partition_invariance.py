@@ -14,19 +14,19 @@ from packcheck.harness.compare import Arms, compare_results, tolerance_for
 from packcheck.harness.contract import UNPACKED, Partition
 from packcheck.harness.data.samples import SKEWED_LENGTHS
 from packcheck.harness.data.strategies import partitions
-from packcheck.harness.engines import finding_for, validate_result
+from packcheck.harness.engines import finding_for
 from packcheck.harness.run.scenario_runner import setting_for
 from packcheck.harness.scenarios.microbatch_invariance import REFERENCE_ARM, arms_for_partition
 
 
 @pytest.mark.parametrize("layout", ["packed", "unpacked"])
-def test_gradient_is_independent_of_the_partition(engine, family, dtype, device, attention, layout):
+def test_gradient_is_independent_of_the_partition(engine, run_arm, family, dtype, device, attention, layout):
     setting = setting_for(family, dtype, device, attention)
     chosen_layout = UNPACKED if layout == "unpacked" else None
     whole = arms_for_partition(setting, Partition.all_in_one(len(SKEWED_LENGTHS)), chosen_layout)[REFERENCE_ARM]
     if engine.unsupported_reason(whole):
         pytest.skip(f"unsupported: {engine.unsupported_reason(whole)}")
-    reference = validate_result(engine.name, whole, engine.run(whole))
+    reference = run_arm(engine.spec, whole)
     finding = finding_for(engine.known_findings, "microbatch_invariance", family)
 
     @given(partitions(len(SKEWED_LENGTHS)))
@@ -34,7 +34,7 @@ def test_gradient_is_independent_of_the_partition(engine, family, dtype, device,
     def check(partition):
         name = partition.describe()
         case = arms_for_partition(setting, partition, chosen_layout)[name]
-        result = validate_result(engine.name, case, engine.run(case))
+        result = run_arm(engine.spec, case)
         failed = [c for c in compare_results(Arms(name, "one"), result, reference, tolerance_for(dtype), lambda i, t: f"sample {i} token {t}") if not c.passed]
         assert not failed, "\n".join(c.headline() for c in failed[:5])
 

@@ -13,7 +13,6 @@ import pytest
 from packcheck.harness.contract import Layout, LayoutKind, LossSpec, ModelSpec, Partition
 from packcheck.harness.data.rl import rollout_samples
 from packcheck.harness.data.samples import MIXED_DOCUMENTS
-from packcheck.harness.engines import UnsupportedCase
 from packcheck.harness.run.scenario_runner import setting_for
 from packcheck.harness.scenarios.building import arm, samples_for
 
@@ -43,13 +42,16 @@ def probe_cases(family: str):
         yield case
 
 
-def test_declared_unsupported_cases_are_rejected_loudly(engine, family):
+def test_declared_unsupported_cases_are_rejected_loudly(engine, family, packcheck_pool):
+    """Each probe the engine declines (by its declaration or its own unsupported_reason, asked in its
+    process) is forced on it anyway: it must raise UnsupportedCase, never compute."""
     rejected = 0
     for case in probe_cases(family):
-        reason = engine.unsupported_reason(case)
+        reason = engine.unsupported_reason(case) or packcheck_pool.reason(engine.spec, case)
         if reason is None:
             continue
         rejected += 1
-        with pytest.raises(UnsupportedCase):
-            engine.run(case)
+        outcome = packcheck_pool.force(engine.spec, case)
+        assert outcome.raised_unsupported, (
+            f"handed case {case.name!r}, which it declines ({reason}), the engine did not raise UnsupportedCase:\n{outcome.describe()}")
     assert rejected > 0, "the probe matrix found nothing this engine declares unsupported: widen the probes"

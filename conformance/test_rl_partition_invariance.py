@@ -17,21 +17,21 @@ from packcheck.harness.compare import Arms, compare_policy, compare_results, tol
 from packcheck.harness.contract import UNPACKED, Aggregation, packed
 from packcheck.harness.data.samples import SKEWED_LENGTHS
 from packcheck.harness.data.strategies import partitions
-from packcheck.harness.engines import finding_for, validate_result
+from packcheck.harness.engines import finding_for
 from packcheck.harness.run.scenario_runner import setting_for
 from packcheck.harness.scenarios.rl_loss_aggregation import ROLLOUT, SEQ_LEN, build, policy_arm
 
 LAYOUTS = {"packed": packed(SEQ_LEN), "unpacked": UNPACKED}
 
 
-def test_policy_loss_equals_its_definition_for_any_partition(engine, family, dtype, device, attention):
+def test_policy_loss_equals_its_definition_for_any_partition(engine, run_arm, family, dtype, device, attention):
     setting = setting_for(family, dtype, device, attention)
     rollout = build(setting)[ROLLOUT]
     if engine.unsupported_reason(rollout):
         pytest.skip(f"unsupported: {engine.unsupported_reason(rollout)}")
 
     def run(case):
-        return validate_result(engine.name, case, engine.run(case))
+        return run_arm(engine.spec, case)
 
     results = {ROLLOUT: run(rollout)}
     whole = {}  # mode -> the packed one-micro-batch result every partition, in either layout, must reproduce

@@ -23,7 +23,7 @@ def test_scenario(pytestconfig, verdict_of, engine, scenario, family, dtype, dev
         assert verdict.status == "pass", verdict.message()
         return
     assert verdict.status != "pass", (
-        f"unexpected pass: {finding.headline()} no longer reproduces; remove it from {type(engine).__name__}.known_findings"
+        f"unexpected pass: {finding.headline()} no longer reproduces; remove it from the known_findings of {engine.spec}"
     )
     assert verdict.known_finding, (
         f"{scenario.name} fails, but not as the known finding says (worst margin below {finding.min_margin:g}, or not a "

@@ -83,7 +83,7 @@ def toy(tmp_path_factory):
     _git(repo, "add", "notes.txt")
     before = _state(repo)
     command = ["bisect", "--repo", str(repo), "--good", commits[0], "--bad", "main", "--engine", "toy.engine:ToyEngine",
-               "--family", "llama", "qwen3", "--scenario", "packed_vs_unpacked", "--cache", str(root / "cache.json")]
+               "--family", "llama", "qwen3", "--scenario", "packed_vs_unpacked", "--cache", str(root / "cache.json"), "--allow-dirty"]
     out, err = _bisect(command)
     return {"repo": repo, "commits": commits, "before": before, "command": command, "out": out, "err": err}
 
@@ -139,6 +139,17 @@ def test_families_that_did_not_regress_in_the_range_are_not_bisected(toy):
     assert out.splitlines()[1].split()[:3] == ["llama", "already", "bad"]
     _, err = _bisect(_with(command, bad="no-such-rev"), expected_exit=2)
     assert "'no-such-rev' is not a commit" in err
+    assert _state(toy["repo"]) == toy["before"]
+
+
+def test_a_range_that_cannot_mean_anything_is_refused(toy):
+    command, commits = toy["command"], toy["commits"]
+    _, err = _bisect(_with(command, good=commits[2], bad=commits[2]), expected_exit=2)
+    assert "are the same commit" in err and "Traceback" not in err
+    _, err = _bisect(_with(command, good=commits[-1], bad=commits[0]), expected_exit=2)
+    assert "is not an ancestor" in err and "they look swapped" in err
+    _, err = _bisect([arg for arg in command if arg != "--allow-dirty"], expected_exit=2)
+    assert "has uncommitted changes (2 files)" in err and "--allow-dirty" in err
     assert _state(toy["repo"]) == toy["before"]
 
 

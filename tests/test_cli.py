@@ -16,7 +16,7 @@ def test_run_reference_passes_and_writes_results(tmp_path, capsys):
     assert {v["status"] for v in data["verdicts"]} == {"pass"}
     assert data["provenance"]["torch"] and data["provenance"]["command"].startswith("packcheck run")
     assert all(r["margin"] < 1 for r in data["rows"])
-    assert "[2/2] reference llama mask_alignment ... PASS" in capsys.readouterr().err
+    assert "[1/1: 2/2] reference llama mask_alignment ... PASS" in capsys.readouterr().err
 
 
 def test_run_mutant_fails_with_the_reproduce_command(tmp_path, capsys):

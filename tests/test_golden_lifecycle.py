@@ -10,7 +10,6 @@ import pytest
 from safetensors.torch import load_file, save_file
 
 from packcheck.harness.cli.main import main
-from packcheck.harness.engines import resolve_engine
 from packcheck.harness.run.scenario_runner import run_scenario
 from packcheck.harness.scenarios import SCENARIOS
 
@@ -24,7 +23,7 @@ def golden_dir(tmp_path, monkeypatch):
 
 
 def verdict():
-    return run_scenario(resolve_engine("reference"), SCENARIOS["golden_regression"], FAMILY)
+    return run_scenario("reference", SCENARIOS["golden_regression"], FAMILY)
 
 
 def test_missing_golden_fails_with_the_regen_hint(golden_dir):
@@ -51,7 +50,7 @@ def test_regen_on_kernel_paths_then_verify_passes(golden_dir, capsys):
     assert main(["golden", "verify", "--family", FAMILY]) == 0
 
 
-def test_a_changed_golden_fails_and_writes_obtained(golden_dir):
+def test_a_changed_golden_is_reported_as_changed_naming_the_file_not_blamed_on_the_engine(golden_dir):
     regen()
     path = golden_dir / "llama" / "result.safetensors"
     tensors = load_file(str(path))
@@ -59,9 +58,17 @@ def test_a_changed_golden_fails_and_writes_obtained(golden_dir):
     tensors[name] = tensors[name] * (1 + 1e-6)
     save_file(tensors, str(path))
     v = verdict()
-    assert v.status == "fail"
-    assert v.worst.item == "model.layers.1.mlp.down_proj.weight"
+    assert v.status == "fail" and v.worst.quantity == "golden"
+    assert f"the golden file {path} has changed since regen wrote it" in v.message()
     assert (golden_dir / "llama.obtained" / "result.safetensors").exists()
+
+
+def test_a_truncated_golden_is_reported_naming_the_file(golden_dir):
+    regen()
+    path = golden_dir / "llama" / "result.safetensors"
+    path.write_bytes(path.read_bytes()[:1000])
+    v = verdict()
+    assert v.status == "fail" and f"the golden file {path} has changed" in v.message(), v.message()
 
 
 def test_a_golden_for_another_case_is_stale(golden_dir):
@@ -75,5 +82,5 @@ def test_a_golden_for_another_case_is_stale(golden_dir):
 
 def test_committed_goldens_match_the_reference():
     for family in ("llama", "qwen3"):
-        v = run_scenario(resolve_engine("reference"), SCENARIOS["golden_regression"], family)
+        v = run_scenario("reference", SCENARIOS["golden_regression"], family)
         assert v.status == "pass", v.message()

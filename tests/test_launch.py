@@ -20,7 +20,7 @@ from packcheck.harness.collectives import first_divergence
 from packcheck.harness.contract import Case, ParallelPlan, Partition, Sample, packed
 from packcheck.harness.engines import validate_result
 from packcheck.harness.launch import HANG, OK, engine_spec, run_distributed
-from packcheck.harness.launch.guard import run_guarded
+from packcheck.harness.launch import Launch, LaunchFailed
 from packcheck.harness.models import model_spec
 from packcheck.impls.reference.engine import ReferenceEngine
 from tests.engines.distributed import AllReducesLoss, Deadlocks, single_process
@@ -170,14 +170,16 @@ def test_no_process_of_any_launch_is_left(workdir, deadlock_run, crash_run, mesh
     assert not left
 
 
-def test_the_guard_kills_a_launch_that_makes_no_progress(tmp_path):
-    marker = str(tmp_path / "never-starts")
+def test_the_guard_kills_a_launch_whose_engine_never_builds_and_shows_where_it_hangs(tmp_path):
+    """Importing and constructing the engine is engine code: it gets the case timeout (not packcheck's
+    own start-up allowance), and outlasting it is a hang with the rank's stacks."""
     started = time.monotonic()
-    guarded = run_guarded([sys.executable, "-c", "import time, sys; time.sleep(60)", marker], env=dict(os.environ),
-                          log=tmp_path / "log", last_progress=lambda: None, pid_files=lambda: [],
-                          startup_seconds=0.5, stall_seconds=0.5, marker=marker)
-    assert guarded.killed_after is not None and guarded.returncode < 0
-    assert time.monotonic() - started < 5
+    launch = Launch.start("tests.engines.hostile:NeverBuilds", "cpu", 1, 5.0, tmp_path, startup_seconds=120.0)
+    with pytest.raises(LaunchFailed, match="building the engine .* did not finish within 5 s; the parent killed the launch") as failed:
+        launch.engine_info()
+    assert failed.value.hung and "hostile.py" in failed.value.text and "in __init__" in failed.value.text
+    assert not launch.alive and launch.process.poll() is not None
+    assert time.monotonic() - started < 60
 
 
 def test_an_engine_spec_names_an_importable_class():

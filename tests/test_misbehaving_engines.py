@@ -1,4 +1,4 @@
-"""A hung or crashing engine ends as a verdict and a (partial) report, never as a hung job."""
+"""A hung or crashing engine ends as a verdict, and the run goes on: never a hung job."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from packcheck.harness.cli.main import main
 TESTS = Path(__file__).parent
 
 
-def test_a_hung_engine_is_reported_with_its_stack_and_the_run_stops(tmp_path):
+def test_a_hung_single_process_engine_is_a_hang_verdict_with_its_stack_and_the_run_goes_on(tmp_path):
     env = {**os.environ, "PYTHONPATH": f"{TESTS.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     started = time.monotonic()
     done = subprocess.run(
@@ -25,10 +25,10 @@ def test_a_hung_engine_is_reported_with_its_stack_and_the_run_stops(tmp_path):
     elapsed = time.monotonic() - started
     assert done.returncode == 1, done.stderr
     verdicts = json.loads((tmp_path / "results.json").read_text())["verdicts"]
-    assert [v["status"] for v in verdicts] == ["hang"], "the first verdict hangs; the run must stop there"
-    assert "did not finish within 3 s" in verdicts[0]["diagnosis"]
-    assert "time.sleep(3600)" in verdicts[0]["detail"], "the hung thread's stack names where it waits"
-    assert (tmp_path / "report.html").exists(), "a partial report is written before exiting"
+    assert [v["status"] for v in verdicts] == ["hang", "hang"], "each verdict with a packed arm hangs, and the run goes on"
+    assert "did not finish within 3 s" in verdicts[0]["detail"]
+    assert "time.sleep(3600)" in verdicts[0]["detail"], "the hung rank's stack names where it waits"
+    assert (tmp_path / "report.html").exists()
     assert elapsed < 60
 
 

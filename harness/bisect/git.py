@@ -23,6 +23,11 @@ def git(cwd: str | Path, *args: str, check: bool = True) -> str:
     return done.stdout.strip()
 
 
+def succeeds(cwd: str | Path, *args: str) -> bool:
+    """Whether a git query exits 0 (`merge-base --is-ancestor` answers only so)."""
+    return subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, env=git_env()).returncode == 0
+
+
 def commit_of(repo: str | Path, rev: str) -> str:
     """The full hash of `rev`; LookupError (a usage error) if it names no commit."""
     done = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],

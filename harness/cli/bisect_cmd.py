@@ -29,7 +29,28 @@ def add_parser(commands) -> None:
     parser.add_argument("--device", default="cpu", help="cpu | cuda (default: cpu)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds one verdict may take at a revision (default: 600)")
     parser.add_argument("--cache", default=None, help="JSON file of judged revisions (default: ~/.cache/packcheck/bisect.json)")
+    parser.add_argument("--allow-dirty", action="store_true",
+                        help="bisect although the repository has uncommitted changes, which no judged revision contains "
+                             "(default: refuse)")
     parser.set_defaults(handler=handle)
+
+
+def check_range(repo: Path, good: str, bad: str, allow_dirty: bool) -> None:
+    """Refuse what would make the answer meaningless: one commit twice, the endpoints swapped, or
+    uncommitted changes the user may think are being judged."""
+    from packcheck.harness.bisect.git import commit_of, git, succeeds
+
+    good_commit, bad_commit = commit_of(repo, good), commit_of(repo, bad)
+    if good_commit == bad_commit:
+        raise UsageError(f"--good {good} and --bad {bad} are the same commit {good_commit[:12]}: nothing to bisect")
+    if not succeeds(repo, "merge-base", "--is-ancestor", good_commit, bad_commit):
+        swapped = succeeds(repo, "merge-base", "--is-ancestor", bad_commit, good_commit)
+        raise UsageError(f"--good {good} is not an ancestor of --bad {bad}" + (": they look swapped (--bad comes first)" if swapped else
+                         ": bisect needs a good commit before the bad one on the same history"))
+    dirty = git(repo, "status", "--porcelain", "--untracked-files=no")
+    if dirty and not allow_dirty:
+        raise UsageError(f"{repo} has uncommitted changes ({len(dirty.splitlines())} files): bisect judges commits, so they would be "
+                         "in no judged revision. Commit or stash them, or pass --allow-dirty to bisect the commits as they are")
 
 
 def format_table(results) -> str:
@@ -58,6 +79,9 @@ def handle(args) -> int:
         get_family(family)
     for scenario in args.scenario or ():
         get_scenario(scenario)
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout {args.timeout:g}: give the seconds an arm may run, a positive number")
+    check_range(repo, args.good, args.bad, args.allow_dirty)
     probe = Probe(engine=args.engine, families=tuple(families), scenarios=tuple(args.scenario or ()), dtype=args.dtype,
                   device=args.device, timeout=args.timeout)
     cache = VerdictCache(Path(args.cache) if args.cache else default_cache_path())

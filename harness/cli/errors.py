@@ -1,5 +1,7 @@
 """The error a subcommand raises for bad user input: printed without a traceback, exit 2."""
 
+from packcheck.harness.errors import InputError
 
-class UsageError(Exception):
+
+class UsageError(InputError):
     pass

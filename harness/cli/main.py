@@ -10,7 +10,7 @@ import sys
 import traceback
 
 from packcheck.harness.cli import bisect_cmd, golden_cmd, list_cmd, report_cmd, run_cmd
-from packcheck.harness.cli.errors import UsageError
+from packcheck.harness.errors import InputError
 from packcheck.harness.contract import ContractError
 
 USAGE_ERROR = 2
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.handler(args)
     except BrokenPipeError:  # output piped into `head`: not an error
         return 0
-    except (UsageError, ContractError, LookupError, FileNotFoundError) as err:
+    except (InputError, ContractError, LookupError, OSError) as err:  # OSError: a file it cannot read or write, named
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         print(f"packcheck {args.command}: error: {message}", file=sys.stderr)
         return USAGE_ERROR

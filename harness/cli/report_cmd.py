@@ -17,13 +17,14 @@ def add_parser(commands) -> None:
 
 def handle(args) -> int:
     from packcheck.harness.report import render_markdown, write_html, write_junit
+    from packcheck.harness.files import write_atomically
 
     run_dir = Path(args.run_dir)
     output = Path(args.output) if args.output else run_dir / "report.html"
     write_html(run_dir, output, baseline_dir=Path(args.baseline) if args.baseline else None)
     print(output)
     if args.markdown:
-        Path(args.markdown).write_text(render_markdown(run_dir))
+        write_atomically(Path(args.markdown), render_markdown(run_dir))
         print(args.markdown)
     if args.junit:
         print(write_junit(run_dir, args.junit))

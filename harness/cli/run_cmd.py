@@ -1,10 +1,18 @@
-"""`packcheck run`: run scenarios against engines, write results.json and report.html."""
+"""`packcheck run`: run scenarios against engines, write results.json and report.html.
+
+Every arm runs in the engine's own processes (harness/launch), so the exit status depends only on
+the verdicts and on packcheck's own errors: 0 every supported case passes, 1 a case fails, errs
+or hangs, 2 a usage error, an engine spec that resolves to nothing, every case unsupported, or an
+interrupted run. Ctrl-C or SIGTERM stops the run: every engine process is killed, and the
+verdicts so far are kept in results.json and the report.
+"""
 
 from __future__ import annotations
 
 import fnmatch
-from collections import Counter
+import signal
 import sys
+from collections import Counter
 from pathlib import Path
 
 from packcheck.harness.cli.errors import UsageError
@@ -23,7 +31,7 @@ def add_parser(commands) -> None:
     parser.add_argument("--save-arms", choices=("failing", "all", "none"), default="failing",
                         help="keep each arm's case and full result under OUT/cases for failing verdicts, all, or none (default: failing)")
     parser.add_argument("--timeout", type=float, default=600.0,
-                        help="seconds one verdict may take before it is reported as hung and the run stops (default: 600; 0: no limit)")
+                        help="seconds one arm may run on a rank before it is reported as hung; the run goes on (default: 600)")
     parser.add_argument("--no-report", action="store_true", help="skip report.html (default: write it)")
     parser.set_defaults(handler=handle)
 
@@ -43,12 +51,37 @@ def expand_engines(specs: list[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def output_directory(out: str) -> Path:
+    """--out as an absolute path (an engine cannot move it), created and writable, or a usage error."""
+    path = Path(out).resolve()
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--out {out}: is a file, not a directory; point --out at a directory (it is created if missing)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".packcheck-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise UsageError(f"--out {out}: cannot write there ({err.strerror}); choose a writable directory") from None
+    return path
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM: stop the run, keep what it judged."""
+
+
+def _interrupt(signum, frame) -> None:
+    raise Interrupted(signal.Signals(signum).name)
+
+
 def handle(args) -> int:
     from packcheck.harness.contract import DTYPES
-    from packcheck.harness.engines import resolve_engine
-    from packcheck.harness.models import FAMILIES, get_family
+    from packcheck.harness.engines import engine_names
+    from packcheck.harness.launch import LaunchPool
+    from packcheck.harness.models import get_family
     from packcheck.harness.provenance import provenance
     from packcheck.harness.run.results import ResultsFile
+    from packcheck.harness.run.scenario_runner import first_error_line
     from packcheck.harness.run.session import Matrix, exit_status, run_matrix, unsupported_reason
     from packcheck.harness.scenarios import SCENARIOS, get_scenario
 
@@ -56,30 +89,53 @@ def handle(args) -> int:
         raise UsageError(f"--dtype {args.dtype!r} is not one of {', '.join(DTYPES)}")
     if args.device not in ("cpu", "cuda"):
         raise UsageError(f"--device {args.device!r}: use cpu or cuda")
-    engines = [resolve_engine(name) for name in expand_engines(args.engine)]
-    families = args.family or sorted(set(FAMILIES) & set().union(*(e.capabilities.families for e in engines)))
-    for family in families:
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout {args.timeout:g}: give the seconds an arm may run, a positive number")
+    engines = expand_engines(args.engine)
+    known = set(engine_names())
+    for spec in engines:
+        if ":" not in spec and spec not in known:
+            from packcheck.harness.registry import suggest
+
+            raise UsageError(f"--engine {spec!r}: no engine registered under that name{suggest(spec, known)} "
+                             "(or give package.module:Class)")
+    for family in args.family or ():
         get_family(family)
     scenarios = [get_scenario(name) for name in args.scenario] if args.scenario else list(SCENARIOS.values())
-    out = Path(args.out)
+    out = output_directory(args.out)
     results = ResultsFile(out, provenance(args.device, ["packcheck", *args.argv]))
-    matrix = Matrix(engines=engines, families=families, scenarios=scenarios, dtype=args.dtype, device=args.device, attention=args.attention,
-                    save_arms=args.save_arms, timeout=args.timeout)
-
-    def write_report() -> None:
+    matrix = Matrix(engines=engines, families=args.family, scenarios=scenarios, dtype=args.dtype, device=args.device,
+                    attention=args.attention, save_arms=args.save_arms)
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    interrupted = None
+    pool = LaunchPool(out / "launches", args.timeout)
+    try:
+        run_matrix(matrix, results, pool)
+        pool.close()
+    except (Interrupted, KeyboardInterrupt) as stop:
+        interrupted = str(stop) or "SIGINT"
+        pool.kill()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        results.write()
         if not args.no_report and results.verdicts:
             from packcheck.harness.report import write_html
 
             write_html(out, out / "report.html")
             print(f"report:  {out / 'report.html'}", file=sys.stderr)
-
-    try:
-        verdicts = run_matrix(matrix, results, on_abort=write_report)
-    finally:
-        write_report()
-    counts = {status: sum(v.status == status for v in verdicts) for status in ("pass", "fail", "error", "unsupported")}
+    verdicts = matrix.verdicts
+    counts = {status: sum(v.status == status for v in verdicts) for status in ("pass", "fail", "error", "hang", "unsupported")}
     print(f"{len(verdicts)} verdicts: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + f"\nresults: {results.path}", file=sys.stderr)
-    if counts["unsupported"] == len(verdicts):
+    if interrupted:
+        print(f"packcheck run: interrupted ({interrupted}) after {len(verdicts)} verdicts; every engine process was killed, "
+              "the verdicts so far are in the results and the report", file=sys.stderr)
+        return 2
+    if matrix.unresolved:
+        print(f"packcheck run: error: --engine {', '.join(matrix.unresolved)} does not resolve to an engine: "
+              + first_error_line(matrix.not_started[matrix.unresolved[0]].text), file=sys.stderr)
+        return 2
+    if verdicts and counts["unsupported"] == len(verdicts):
         reason, times = Counter(unsupported_reason(v) for v in verdicts).most_common(1)[0]
         print(f"packcheck run: error: every case was unsupported by the engine: nothing was tested. Most common reason "
               f"({times} of {len(verdicts)}): {reason}", file=sys.stderr)

@@ -236,6 +236,10 @@ def _rank_arguments(arguments: dict) -> dict:
     return found
 
 
+# where the process started (the run's directory): call sites read relative to it, wherever an engine moves the cwd
+_START_DIR = os.getcwd()
+
+
 def _call_site() -> str:
     frame = sys._getframe(3)
     while frame is not None and (frame.f_code.co_filename.startswith(_TORCH_DIR) or frame.f_code.co_filename == _THIS_FILE):
@@ -243,5 +247,5 @@ def _call_site() -> str:
     if frame is None:
         return ""
     path = frame.f_code.co_filename
-    relative = os.path.relpath(path) if path.startswith(os.getcwd() + os.sep) else path
+    relative = os.path.relpath(path, _START_DIR) if path.startswith(_START_DIR + os.sep) else path
     return f"{relative}:{frame.f_lineno} in {frame.f_code.co_name}"

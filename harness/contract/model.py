@@ -7,6 +7,8 @@ from identical weights. `packcheck.harness.models` writes it from (family, confi
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from dataclasses import dataclass, field
 
@@ -21,6 +23,10 @@ class ModelSpec:
     @property
     def vocab_size(self) -> int:
         return int(self.config["vocab_size"])
+
+    def with_checkpoint(self, checkpoint: str) -> ModelSpec:
+        """The same model from another copy of its checkpoint (each arm gets its own)."""
+        return dataclasses.replace(self, checkpoint=checkpoint)
 
     def to_json(self) -> dict:
         return {"family": self.family, "config": self.config, "seed": self.seed, "checkpoint": self.checkpoint}

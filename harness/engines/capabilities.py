@@ -71,3 +71,16 @@ class Capabilities:
             "reports": sorted(self.reports),
             "attention": {name: sorted(k.value for k in kinds) for name, kinds in self.attention.items()},
         }
+
+    @classmethod
+    def from_json(cls, data: dict) -> Capabilities:
+        """The declaration as an engine's process described it (harness/engines/info.py)."""
+        words = lambda key: frozenset(map(str, data[key]))  # noqa: E731
+        return cls(
+            families=words("families"), layouts=frozenset(LayoutKind(k) for k in data["layouts"]), dtypes=words("dtypes"),
+            devices=words("devices"), losses=frozenset(LossKind(k) for k in data["losses"]),
+            aggregations=frozenset(Aggregation(k) for k in data["aggregations"]), loss_terms=words("loss_terms"),
+            max_dp=int(data["max_dp"]), max_cp=int(data["max_cp"]), cp_styles=words("cp_styles"),
+            optimizer_step=bool(data["optimizer_step"]), reports=words("reports"),
+            attention={str(name): frozenset(LayoutKind(k) for k in kinds) for name, kinds in data["attention"].items()},
+        )

@@ -29,6 +29,17 @@ class KnownFinding:
     def headline(self) -> str:
         return f"known finding ({self.upstream}): {self.summary}; measured {self.measured}"
 
+    def to_json(self) -> dict:
+        return {"scenario": self.scenario, "summary": self.summary, "upstream": self.upstream, "min_margin": self.min_margin,
+                "measured": self.measured, "families": None if self.families is None else sorted(self.families)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> KnownFinding:
+        families = data.get("families")
+        return cls(scenario=str(data["scenario"]), summary=str(data["summary"]), upstream=str(data["upstream"]),
+                   min_margin=float(data["min_margin"]), measured=str(data["measured"]),
+                   families=None if families is None else frozenset(map(str, families)))
+
 
 def finding_for(findings: tuple[KnownFinding, ...], scenario: str, family: str) -> KnownFinding | None:
     matches = [f for f in findings if f.applies_to(scenario, family)]

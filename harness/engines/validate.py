@@ -1,17 +1,22 @@
 """Validate a StepResult against its Case: every field, with a message that says what is wrong.
 
 The expected parameter names and shapes come from the Case's checkpoint, so an engine that
-renames, drops or reshapes a gradient is told which one.
+renames, drops or reshapes a gradient is told which one. Every tensor must be a finite floating
+tensor with values (not on the meta device), at least as precise as the case's dtype (float32
+gradients in a float64 run lose exactly what the run is there to see). Two checks catch results
+that were not computed: log-probs that do not depend on the tokens, and gradients that are all
+zero while the loss is not.
 """
 
 from __future__ import annotations
 
+import json
 import math
 
 import torch
 from safetensors import safe_open
 
-from packcheck.harness.contract import Case, StepResult
+from packcheck.harness.contract import Case, LossKind, StepResult
 
 
 class InvalidResult(ValueError):
@@ -28,12 +33,28 @@ def checkpoint_shapes(checkpoint: str) -> dict[str, tuple[int, ...]]:
         return {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
 
 
-def _check_tensor(where: str, t: object, shape: tuple[int, ...], problems: list[str]) -> bool:
+# the dtypes a result may report in a case of each dtype: the case's own, or more precise
+PRECISE_ENOUGH = {
+    "float64": {torch.float64},
+    "float32": {torch.float32, torch.float64},
+    "bfloat16": {torch.bfloat16, torch.float32, torch.float64},
+}
+
+
+def _check_tensor(where: str, t: object, shape: tuple[int, ...], case: Case, problems: list[str]) -> bool:
     if not isinstance(t, torch.Tensor):
         problems.append(f"{where} is {type(t).__name__}, expected a torch.Tensor")
         return False
     if not t.is_floating_point():
         problems.append(f"{where} has dtype {t.dtype}, expected a floating-point tensor")
+        return False
+    allowed = PRECISE_ENOUGH.get(case.dtype, {t.dtype})
+    if t.dtype not in allowed:
+        problems.append(f"{where} has dtype {t.dtype} in a {case.dtype} case: report {case.dtype} (or more precise), "
+                        "not a lower precision than the run's")
+        return False
+    if t.device.type not in ("cpu", case.device):
+        problems.append(f"{where} is on device {t.device.type!r}: report values on 'cpu' or {case.device!r}")
         return False
     if tuple(t.shape) != shape:
         problems.append(f"{where} has shape {tuple(t.shape)}, expected {shape}")
@@ -57,7 +78,7 @@ def _check_per_sample(field: str, values: object, case: Case, problems: list[str
         )
         return
     for i, (t, sample) in enumerate(zip(values, case.samples)):
-        _check_tensor(f"result.{field}[{i}]", t, (len(sample.input_ids),), problems)
+        _check_tensor(f"result.{field}[{i}]", t, (len(sample.input_ids),), case, problems)
 
 
 def validate_result(engine: str, case: Case, result: object) -> StepResult:
@@ -72,25 +93,51 @@ def validate_result(engine: str, case: Case, result: object) -> StepResult:
                 problems.append(f"result.logprobs[{i}][0] = {lp[0].item():.3g}: entry 0 must be 0.0 (token 0 has no prediction)")
             if (lp > 1e-6).any():
                 problems.append(f"result.logprobs[{i}] has positive values: these must be log-probabilities")
-    if not isinstance(result.loss, (int, float)) or not math.isfinite(result.loss):
-        problems.append(f"result.loss is {result.loss!r}, expected a finite float")
+    if not isinstance(result.loss, (int, float)) or isinstance(result.loss, bool) or not math.isfinite(result.loss):
+        problems.append(f"result.loss is {result.loss!r:.80}, expected a finite float")
     if not isinstance(result.num_loss_tokens, int) or isinstance(result.num_loss_tokens, bool) or result.num_loss_tokens < 0:
         problems.append(f"result.num_loss_tokens is {result.num_loss_tokens!r}, expected a non-negative int")
     expected = checkpoint_shapes(case.model.checkpoint)
-    _check_named("grads", result.grads, expected, problems)
+    _check_named("grads", result.grads, expected, case, problems)
     if result.dloss_dlogprobs is not None:
         _check_per_sample("dloss_dlogprobs", result.dloss_dlogprobs, case, problems)
     if case.optimizer is not None:
         if result.params_after is None:
             problems.append("result.params_after is None but the case asks for an optimizer step: report the parameters after it")
         else:
-            _check_named("params_after", result.params_after, expected, problems)
+            _check_named("params_after", result.params_after, expected, case, problems)
+    if not isinstance(result.notes, dict):
+        problems.append(f"result.notes is {type(result.notes).__name__}, expected a dict of JSON values")
+    else:
+        for key, value in result.notes.items():
+            try:
+                json.dumps({key: value})
+            except (TypeError, ValueError) as err:
+                problems.append(f"result.notes[{str(key)!r:.60}] is not JSON ({type(err).__name__}: {err}): notes travel as JSON")
+    if not problems:
+        problems += _not_computed(case, result)
     if problems:
         raise InvalidResult(engine, case, problems)
     return result
 
 
-def _check_named(field: str, tensors: object, expected: dict[str, tuple[int, ...]], problems: list[str]) -> None:
+def _not_computed(case: Case, result: StepResult) -> list[str]:
+    """What no computed result can look like: the same log-prob for every supervised token of
+    samples that differ, or (for SFT: a policy loss may clip every token) no gradient at all behind
+    a loss that is not zero."""
+    problems = []
+    supervised = [float(result.logprobs[i][t]) for i, t in sorted(case.supervised)]
+    distinct_samples = len({tuple(s.input_ids) for s in case.samples if s.num_targets})
+    if distinct_samples > 1 and len(supervised) > 1 and len(set(supervised)) == 1:
+        problems.append(f"result.logprobs: every one of the {len(supervised)} supervised tokens of {distinct_samples} different "
+                        f"samples has log-prob {supervised[0]!r}: the log-probs do not depend on the tokens (not computed)")
+    if case.loss.kind is LossKind.SFT_TOKEN_MEAN and result.loss != 0.0 and all(not bool(t.any()) for t in result.grads.values()):
+        problems.append(f"result.grads: every gradient is exactly zero while the loss is {result.loss:.6g}: the backward "
+                        "did not reach the parameters (detached loss, or gradients read before backward or after zero_grad)")
+    return problems
+
+
+def _check_named(field: str, tensors: object, expected: dict[str, tuple[int, ...]], case: Case, problems: list[str]) -> None:
     if not isinstance(tensors, dict):
         problems.append(f"result.{field} is {type(tensors).__name__}, expected a dict of Hugging Face parameter name -> tensor")
         return
@@ -104,4 +151,4 @@ def _check_named(field: str, tensors: object, expected: dict[str, tuple[int, ...
             "use the checkpoint's Hugging Face names (strip wrapper prefixes such as '_fsdp_wrapped_module.')"
         )
     for name in sorted(set(expected) & set(tensors)):
-        _check_tensor(f"result.{field}[{name!r}]", tensors[name], expected[name], problems)
+        _check_tensor(f"result.{field}[{name!r}]", tensors[name], expected[name], case, problems)

@@ -8,9 +8,11 @@ no longer matches the code that builds it is *stale* and fails with the same hin
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
+import tempfile
 from importlib import resources
 from pathlib import Path
 
@@ -40,17 +42,39 @@ def float64_digest(case: Case) -> str:
     return case.with_(dtype="float64", device="cpu", attention="auto").digest()
 
 
+RESULT_FILES = ("result.json", "result.safetensors")
+
+
+def file_digests(path: Path) -> dict[str, str]:
+    return {name: hashlib.sha256((path / name).read_bytes()).hexdigest() for name in RESULT_FILES if (path / name).exists()}
+
+
 def load_golden(family: str, case: Case) -> StepResult:
+    """The stored golden of `family` for `case`, after checking it is the one regen wrote: the same
+    case, and files whose digests match the ones recorded then (a truncated, edited or corrupted
+    golden is reported as such, naming the file, never blamed on the engine)."""
     path = golden_path(family)
     hint = REGEN_HINT.format(family=family)
     if not (path / "provenance.json").exists():
         raise GoldenProblem(f"no golden for family {family!r} at {path}. {hint}")
-    stored = json.loads((path / "provenance.json").read_text())
-    if stored["case_digest"] != float64_digest(case):
+    try:
+        stored = json.loads((path / "provenance.json").read_text())
+    except (OSError, ValueError) as err:
+        raise GoldenProblem(f"{path / 'provenance.json'} cannot be read ({err}): the golden is damaged. {hint}") from None
+    if stored.get("case_digest") != float64_digest(case):
         raise GoldenProblem(
-            f"the golden for {family!r} was made for case {stored['case_digest']} but the scenario now builds "
+            f"the golden for {family!r} was made for case {stored.get('case_digest')} but the scenario now builds "
             f"{float64_digest(case)} (the case, model config or seed changed): the golden is stale. {hint}"
         )
+    recorded, found = stored.get("file_digests", {}), file_digests(path)
+    for name in RESULT_FILES:
+        if name not in recorded:
+            raise GoldenProblem(f"{path / 'provenance.json'} records no digest of {name} (written before goldens carried digests): "
+                                f"the golden cannot be checked. {hint}")
+        if recorded[name] != found.get(name):
+            what = "is missing" if name not in found else "has changed since regen wrote it (truncated, edited or corrupted)"
+            raise GoldenProblem(f"the golden file {path / name} {what}: sha256 {found.get(name, '-')[:16]}, recorded "
+                                f"{recorded[name][:16]}. Restore it from version control, or {hint}")
     return StepResult.load(path)
 
 
@@ -67,12 +91,22 @@ def load_noise_floor(family: str, dtype: str) -> dict[str, float]:
 
 
 def write_golden(family: str, case: Case, result: StepResult, provenance: dict, path: Path | None = None) -> Path:
+    """Write the golden (or an .obtained result) into a scratch directory beside it, then swap it in:
+    a reader sees the old golden or the new one, never half of one."""
     path = path or golden_path(family)
+    scratch = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
+    result.save(scratch)
+    (scratch / "case.json").write_text(json.dumps(case.to_json() | {"model": {**case.model.to_json(), "checkpoint": None}}, indent=1))
+    (scratch / "provenance.json").write_text(json.dumps({**provenance, "case_digest": float64_digest(case), "family": family,
+                                                         "file_digests": file_digests(scratch)}, indent=1))
     if path.exists():
-        shutil.rmtree(path)
-    result.save(path)
-    (path / "case.json").write_text(json.dumps(case.to_json() | {"model": {**case.model.to_json(), "checkpoint": None}}, indent=1))
-    (path / "provenance.json").write_text(json.dumps({**provenance, "case_digest": float64_digest(case), "family": family}, indent=1))
+        retired = path.with_name(f".{path.name}.old")
+        shutil.rmtree(retired, ignore_errors=True)
+        os.replace(path, retired)
+        os.replace(scratch, path)
+        shutil.rmtree(retired)
+    else:
+        os.replace(scratch, path)
     return path
 
 

@@ -18,9 +18,10 @@ from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
+from packcheck.harness.files import write_json_atomically
 from packcheck.harness.launch import exit_status
 from packcheck.harness.launch.job import Job
-from packcheck.harness.launch.layout import LaunchDir, write_json_atomically
+from packcheck.harness.launch.layout import LaunchDir
 
 MONITOR_INTERVAL = 0.1  # seconds between the agent's looks at its workers
 SHUTDOWN_TIMEOUT = 5  # seconds between SIGTERM and SIGKILL when the agent tears ranks down
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     job_path = os.path.abspath((sys.argv[1:] if argv is None else argv)[0])
     launch = LaunchDir(os.path.dirname(job_path))
     job = Job.load(job_path)
+    exit_status.die_with_parent()
     try:
         elastic_launch(launch_config(job, launch), sys.executable)("-m", "packcheck.harness.launch.worker", job_path)
     except ChildFailedError as failed:

@@ -18,6 +18,7 @@ from packcheck.harness.contract import StepResult
 from packcheck.harness.launch.exit_status import MEANING
 from packcheck.harness.launch.layout import CaseDir, LaunchDir
 from packcheck.harness.launch.outcome import CaseOutcome, HangReport, RankState
+from packcheck.harness.text import safe_text
 
 LOG_TAIL_LINES = 15
 
@@ -47,10 +48,18 @@ def read_outcome(case_dir: CaseDir, case_name: str, launch: LaunchDir, world_siz
 
 
 def _finished(case_dir: CaseDir, case_name: str, world_size: int, started: float) -> CaseOutcome:
-    result = StepResult.load(case_dir.result)
-    result.collectives = [json.loads(case_dir.collectives(r).read_text()) for r in range(world_size)]
     ended = max(float(case_dir.done(r).read_text()) for r in range(world_size))
-    return CaseOutcome(case=case_name, result=result, seconds=ended - started, directory=case_dir.path)
+    outcome = CaseOutcome(case=case_name, seconds=ended - started, directory=case_dir.path)
+    if case_dir.unsupported.exists():  # declined, or (asked only) the reason None: status unsupported either way
+        declined = json.loads(case_dir.unsupported.read_text())
+        outcome.unsupported, outcome.raised_unsupported = declined["reason"], declined.get("raised", False)
+        outcome.asked_only = outcome.unsupported is None
+    elif case_dir.invalid.exists():
+        outcome.invalid = json.loads(case_dir.invalid.read_text())["problems"]
+    else:
+        outcome.result = StepResult.load(case_dir.result)
+        outcome.result.collectives = [json.loads(case_dir.collectives(r).read_text()) for r in range(world_size)]
+    return outcome
 
 
 def _ended(reports: dict[int, dict], launch: LaunchDir) -> float:
@@ -93,15 +102,19 @@ def _exit_text(info: dict) -> str:
 
 def _error_text(root: dict, states: tuple[RankState, ...]) -> str:
     error = root["error"]
-    lines = [f"rank {root['rank']} raised {error['type'].rsplit('.', 1)[-1]}: {error['message']}",
-             error["traceback"].rstrip(), "the ranks when it failed:"]
+    lines = [safe_text(f"rank {root['rank']} raised {error['type'].rsplit('.', 1)[-1]}: {error['message']}"),
+             safe_text(error["traceback"].rstrip()), "the ranks when it failed:"]
     lines += [f"  {s.describe()}" for s in states]
     return "\n".join(lines)
 
 
 def _silent_failure_text(states: tuple[RankState, ...], launch: LaunchDir) -> str:
     lines = ["the case stopped without a report from any rank (a rank died: a signal, the OOM killer, os._exit):"]
-    if not launch.agent_result.exists():
+    agent = json.loads(launch.agent_result.read_text()) if launch.agent_result.exists() else None
+    if agent is not None and agent.get("status") == "succeeded":
+        lines[0] = ("the case stopped without a report from any rank, and every rank exited with status 0: the engine ended "
+                    "its process inside engine.run (os._exit, or exit() in a thread of its own) without returning a result:")
+    if agent is None:
         lines[0] = "the case stopped without a report from any rank: the elastic agent itself died (its ranks die with it):"
         lines += [f"    | {line}" for line in launch.agent_log.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]]
     for s in states:

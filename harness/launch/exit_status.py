@@ -1,7 +1,10 @@
-"""Exit statuses of a rank, distinct from anything Python or a signal produces, so that the
-agent's failure record says why a rank ended even when its report file is missing."""
+"""How the processes of a launch end: exit statuses of a rank, distinct from anything Python or a
+signal produces (so that the agent's failure record says why a rank ended even when its report
+file is missing), and dying with the process that started them."""
 
+import ctypes
 import os
+import signal
 import sys
 
 RANK_TIMED_OUT = 86  # the watchdog fired: this rank exceeded the case's timeout
@@ -25,3 +28,12 @@ def exit_now(status: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)
+
+
+def die_with_parent() -> None:
+    """Linux: the kernel kills this process if its parent dies, even by SIGKILL (the agent with the
+    harness, a rank with the agent); elsewhere the rank watchdog notices its agent is gone."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass

@@ -1,11 +1,10 @@
-"""The parent's guard over one launch: run the agent, and kill the launch if it stops making progress.
+"""The parent's hold on one launch's processes: start the agent, watch it, kill it and every rank.
 
-The ranks' own watchdogs end a hung case within its timeout. This guard is the backstop for what
-they cannot handle (the agent itself stuck, a rank wedged with the GIL held past faulthandler):
-when no case has started for `stall_seconds` (or no rank reached its first case within
-`startup_seconds`), it kills the agent and every rank it started. Ranks run in sessions of their
-own (torch elastic starts them so), so they are killed by their recorded process ids, after
-checking that each id still belongs to this launch.
+The ranks' own watchdogs end a hung case within its timeout. The parent's guard is the backstop
+for what they cannot handle (the agent itself stuck, a rank wedged with the GIL held past
+faulthandler, a case that never starts): the Launch that owns it kills the agent and every rank it
+started. Ranks run in sessions of their own (torch elastic starts them so), so they are killed by
+their recorded process ids, after checking that each id still belongs to this launch.
 """
 
 from __future__ import annotations
@@ -13,48 +12,46 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
-
-POLL_SECONDS = 0.1
+from typing import IO
 
 
-@dataclass(frozen=True, slots=True)
-class GuardedExit:
-    returncode: int
-    killed_after: float | None  # seconds without progress after which the guard killed the launch
+class GuardedProcess:
+    """The agent of one launch, in a session of its own, its output in `log`."""
 
+    def __init__(self, command: list[str], env: dict[str, str], log: Path, marker: str):
+        self.marker = marker  # a string in every launched process's command line (the job path)
+        self._log: IO = open(log, "w")  # noqa: SIM115 - open for the life of the process
+        self.process = subprocess.Popen(command, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
 
-def run_guarded(command: list[str], env: dict[str, str], log: Path, last_progress: Callable[[], float | None],
-                pid_files: Callable[[], list[Path]], startup_seconds: float, stall_seconds: float,
-                marker: str) -> GuardedExit:
-    """Run `command` to its end, or kill it and its ranks when `last_progress()` (a wall-clock time,
-    None before the first case started) is older than allowed. `marker` is a string in every
-    launched process's command line (the job path)."""
-    started = time.time()
-    with open(log, "w") as out:
-        process = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        while process.poll() is None:
-            time.sleep(POLL_SECONDS)
-            progress = last_progress()
-            quiet = time.time() - (progress or started)
-            if quiet > (stall_seconds if progress is not None else startup_seconds):
-                kill_launch(process, pid_files(), marker)
-                return GuardedExit(returncode=process.wait(), killed_after=quiet)
-    return GuardedExit(returncode=process.returncode, killed_after=None)
+    def poll(self) -> int | None:
+        """The exit status once the agent has ended, else None."""
+        status = self.process.poll()
+        if status is not None:
+            self._log.close()
+        return status
 
-
-def kill_launch(process: subprocess.Popen, pid_files: list[Path], marker: str) -> None:
-    _kill_group(process.pid)
-    for path in pid_files:
+    def wait(self, seconds: float) -> int | None:
         try:
-            pid = int(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if marker in _command_line(pid):
-            _kill_group(pid)
+            return self.process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            return None
+        finally:
+            self.poll()
+
+    def kill(self, pid_files: list[Path]) -> int:
+        """SIGKILL the agent's session and every rank named in `pid_files` that still belongs to this launch."""
+        _kill_group(self.process.pid)
+        for path in pid_files:
+            try:
+                pid = int(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if self.marker in _command_line(pid):
+                _kill_group(pid)
+        status = self.process.wait()
+        self.poll()
+        return status
 
 
 def _kill_group(pid: int) -> None:

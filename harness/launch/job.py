@@ -1,7 +1,8 @@
 """A Job: what every rank of one launch runs, written by the parent as JSON and read by each rank.
 
-The cases run in order, in one process group: start-up (importing torch, the rendezvous) costs
-seconds per launch, a case costs a fraction of that.
+The cases come through the launch's queue (harness/launch/layout.py), in order, in one process
+group, for as long as the parent has cases for this engine at this world size: start-up
+(importing torch, the rendezvous) costs seconds, a case a fraction of that.
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from packcheck.harness.launch.layout import write_json_atomically
+from packcheck.harness.files import write_json_atomically
 
-SCHEMA = "packcheck.launch_job/1"
+
+SCHEMA = "packcheck.launch_job/2"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -22,7 +24,6 @@ class Job:
     timeout: float  # seconds each case may take on each rank
     world_size: int
     run_id: str  # namespaces this launch's keys in the launcher's store
-    case_dirs: tuple[str, ...]
 
     @property
     def backend(self) -> str:
@@ -41,4 +42,4 @@ class Job:
         data = json.loads(Path(path).read_text())
         if data.pop("schema", None) != SCHEMA:
             raise ValueError(f"{path} is not a {SCHEMA} file")
-        return cls(**{**data, "case_dirs": tuple(data["case_dirs"])})
+        return cls(**data)

@@ -2,15 +2,23 @@
 between ranks, the launcher's store); nothing is pickled across processes.
 
     launch-0/
-      job.json              the Job: engine spec, device, timeout, world size, case directories
+      job.json              the Job: engine spec, device, timeout, world size
+      engine.json           what rank 0's engine says of itself once it is built: name, capabilities, findings
+      queue/000001.json     the parent's cases, in order: each names its case directory (written last)
+      queue/close           no more cases: the ranks leave
       agent.json            how the elastic agent ended: per-rank exit codes and signals
       agent.log             the agent's own output
       logs/                 each rank's stdout and stderr (torch elastic's log directory)
+      building.rank1        rank 1 began importing and building the engine (engine code: --timeout runs from here)
+      build-stacks.rank1.txt    rank 1's stacks, dumped when building the engine outlasted --timeout
       startup.rank1.json    a rank that failed before its first case: the traceback
       pid.rank1             each rank's process id, for the parent's guard
       cases/000-packed/
-        case.json           the Case
+        case.json           the Case, its checkpoint pointing at the private copy beside it
+        checkpoint/         the case's own copy of the model checkpoint (the engine may do anything to it)
         started.rank1       rank 1 began the case (its deadline runs from here)
+        unsupported.json    rank 0's engine declined the case (its own unsupported_reason; or, forced, it raised UnsupportedCase)
+        invalid.json        rank 0's result broke the contract: every problem, field by field
         collectives.rank1.json   rank 1's collective log, once it returned from engine.run
         result/             rank 0's StepResult (safetensors + JSON)
         done.rank1          every rank finished the case and rank 1 passed the end barrier
@@ -20,17 +28,8 @@ between ranks, the launcher's store); nothing is pickled across processes.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from pathlib import Path
-
-
-def write_json_atomically(path: Path, data) -> None:
-    """The reader never sees half a file."""
-    scratch = path.with_name(f".{path.name}.tmp")
-    scratch.write_text(json.dumps(data, indent=1))
-    os.replace(scratch, path)
 
 
 class CaseDir:
@@ -49,8 +48,20 @@ class CaseDir:
         return self.path / "case.json"
 
     @property
+    def checkpoint(self) -> Path:
+        return self.path / "checkpoint"
+
+    @property
     def result(self) -> Path:
         return self.path / "result"
+
+    @property
+    def unsupported(self) -> Path:
+        return self.path / "unsupported.json"
+
+    @property
+    def invalid(self) -> Path:
+        return self.path / "invalid.json"
 
     def started(self, rank: int) -> Path:
         return self.path / f"started.rank{rank}"
@@ -77,6 +88,21 @@ class LaunchDir:
         return self.path / "job.json"
 
     @property
+    def engine_info(self) -> Path:
+        return self.path / "engine.json"
+
+    @property
+    def queue(self) -> Path:
+        return self.path / "queue"
+
+    def queue_entry(self, index: int) -> Path:
+        return self.queue / f"{index:06d}.json"
+
+    @property
+    def close_marker(self) -> Path:
+        return self.queue / "close"
+
+    @property
     def agent_result(self) -> Path:
         return self.path / "agent.json"
 
@@ -91,6 +117,12 @@ class LaunchDir:
     @property
     def cases(self) -> Path:
         return self.path / "cases"
+
+    def building(self, rank: int) -> Path:
+        return self.path / f"building.rank{rank}"
+
+    def build_stacks(self, rank: int) -> Path:
+        return self.path / f"build-stacks.rank{rank}.txt"
 
     def startup(self, rank: int) -> Path:
         return self.path / f"startup.rank{rank}.json"

@@ -1,6 +1,8 @@
-"""What a distributed case came to: a result, an error on some rank, or a hang with a per-rank diagnosis.
+"""What a launched case came to: a result, the engine declining it, a result that breaks the
+contract, an error on some rank, or a hang with a per-rank diagnosis.
 
-    CaseOutcome.status   "ok" (result set), "error" (error set) or "hang" (hang set)
+    CaseOutcome.status   "ok" (result set), "unsupported" (unsupported set: the engine's own reason),
+                         "invalid" (invalid set: every broken field), "error" (error set) or "hang" (hang set)
     RankState            one rank at the moment the case stopped: why it stopped, whether
                          engine.run had returned there, the collective it was in, its stacks
     HangReport           every rank's state, and where their collective sequences diverge
@@ -14,7 +16,7 @@ from pathlib import Path
 from packcheck.harness.collectives import describe_state
 from packcheck.harness.contract import StepResult
 
-OK, ERROR, HANG = "ok", "error", "hang"
+OK, ERROR, HANG, UNSUPPORTED, INVALID = "ok", "error", "hang", "unsupported", "invalid"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -85,6 +87,10 @@ class HangReport:
 class CaseOutcome:
     case: str
     result: StepResult | None = None  # rank 0's result, `collectives` = every rank's recorded log
+    unsupported: str | None = None  # the engine's own reason for declining the case
+    asked_only: bool = False  # the engine was only asked whether it declines the case, and it does not
+    raised_unsupported: bool = False  # forced on the case (Launch.run mode "force"), the engine raised UnsupportedCase
+    invalid: list[str] | None = None  # every way rank 0's result breaks the contract
     error: str | None = None  # which rank failed, its traceback, and what the other ranks were doing
     error_type: str | None = None  # the failing rank's exception class, e.g. "packcheck.harness.engines.protocol.UnsupportedCase"
     hang: HangReport | None = None
@@ -97,9 +103,17 @@ class CaseOutcome:
     def status(self) -> str:
         if self.result is not None:
             return OK
+        if self.unsupported is not None or self.asked_only:
+            return UNSUPPORTED
+        if self.invalid is not None:
+            return INVALID
         return HANG if self.hang is not None else ERROR
 
     def describe(self) -> str:
         if self.status == OK:
             return f"case {self.case!r}: ok in {self.seconds:.2f} s"
+        if self.status == UNSUPPORTED:
+            return f"case {self.case!r}: unsupported: {self.unsupported}"
+        if self.status == INVALID:
+            return f"case {self.case!r}: invalid result:\n  - " + "\n  - ".join(self.invalid)
         return f"case {self.case!r}: {self.status}\n" + (self.hang.describe() if self.hang else self.error or "")

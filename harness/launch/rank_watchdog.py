@@ -27,8 +27,9 @@ import traceback
 from typing import NoReturn
 
 from packcheck.harness.collectives import CollectiveRecorder
+from packcheck.harness.files import write_json_atomically
 from packcheck.harness.launch import exit_status
-from packcheck.harness.launch.layout import CaseDir, write_json_atomically
+from packcheck.harness.launch.layout import CaseDir
 from packcheck.harness.launch.rank_sync import RankSync
 from packcheck.harness.launch.stacks import thread_stacks
 

@@ -6,21 +6,25 @@ semantics, so the same command runs under torchrun or a cluster scheduler), then
 1. initialises the default process group (gloo on CPU; NCCL on CUDA, on device LOCAL_RANK) with a
    timeout well past the watchdog's;
 2. installs the collective recorder, then resolves the engine from its spec string (after, so
-   that an engine binding torch.distributed functions at import binds the recording ones);
-3. runs every case of the job in order: `engine.run(case)` under the rank watchdog; rank 0 saves
-   the StepResult it returns; every rank saves its collective log; all ranks meet at an
-   out-of-band barrier before the next case.
+   that an engine binding torch.distributed functions at import binds the recording ones): that
+   is engine code, so it runs under --timeout like a case, with a stack dump if it outlasts it;
+   rank 0 writes the engine's description (harness/engines/info.py) for the parent;
+3. runs the cases the parent queues, in order, until it closes the queue: each in its own case
+   directory as working directory, the engine's own `unsupported_reason` first (a declined case
+   is recorded, not run), then `engine.run(case)` under the rank watchdog; rank 0 validates the
+   StepResult it returns (a broken one is recorded field by field) and saves it; every rank saves
+   its collective log; all ranks meet at an out-of-band barrier before the next case.
 
-An exception from the engine (or no StepResult on rank 0) stops this rank with a report, and the
-other ranks with it: the launch ends there and the parent relaunches the remaining cases.
+An exception from the engine, an exit or a signal stops this rank (with a report where it can),
+and the other ranks with it: the launch ends there and the parent starts a fresh one for the
+cases after it.
 """
 
 from __future__ import annotations
 
-import ctypes
+import faulthandler
 import json
 import os
-import signal
 import sys
 import time
 import traceback
@@ -30,13 +34,17 @@ import torch
 import torch.distributed as dist
 
 from packcheck.harness.collectives import CollectiveRecorder, install_recorder
-from packcheck.harness.contract import Case, StepResult
-from packcheck.harness.engines import Engine, resolve_engine
+from packcheck.harness.contract import Case
+from packcheck.harness.engines import Engine, InvalidResult, UnsupportedCase, describe, resolve_engine, validate_result
+from packcheck.harness.files import write_json_atomically
 from packcheck.harness.launch import exit_status
 from packcheck.harness.launch.job import Job
-from packcheck.harness.launch.layout import CaseDir, LaunchDir, write_json_atomically
+from packcheck.harness.launch.layout import CaseDir, LaunchDir
 from packcheck.harness.launch.rank_sync import RankSync
 from packcheck.harness.launch.rank_watchdog import RankWatchdog
+from packcheck.harness.text import safe_text
+
+QUEUE_POLL_SECONDS = 0.01  # how often an idle rank looks for the parent's next case
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,55 +53,99 @@ def main(argv: list[str] | None = None) -> int:
     job = Job.load(job_path)
     launch = LaunchDir(os.path.dirname(os.path.abspath(job_path)))
     rank, world_size, local_rank = (int(os.environ[k]) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"))
-    _die_with_parent()
-    launch.pid(rank).write_text(str(os.getpid()))
+    exit_status.die_with_parent()
+    write_json_atomically(launch.pid(rank), os.getpid())  # markers the parent polls: never seen half-written
     try:
-        engine, recorder, watchdog, sync = _start(job, rank, world_size, local_rank)
+        engine, recorder, watchdog, sync = _start(job, launch, rank, world_size, local_rank)
     except BaseException as err:  # noqa: BLE001 - reported to the parent, which fails every case with it
         write_json_atomically(launch.startup(rank), {
             "rank": rank, "type": f"{type(err).__module__}.{type(err).__qualname__}", "message": str(err),
             "traceback": "".join(traceback.format_exception(err)),
         })
         return exit_status.STARTUP_FAILED
-    for index, path in enumerate(job.case_dirs):
-        _run_case(index, CaseDir(path), engine, rank, recorder, watchdog, sync)
+    if rank == 0:
+        write_json_atomically(launch.engine_info, describe(engine, job.engine).to_json())
+    for index, entry in enumerate(_queued(launch)):
+        _run_case(index, CaseDir(entry["case_dir"]), engine, rank, recorder, watchdog, sync, mode=entry["mode"])
     _finish()
     return 0
 
 
-def _start(job: Job, rank: int, world_size: int, local_rank: int) -> tuple[Engine, CollectiveRecorder, RankWatchdog, RankSync]:
+def _queued(launch: LaunchDir):
+    """The parent's cases, in order, until it closes the queue (or goes away: the watchdog ends the rank)."""
+    index = 0
+    while True:
+        entry = launch.queue_entry(index)
+        if entry.exists():
+            yield json.loads(entry.read_text())
+            index += 1
+        elif launch.close_marker.exists():
+            return
+        else:
+            time.sleep(QUEUE_POLL_SECONDS)
+
+
+def _start(job: Job, launch: LaunchDir, rank: int, world_size: int,
+           local_rank: int) -> tuple[Engine, CollectiveRecorder, RankWatchdog, RankSync]:
     if job.device == "cuda":
         torch.cuda.set_device(local_rank)
     dist.init_process_group(job.backend, timeout=timedelta(seconds=job.process_group_timeout))
     recorder = install_recorder()
-    engine = resolve_engine(job.engine)
+    write_json_atomically(launch.building(rank), time.time())
+    with open(launch.build_stacks(rank), "w") as stacks:
+        faulthandler.dump_traceback_later(job.timeout, file=stacks)
+        try:
+            engine = resolve_engine(job.engine)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
     watchdog = RankWatchdog(rank, world_size, job.run_id, job.timeout, recorder).start()
     return engine, recorder, watchdog, RankSync(rank, world_size, job.run_id)
 
 
 def _run_case(index: int, case_dir: CaseDir, engine: Engine, rank: int, recorder: CollectiveRecorder,
-              watchdog: RankWatchdog, sync: RankSync) -> None:
+              watchdog: RankWatchdog, sync: RankSync, mode: str) -> None:
+    """One case on this rank. `mode`: "run" (unless the engine declines it), "reason" (only ask the
+    engine whether it declines it), "force" (run it even if it does: the conformance suite checks
+    that an engine handed an unsupported case raises UnsupportedCase)."""
     data = json.loads(case_dir.case.read_text())
     recorder.start_case()
     watchdog.arm(index, case_dir, data["name"])
-    case_dir.started(rank).write_text(str(time.time()))
+    write_json_atomically(case_dir.started(rank), time.time())
+    os.chdir(case_dir.path)  # what the engine writes to its working directory stays with the case
     try:
-        result = engine.run(Case.from_json(data))
-        watchdog.engine_returned()
-        if rank == 0:
-            _save_result(result, case_dir)
+        case = Case.from_json(data)
+        reason = None if mode == "force" else engine.unsupported_reason(case)
+        if reason is not None or mode == "reason":
+            if rank == 0:
+                write_json_atomically(case_dir.unsupported, {"reason": None if reason is None else safe_text(reason)})
+        else:
+            try:
+                result = engine.run(case)
+            except UnsupportedCase as declined:
+                if mode != "force" or sync.world_size > 1:
+                    raise
+                # forced on a declined case, the engine said so as it should: its process is sound, the launch goes on
+                write_json_atomically(case_dir.unsupported, {"reason": safe_text(str(declined)), "raised": True})
+            else:
+                watchdog.engine_returned()
+                if rank == 0:
+                    _save_result(engine.name, case, result, case_dir)
     except BaseException as err:  # noqa: BLE001 - any failure of the engine becomes this rank's report
         watchdog.stop("raised", err)
     write_json_atomically(case_dir.collectives(rank), recorder.snapshot())
     sync.wait_all(f"end/{index}")
     watchdog.disarm()
-    case_dir.done(rank).write_text(str(time.time()))
+    write_json_atomically(case_dir.done(rank), time.time())
 
 
-def _save_result(result: object, case_dir: CaseDir) -> None:
-    if not isinstance(result, StepResult):
-        raise TypeError(f"engine.run returned {type(result).__name__} on rank 0; a distributed engine returns "
-                        "the StepResult on rank 0 (other ranks may return None)")
+def _save_result(engine: str, case: Case, result: object, case_dir: CaseDir) -> None:
+    """Rank 0's result on disk, or every way it breaks the contract (invalid.json): what it cannot
+    be saved as is never handed to the parent."""
+    try:
+        result = validate_result(engine, case, result)
+    except InvalidResult as invalid:
+        write_json_atomically(case_dir.invalid, {"problems": [safe_text(p, 2000) for p in invalid.problems]})
+        return
     result.collectives = None  # the parent fills in every rank's recorded log
     result.save(case_dir.result)
 
@@ -101,13 +153,6 @@ def _save_result(result: object, case_dir: CaseDir) -> None:
 def _finish() -> None:
     dist.destroy_process_group()
 
-
-def _die_with_parent() -> None:
-    """Linux: the kernel kills this rank if the agent dies, even by SIGKILL."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass  # elsewhere the rank watchdog notices the agent is gone
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import markupsafe
 import pandas as pd
 
 from packcheck.harness.report.evidence import arm_evidence
+from packcheck.harness.files import write_atomically
 from packcheck.harness.report.load import Run, describe, format_margin, format_number, load_run, status_counts
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -233,5 +234,5 @@ def render_html(run_dir: str | Path, baseline_dir: str | Path | None = None) -> 
 def write_html(run_dir: str | Path, out_path: str | Path, baseline_dir: str | Path | None = None) -> Path:
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(render_html(run_dir, baseline_dir), encoding="utf-8")
+    write_atomically(out_path, render_html(run_dir, baseline_dir))  # never a half-written report
     return out_path

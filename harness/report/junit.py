@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from packcheck.harness.report.load import load_run, status_counts
+from packcheck.harness.files import write_atomically
 
 OUTCOME = {"pass": None, "fail": "failure", "unsupported": "skipped"}  # any other status (error, hang, ...): <error>
 NOT_XML = re.compile(r"[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -65,5 +66,5 @@ def render_junit(run_dir: str | Path) -> str:
 def write_junit(run_dir: str | Path, out_path: str | Path) -> Path:
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(render_junit(run_dir), encoding="utf-8")
+    write_atomically(out_path, render_junit(run_dir))
     return out_path

@@ -1,11 +1,15 @@
-"""The run's results table: results.json, rewritten after every verdict so a crash leaves a
-partial but valid file.
+"""The run's results table, written as it grows: `results.jsonl` gets one line per verdict the
+moment it is judged (a crash or a kill leaves every verdict before it), and `results.json`, the
+whole table, is written once when the run ends or is interrupted (atomically: a reader never sees
+half of it). Readers take results.json, or rebuild the table from results.jsonl when the run
+never finished.
 
 Schema `packcheck.results/1` (documented in docs/results-schema.md):
     provenance: versions, device, git commit, command, time, seed
     verdicts:   one per engine x family x scenario x dtype x device (status, diagnosis, reproduce, ...)
     rows:       one per engine x family x scenario x dtype x arms x quantity x item x metric,
                 with observed, threshold, margin, passed, where
+results.jsonl: a first line {"schema", "provenance"}, then one {"verdict", "rows"} line per verdict.
 """
 
 from __future__ import annotations
@@ -15,7 +19,10 @@ import math
 import os
 from pathlib import Path
 
+from packcheck.harness.errors import InputError
+from packcheck.harness.files import write_atomically
 from packcheck.harness.run.verdict import Verdict
+from packcheck.harness.text import path_name
 
 SCHEMA = "packcheck.results/1"
 VERDICT_KEYS = ("engine", "family", "scenario", "dtype", "device", "attention")
@@ -36,44 +43,106 @@ class ResultsFile:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.provenance = provenance
         self.verdicts: list[Verdict] = []
+        write_atomically(self.lines_path, json.dumps({"schema": SCHEMA, "provenance": provenance}) + "\n")
 
     @property
     def path(self) -> Path:
         return self.directory / "results.json"
 
+    @property
+    def lines_path(self) -> Path:
+        return self.directory / "results.jsonl"
+
     def add(self, verdict: Verdict) -> None:
         self.verdicts.append(verdict)
-        self.write()
-
-    def rows(self) -> list[dict]:
-        return [
-            _finite({key: getattr(v, key) for key in VERDICT_KEYS} | c.to_json())
-            for v in self.verdicts
-            for c in v.comparisons
-        ]
+        with open(self.lines_path, "a", encoding="utf-8") as lines:
+            lines.write(json.dumps({"verdict": _finite(verdict.to_json()), "rows": rows_of(verdict)}) + "\n")
+            lines.flush()
+            os.fsync(lines.fileno())
 
     def write(self) -> None:
-        data = {
-            "schema": SCHEMA,
-            "provenance": self.provenance,
-            "verdicts": [_finite(v.to_json()) for v in self.verdicts],
-            "rows": self.rows(),
-        }
-        scratch = self.path.with_suffix(".json.tmp")
-        scratch.write_text(json.dumps(data, indent=1))
-        os.replace(scratch, self.path)
+        """The whole table as results.json (at the end of the run, or when it is interrupted)."""
+        data = {"schema": SCHEMA, "provenance": self.provenance, "verdicts": [_finite(v.to_json()) for v in self.verdicts],
+                "rows": [row for v in self.verdicts for row in rows_of(v)]}
+        write_atomically(self.path, json.dumps(data, indent=1))
+
+
+def rows_of(verdict: Verdict) -> list[dict]:
+    return [_finite({key: getattr(verdict, key) for key in VERDICT_KEYS} | c.to_json()) for c in verdict.comparisons]
 
 
 def arms_directory(run_dir: str | Path, engine: str, family: str, scenario: str) -> Path:
-    """Where a run keeps each arm's case.json and result.* of one verdict: DIR/cases/<engine>/<family>/<scenario>."""
-    return Path(run_dir) / "cases" / engine / family / scenario
+    """Where a run keeps each arm's case.json and result.* of one verdict: DIR/cases/<engine>/<family>/<scenario>,
+    the engine's name made a safe path component (an engine names itself: '../x' stays inside DIR)."""
+    return Path(run_dir) / "cases" / path_name(engine) / family / scenario
+
+
+class ResultsProblem(InputError):
+    """A results file that cannot be read: the message names the file and what is wrong with it."""
 
 
 def load_results(directory: str | Path) -> dict:
-    path = Path(directory) / "results.json"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist: point at the --out directory of a `packcheck run`")
-    data = json.loads(path.read_text())
-    if data.get("schema") != SCHEMA:
-        raise ValueError(f"{path} has schema {data.get('schema')!r}; this packcheck reads {SCHEMA!r}")
+    """The table of the run in `directory`: results.json, else what results.jsonl kept of an unfinished run."""
+    directory = Path(directory)
+    whole, lines = directory / "results.json", directory / "results.jsonl"
+    if whole.exists():
+        data = _read_json(whole)
+    elif lines.exists():
+        data = _from_lines(lines)
+    else:
+        raise ResultsProblem(f"{directory} holds neither results.json nor results.jsonl: point at the --out directory of a `packcheck run`")
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        schema = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise ResultsProblem(f"{whole if whole.exists() else lines} has schema {schema!r}; this packcheck reads {SCHEMA!r}")
+    source = whole if whole.exists() else lines
+    for key, kind in (("verdicts", list), ("rows", list), ("provenance", dict)):
+        if not isinstance(data.get(key, kind()), kind):
+            raise ResultsProblem(f"{source}: {key!r} is {type(data[key]).__name__}, expected a {kind.__name__}")
+    _check_records(source, "verdicts", data.get("verdicts", []), VERDICT_FIELDS)
+    _check_records(source, "rows", data.get("rows", []), ROW_FIELDS)
     return data
+
+
+# what a reader relies on in each record, with its type
+VERDICT_FIELDS = {"engine": str, "family": str, "scenario": str, "dtype": str, "device": str, "status": str}
+ROW_FIELDS = {"engine": str, "family": str, "scenario": str, "quantity": str, "metric": str, "observed": (int, float, str),
+              "threshold": (int, float, str)}
+
+
+def _check_records(source: Path, key: str, records: list, fields: dict) -> None:
+    for index, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise ResultsProblem(f"{source}: {key}[{index}] is {type(record).__name__}, expected an object")
+        for field, kind in fields.items():
+            if not isinstance(record.get(field), kind):
+                got = "missing" if field not in record else f"a {type(record[field]).__name__}"
+                raise ResultsProblem(f"{source}: {key}[{index}].{field} is {got}: the file was edited or written by "
+                                     "something else; rerun `packcheck run` to get it back")
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ResultsProblem(f"{path} is not valid JSON ({err}): a truncated or edited file? results.jsonl beside it keeps every verdict")
+
+
+def _from_lines(path: Path) -> dict:
+    """Header and every complete verdict line; a last line cut short by a kill is left out."""
+    text = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    if not text:
+        raise ResultsProblem(f"{path} is empty: the run wrote nothing")
+    try:
+        header = json.loads(text[0])
+    except json.JSONDecodeError as err:
+        raise ResultsProblem(f"{path}: its first line is not JSON ({err})") from None
+    verdicts, rows = [], []
+    for line in text[1:]:
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("verdict"), dict) and isinstance(entry.get("rows"), list):
+            verdicts.append(entry["verdict"])
+            rows += entry["rows"]
+    return {"schema": header.get("schema"), "provenance": header.get("provenance", {}), "verdicts": verdicts, "rows": rows}

@@ -1,11 +1,13 @@
-"""Run one scenario against one engine: build the arms, run them, validate, judge, diagnose.
+"""Run one scenario against one engine: build the arms, run them in the engine's own processes,
+validate, judge, diagnose.
 
-Arms of one process run in this process (under a watchdog); arms of a dp x cp mesh run through
-`packcheck.harness.launch.run_distributed`, one launch per world size. Everything an engine does wrong
-becomes a verdict, never an exception out of here: a declared unsupported arm -> unsupported;
-UnsupportedCase for a case it declared supported, a crash on any rank -> error with the
-traceback; a hang -> hang with every rank's state; an invalid StepResult -> fail naming every
-broken field.
+Every arm runs in a launch of the engine (harness/launch: world 1 and dp x cp meshes alike), kept
+warm in a LaunchPool across the arms, scenarios and families of a run; the harness's process runs
+no engine code and sees only the files the engine's processes write. Everything an engine does
+wrong becomes a verdict, never an exception out of here: an arm outside its declaration ->
+unsupported (optional arms: skipped, and named); UnsupportedCase for a case it declared
+supported, a crash, an exit or a signal on any rank -> error with what happened; a hang -> hang
+with every rank's state; an invalid StepResult -> fail naming every broken field.
 """
 
 from __future__ import annotations
@@ -15,19 +17,22 @@ import re
 import tempfile
 import time
 import traceback
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
+from packcheck.harness.collectives import unused_mesh
 from packcheck.harness.compare import HARNESS, Arms, Comparison, tolerance_for
 from packcheck.harness.contract import Case, StepResult
-from packcheck.harness.engines import Engine, InvalidResult, UnsupportedCase, finding_for, validate_result
+from packcheck.harness.engines import Engine, EngineInfo, InvalidResult, finding_for, validate_result
 from packcheck.harness.golden import write_obtained
+from packcheck.harness.launch import ERROR as LAUNCH_ERROR
+from packcheck.harness.launch import HANG as LAUNCH_HANG
+from packcheck.harness.launch import INVALID as LAUNCH_INVALID
+from packcheck.harness.launch import UNSUPPORTED as LAUNCH_UNSUPPORTED
+from packcheck.harness.launch import CaseOutcome, LaunchFailed, LaunchPool, engine_spec
 from packcheck.harness.models import model_spec
 from packcheck.harness.provenance import provenance
 from packcheck.harness.run.verdict import ERROR, FAIL, HANG, PASS, UNSUPPORTED, Verdict
-from packcheck.harness.run.watchdog import Watchdog
 from packcheck.harness.scenarios import Judgement, Scenario, Setting
 
 DEFAULT_TIMEOUT = 600.0
@@ -36,8 +41,7 @@ DEFAULT_TIMEOUT = 600.0
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RunOptions:
     timeout: float = DEFAULT_TIMEOUT  # seconds per arm (per case on every rank)
-    on_hang: Callable[[str], None] | None = None  # an in-process arm hung: record it; the process then exits
-    workdir: Path | None = None  # where launches keep their files (a temporary directory if None)
+    pool: LaunchPool | None = None  # the run's warm launches; None: a pool of this verdict's own, closed after it
 
 
 def setting_for(family: str, dtype: str, device: str, attention: str = "auto") -> Setting:
@@ -52,76 +56,66 @@ class ArmProblem(Exception):
         self.status, self.detail, self.comparison = status, detail, comparison
 
 
-def accept(engine: Engine, name: str, case: Case, result: object) -> StepResult:
+def invalid(name: str, problems: list[str]) -> ArmProblem:
+    comparison = Comparison(arms=Arms(name, HARNESS), quantity="result", item="", metric="invalid",
+                            observed=float(len(problems)), threshold=0.0, where=problems[0])
+    lines = "\n  - ".join(problems)
+    return ArmProblem(FAIL, f"arm {name!r}: the engine returned an invalid StepResult:\n  - {lines}", comparison)
+
+
+def accept(engine: EngineInfo, name: str, case: Case, outcome: CaseOutcome) -> StepResult | None:
+    """The arm's result, validated again here; None when the engine itself declined the case."""
+    if outcome.status == LAUNCH_UNSUPPORTED:
+        return None
+    if outcome.status == LAUNCH_INVALID:
+        raise invalid(name, outcome.invalid)
+    if outcome.status == LAUNCH_HANG:
+        raise ArmProblem(HANG, f"arm {name!r} ({case.describe()}):\n{outcome.hang.describe()}")
+    if outcome.status == LAUNCH_ERROR and (outcome.error_type or "").endswith(".UnsupportedCase"):
+        raise ArmProblem(ERROR, f"arm {name!r}: the engine raised UnsupportedCase for a case its capabilities declare supported: "
+                                f"fix the declaration or the engine.\n{outcome.error}")
+    if outcome.status == LAUNCH_ERROR:
+        raise ArmProblem(ERROR, f"arm {name!r} ({case.describe()}) failed:\n{outcome.error}")
     try:
-        return validate_result(engine.name, case, result)
-    except InvalidResult as invalid:
-        comparison = Comparison(arms=Arms(name, HARNESS), quantity="result", item="", metric="invalid",
-                                observed=float(len(invalid.problems)), threshold=0.0, where=invalid.problems[0])
-        raise ArmProblem(FAIL, str(invalid), comparison) from None
-
-
-def run_in_process(engine: Engine, name: str, case: Case, options: RunOptions) -> StepResult:
-    try:
-        with Watchdog(options.timeout if options.on_hang else 0, options.on_hang or (lambda stacks: None)):
-            result = engine.run(case)
-    except UnsupportedCase as err:
-        raise ArmProblem(ERROR, f"arm {name!r}: engine raised UnsupportedCase for a case its capabilities declare supported: "
-                                f"{err}. Fix the declaration or the engine.") from None
-    except Exception:  # noqa: BLE001 - any engine crash becomes a verdict
-        raise ArmProblem(ERROR, f"arm {name!r} ({case.describe()}) crashed:\n{traceback.format_exc(limit=8)}") from None
-    return accept(engine, name, case, result)
-
-
-def run_launched(engine: Engine, cases: dict[str, Case], options: RunOptions) -> dict[str, StepResult]:
-    """The arms of one world size > 1, in one launch; the first that errs or hangs ends the verdict."""
-    from packcheck.harness.launch import ERROR as LAUNCH_ERROR
-    from packcheck.harness.launch import HANG as LAUNCH_HANG
-    from packcheck.harness.launch import engine_spec, run_distributed
-
-    workdir = options.workdir or Path(tempfile.mkdtemp(prefix="packcheck-launch-"))
-    device = next(iter(cases.values())).device
-    outcomes = run_distributed(engine_spec(engine), list(cases.values()), device, options.timeout, workdir)
-    results = {}
-    for (name, case), outcome in zip(cases.items(), outcomes):
-        if outcome.status == LAUNCH_HANG:
-            raise ArmProblem(HANG, f"arm {name!r} ({case.describe()}):\n{outcome.hang.describe()}")
-        if outcome.status == LAUNCH_ERROR and (outcome.error_type or "").endswith(".UnsupportedCase"):
-            raise ArmProblem(ERROR, f"arm {name!r}: a rank raised UnsupportedCase for a case the engine declares supported: "
-                                    f"fix the declaration or the engine.\n{outcome.error}")
-        if outcome.status == LAUNCH_ERROR:
-            raise ArmProblem(ERROR, f"arm {name!r} ({case.describe()}) failed:\n{outcome.error}")
-        results[name] = accept(engine, name, case, outcome.result)
-    return results
+        result = validate_result(engine.name, case, outcome.result)
+    except InvalidResult as err:
+        raise invalid(name, err.problems) from None
+    if case.parallel.world_size > 1:
+        problems = unused_mesh(case.parallel, int(case.model.config["num_hidden_layers"]), result.collectives or [])
+        if problems:
+            raise ArmProblem(FAIL, f"arm {name!r} ({case.describe()}) did not run on its mesh:\n  - " + "\n  - ".join(problems),
+                             Comparison(arms=Arms(name, HARNESS), quantity="mesh", item=case.parallel.describe(), metric="unused",
+                                        observed=float(len(problems)), threshold=0.0, where=problems[0]))
+    return result
 
 
 DIAGNOSES = {
-    FAIL: lambda problem: f"the engine broke the result contract: {problem.comparison.where}",
+    FAIL: lambda problem: (f"the engine did not run the arm on its mesh: {problem.comparison.where}" if problem.comparison.quantity == "mesh"
+                           else f"the engine broke the result contract: {problem.comparison.where}"),
     ERROR: lambda problem: "the engine crashed: " + first_error_line(problem.detail),
     HANG: lambda problem: "a collective never completed on some rank (deadlock): see the per-rank states and stacks",
 }
 
 
-def run_arms(engine: Engine, scenario: Scenario, cases: dict[str, Case], verdict: Verdict, options: RunOptions) -> dict[str, StepResult] | None:
+def run_arms(engine: EngineInfo, scenario: Scenario, cases: dict[str, Case], verdict: Verdict,
+             pool: LaunchPool) -> dict[str, StepResult] | None:
     """Run every arm the engine supports; on a problem fill `verdict` in and return None."""
-    by_world: dict[int, dict[str, Case]] = defaultdict(dict)
+    runnable = {}
     for name, case in cases.items():
         reason = engine.unsupported_reason(case)
         if reason is None:
-            by_world[case.parallel.world_size][name] = case
-        elif name in scenario.optional_arms:
-            verdict.detail += f"arm {name!r} skipped: {reason}\n"
-            verdict.skipped_arms.append(name)
-        else:
-            verdict.status, verdict.detail = UNSUPPORTED, f"arm {name!r}: {reason}"
+            runnable[name] = case
+        elif not skip(verdict, scenario, name, reason):
             return None
     results: dict[str, StepResult] = {}
     try:
-        for world, group in sorted(by_world.items()):
-            if world == 1:
-                results |= {name: run_in_process(engine, name, case, options) for name, case in group.items()}
-            else:
-                results |= run_launched(engine, group, options)
+        for name, case in sorted(runnable.items(), key=lambda item: item[1].parallel.world_size):  # fewer launch switches
+            outcome = pool.run(engine.spec, case)
+            result = accept(engine, name, case, outcome)
+            if result is None and not skip(verdict, scenario, name, f"the engine declines it: {outcome.unsupported}"):
+                return None
+            if result is not None:
+                results[name] = result
     except ArmProblem as problem:
         verdict.status, verdict.detail = problem.status, verdict.detail + problem.detail
         verdict.diagnosis = DIAGNOSES[problem.status](problem)
@@ -131,46 +125,96 @@ def run_arms(engine: Engine, scenario: Scenario, cases: dict[str, Case], verdict
     return {name: results[name] for name in cases if name in results}
 
 
-def run_scenario(engine: Engine, scenario: Scenario, family: str, dtype: str = "float64", device: str = "cpu",
+def skip(verdict: Verdict, scenario: Scenario, name: str, reason: str) -> bool:
+    """Skip an optional arm (named in the verdict) and go on; a required one makes the verdict unsupported."""
+    if name in scenario.optional_arms:
+        verdict.detail += f"arm {name!r} skipped: {reason}\n"
+        verdict.skipped_arms.append(name)
+        return True
+    verdict.status, verdict.detail = UNSUPPORTED, f"arm {name!r}: {reason}"
+    return False
+
+
+def run_scenario(engine: EngineInfo | str | Engine | type[Engine], scenario: Scenario, family: str, dtype: str = "float64", device: str = "cpu",
                  save_dir: Path | None = None, attention: str = "auto", save_passing: bool = True,
                  options: RunOptions = RunOptions()) -> Verdict:
-    """Judge `engine` on `scenario`; with `save_dir`, keep each arm's case and result there
-    (only for failing verdicts unless `save_passing`)."""
+    """Judge `engine` (its description, the spec to build it from, or its class) on `scenario`; with
+    `save_dir`, keep each arm's case and result there (only for failing verdicts unless `save_passing`).
+    The engine runs in processes of its own, built from its spec: an instance's class must be importable."""
+    if not isinstance(engine, (EngineInfo, str)):
+        engine = engine_spec(engine)
+    if options.pool is not None:
+        return _run_scenario(engine, scenario, family, dtype, device, save_dir, attention, save_passing, options.pool)
+    with LaunchPool(Path(tempfile.mkdtemp(prefix="packcheck-launches-")), options.timeout) as pool:
+        return _run_scenario(engine, scenario, family, dtype, device, save_dir, attention, save_passing, pool)
+
+
+def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dtype: str, device: str, save_dir: Path | None,
+                  attention: str, save_passing: bool, pool: LaunchPool) -> Verdict:
     started = time.perf_counter()
-    verdict = Verdict(engine=engine.name, family=family, scenario=scenario.name, dtype=dtype, device=device, status=PASS,
-                      attention=attention)
+    spec = engine if isinstance(engine, str) else engine.spec
+    verdict = Verdict(engine=spec if isinstance(engine, str) else engine.name, engine_spec=spec, family=family, scenario=scenario.name,
+                      dtype=dtype, device=device, status=PASS, attention=attention)
+    try:
+        info = pool.engine_info(spec, device) if isinstance(engine, str) else engine
+    except LaunchFailed as failed:
+        did_not_start(verdict, failed)
+        verdict.seconds = time.perf_counter() - started
+        return verdict
+    verdict.engine = info.name
     setting = setting_for(family, dtype, device, attention)
     cases = scenario.build(setting)
-    results = run_arms(engine, scenario, cases, verdict, options)
+    results = run_arms(info, scenario, cases, verdict, pool)
     if results is not None and scenario.follow_up is not None:
         later = scenario.follow_up(setting, results)
         cases |= later
-        later_results = run_arms(engine, scenario, later, verdict, options)
+        later_results = run_arms(info, scenario, later, verdict, pool)
         results = None if later_results is None else results | later_results
     if results is not None:
-        judgement = Judgement(setting=setting, cases=cases, results=results, tolerance=tolerance_for(dtype))
-        try:
-            verdict.comparisons = scenario.judge(judgement)
-        except Exception:  # noqa: BLE001 - a bug in packcheck's judge must not end the run
-            verdict.status, verdict.diagnosis = ERROR, "packcheck's judge of this scenario crashed: a packcheck bug, not the engine's"
-            verdict.detail += traceback.format_exc(limit=8)
-            verdict.seconds = time.perf_counter() - started
-            return verdict
-        failed = [c for c in verdict.comparisons if not c.passed]
-        if not verdict.comparisons:  # every arm beyond the baseline was skipped: nothing was tested
-            verdict.status = UNSUPPORTED
-            verdict.detail += "no arm beyond the baseline is supported by the engine: nothing to compare"
-        elif failed:
-            verdict.status = FAIL
-            verdict.diagnosis = scenario.diagnose(judgement, failed)
-            keep_obtained(verdict, scenario, cases, results)
+        judge(verdict, scenario, Judgement(setting=setting, cases=cases, results=results, tolerance=tolerance_for(dtype)))
         if save_dir is not None and (save_passing or verdict.failed):
             save_arms(save_dir, cases, results)
-    finding = finding_for(engine.known_findings, scenario.name, family)
-    if finding is not None and verdict.status == FAIL and verdict.worst is not None and verdict.worst.margin >= finding.min_margin:
+    finding = finding_for(info.known_findings, scenario.name, family)
+    if finding is not None and numeric_failure(verdict) and verdict.worst.margin >= finding.min_margin:
         verdict.known_finding = finding.headline()
     verdict.seconds = time.perf_counter() - started
     return verdict
+
+
+CONTRACT_QUANTITIES = ("result", "mesh")  # failures of the contract, not of the numbers: no finding excuses them
+
+
+def numeric_failure(verdict: Verdict) -> bool:
+    """A failing verdict whose failures are all numeric: only such a failure can be a pinned known
+    finding (an invalid result or an unused mesh has margin inf, and would match any finding)."""
+    failed = [c for c in verdict.comparisons if not c.passed]
+    return verdict.status == FAIL and bool(failed) and not any(c.quantity in CONTRACT_QUANTITIES for c in failed)
+
+
+def did_not_start(verdict: Verdict, failed: LaunchFailed) -> Verdict:
+    """The verdict of a cell whose engine never got to its first case: hung while building, or failed."""
+    verdict.status, verdict.detail = (HANG if failed.hung else ERROR), failed.text
+    verdict.diagnosis = ("importing or constructing the engine hung: see the stacks" if failed.hung
+                         else "the engine did not start: " + first_error_line(failed.text))
+    return verdict
+
+
+def judge(verdict: Verdict, scenario: Scenario, judgement: Judgement) -> None:
+    """The scenario's judgement of the arms that ran, into `verdict`."""
+    try:
+        verdict.comparisons = scenario.judge(judgement)
+    except Exception:  # noqa: BLE001 - a bug in packcheck's judge must not end the run
+        verdict.status, verdict.diagnosis = ERROR, "packcheck's judge of this scenario crashed: a packcheck bug, not the engine's"
+        verdict.detail += traceback.format_exc(limit=8)
+        return
+    failed = [c for c in verdict.comparisons if not c.passed]
+    if not verdict.comparisons:  # every arm beyond the baseline was skipped: nothing was tested
+        verdict.status = UNSUPPORTED
+        verdict.detail += "no arm beyond the baseline is supported by the engine: nothing to compare"
+    elif failed:
+        verdict.status = FAIL
+        verdict.diagnosis = scenario.diagnose(judgement, failed)
+        keep_obtained(verdict, scenario, dict(judgement.cases), dict(judgement.results))
 
 
 def keep_obtained(verdict: Verdict, scenario: Scenario, cases: dict[str, Case], results: dict[str, StepResult]) -> None:
@@ -188,12 +232,14 @@ def keep_obtained(verdict: Verdict, scenario: Scenario, cases: dict[str, Case], 
 def first_error_line(detail: str) -> str:
     """The first line that names an exception ("...Error: ..."), else the first line."""
     lines = [line.strip() for line in detail.splitlines() if line.strip() and not line.startswith(" ")]
-    named = [line for line in lines if re.search(r"\w(Error|Exception)\b", line)]
+    named = [line for line in lines if re.search(r"\w(Error|Exception|Exit|Interrupt)\b", line)]
     return (named[0] if named else lines[0] if lines else "no detail")[:300]
 
 
 def save_arms(directory: Path, cases: dict[str, Case], results: dict[str, StepResult]) -> None:
     """Each arm's Case (JSON) and StepResult (safetensors + JSON), for reports and re-judging."""
     for name, result in results.items():
-        result.save(directory / name)
-        (directory / name / "case.json").write_text(json.dumps(cases[name].to_json(), indent=1))
+        arm = directory / name  # arm names are packcheck's own (an RL arm's holds '/': a folder per part)
+        result.save(arm)
+        (arm / "case.json").write_text(json.dumps(cases[name].to_json(), indent=1))
+

@@ -1,8 +1,9 @@
 """Run the matrix engines x families x scenarios for one dtype and device, with progress, into a
 results table; the exit status follows the CLI contract (0 all supported pass, 1 a failure).
-An in-process arm runs under a watchdog: if it hangs, the verdict records every thread's stack,
-the partial results and report are written, and the process exits 1 (a Python call cannot be
-interrupted). Multi-process arms have per-rank watchdogs in the launcher and the run goes on.
+
+Every arm runs in the engine's own processes (a LaunchPool the caller owns), so a hang, a crash or
+an exit is one engine's verdict and the run goes on. An engine that does not even start gets an
+error verdict in every cell it was asked for; the other engines still run.
 """
 
 from __future__ import annotations
@@ -10,71 +11,80 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable, Sequence, TextIO
+from typing import Sequence, TextIO
 
-from packcheck.harness.engines import Engine
+from packcheck.harness.engines import EngineInfo
+from packcheck.harness.launch import LaunchFailed, LaunchPool
+from packcheck.harness.models import FAMILIES
 from packcheck.harness.run.results import ResultsFile, arms_directory
-from packcheck.harness.run.scenario_runner import RunOptions, run_scenario
-from packcheck.harness.run.verdict import HANG, UNSUPPORTED, Verdict
+from packcheck.harness.run.scenario_runner import RunOptions, did_not_start, first_error_line, run_scenario
+from packcheck.harness.run.verdict import ERROR, UNSUPPORTED, Verdict
 from packcheck.harness.scenarios import Scenario
+from packcheck.harness.text import safe_text
 
 
 @dataclass(kw_only=True)
 class Matrix:
-    engines: Sequence[Engine]
-    families: Sequence[str]
+    engines: Sequence[str]  # specs: registered names or package.module:Class
+    families: Sequence[str] | None  # None: every family each engine declares
     scenarios: Sequence[Scenario]
     dtype: str = "float64"
     device: str = "cpu"
     attention: str = "auto"
     save_arms: str = "failing"  # all | failing | none
-    timeout: float = 600.0  # seconds per verdict; 0 disables the watchdog
     verdicts: list[Verdict] = field(default_factory=list)
+    not_started: dict[str, LaunchFailed] = field(default_factory=dict)  # engine spec -> why its processes never came up
 
-    def cells(self):
-        for engine in self.engines:
-            for family in self.families:
-                for scenario in self.scenarios:
-                    yield engine, family, scenario
+    @property
+    def unresolved(self) -> list[str]:
+        """Specs that name no engine (the import or the class lookup failed): a usage error, not an engine's verdict."""
+        return sorted(spec for spec, failed in self.not_started.items() if (failed.error_type or "").endswith("EngineNotFound"))
 
-
-def hang_verdict(matrix: Matrix, engine: Engine, family: str, scenario: Scenario, stacks: str) -> Verdict:
-    return Verdict(
-        engine=engine.name, family=family, scenario=scenario.name, dtype=matrix.dtype, device=matrix.device,
-        attention=matrix.attention, status=HANG, seconds=matrix.timeout,
-        diagnosis=f"the engine did not finish within {matrix.timeout:g} s (hang or deadlock); the run was stopped here",
-        detail=f"Python stacks at the timeout:\n{stacks}",
-    )
+    def families_of(self, engine: EngineInfo | None) -> list[str]:
+        if self.families:
+            return list(self.families)
+        return sorted(set(FAMILIES) & engine.capabilities.families) if engine is not None else sorted(FAMILIES)
 
 
-def run_matrix(matrix: Matrix, results: ResultsFile, out: TextIO | None = None,
-               on_abort: Callable[[], None] = lambda: None) -> list[Verdict]:
-    """Run every cell; on a hang, record it, call `on_abort` (write the report) and exit."""
+def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: TextIO | None = None) -> list[Verdict]:
+    """Run every cell, engine by engine (each engine's launches stay warm across its cells)."""
     out = out or sys.stderr
-    cells = list(matrix.cells())
-    for index, (engine, family, scenario) in enumerate(cells, 1):
-        print(f"[{index}/{len(cells)}] {engine.name} {family} {scenario.name} ...", end=" ", file=out, flush=True)
-        save_dir = None if matrix.save_arms == "none" else arms_directory(results.directory, engine.name, family, scenario.name)
-
-        def abort(stacks: str, engine=engine, family=family, scenario=scenario) -> None:
-            verdict = hang_verdict(matrix, engine, family, scenario, stacks)
-            print(f"HUNG after {matrix.timeout:g}s\n{verdict.message()}", file=out, flush=True)
+    for number, spec in enumerate(matrix.engines, 1):
+        try:
+            engine: EngineInfo | None = pool.engine_info(spec, matrix.device)
+        except LaunchFailed as failed:
+            print(safe_text(f"engine {spec}: did not start: {first_error_line(failed.text)}"), file=out, flush=True)
+            engine, failure = None, failed
+            matrix.not_started[spec] = failed
+        cells = [(family, scenario) for family in matrix.families_of(engine) for scenario in matrix.scenarios]
+        for cell, (family, scenario) in enumerate(cells, 1):
+            name = spec if engine is None else engine.name
+            print(f"[{number}/{len(matrix.engines)}: {cell}/{len(cells)}] {safe_text(name, 200)} {family} {scenario.name} ...", end=" ",
+                  file=out, flush=True)
+            if engine is None:
+                verdict = not_started(matrix, spec, family, scenario, failure)
+            else:
+                save_dir = None if matrix.save_arms == "none" else arms_directory(results.directory, engine.name, family, scenario.name)
+                verdict = run_scenario(engine, scenario, family, matrix.dtype, matrix.device, save_dir=save_dir,
+                                       attention=matrix.attention, save_passing=matrix.save_arms == "all",
+                                       options=RunOptions(timeout=pool.timeout, pool=pool))
+            report_progress(verdict, out)
+            matrix.verdicts.append(verdict)
             results.add(verdict)
-            on_abort()
-
-        options = RunOptions(timeout=matrix.timeout, on_hang=abort if matrix.timeout > 0 else None,
-                             workdir=Path(results.directory) / "launches" / engine.name / family / scenario.name)
-        verdict = run_scenario(engine, scenario, family, matrix.dtype, matrix.device, save_dir=save_dir,
-                               attention=matrix.attention, save_passing=matrix.save_arms == "all", options=options)
-        worst = verdict.worst
-        margin = "" if worst is None else f" (max margin {worst.margin:.2g})"
-        print(f"{verdict.status.upper()}{margin} {verdict.seconds:.2f}s{why_not_all(verdict)}", file=out, flush=True)
-        if verdict.failed:
-            print(verdict.message(), file=out, flush=True)
-        matrix.verdicts.append(verdict)
-        results.add(verdict)
     return matrix.verdicts
+
+
+def not_started(matrix: Matrix, spec: str, family: str, scenario: Scenario, failure: LaunchFailed) -> Verdict:
+    return did_not_start(Verdict(engine=spec, engine_spec=spec, family=family, scenario=scenario.name, dtype=matrix.dtype,
+                                 device=matrix.device, attention=matrix.attention, status=ERROR), failure)
+
+
+def report_progress(verdict: Verdict, out: TextIO) -> None:
+    worst = verdict.worst
+    margin = "" if worst is None else f" (max margin {worst.margin:.2g})"
+    print(f"{verdict.status.upper()}{margin} {verdict.seconds:.2f}s{why_not_all(verdict)}", file=out, flush=True)
+    if verdict.failed:
+        print(safe_text(verdict.message()), file=out, flush=True)
 
 
 def why_not_all(verdict: Verdict) -> str:

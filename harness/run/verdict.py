@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from packcheck.harness.compare import Comparison
+from packcheck.harness.text import safe_text
 
 PASS, FAIL, UNSUPPORTED, ERROR, HANG = "pass", "fail", "unsupported", "error", "hang"
 
@@ -29,12 +30,13 @@ class Verdict:
     detail: str = ""
     seconds: float = 0.0
     skipped_arms: list[str] = field(default_factory=list)  # optional arms the engine declared unsupported (reasons in detail)
+    engine_spec: str = ""  # what the user passed to --engine (a name, or package.module:Class): what reproduces it
     known_finding: str = ""  # a failing verdict that reproduces a pinned finding of the engine (harness/engines/findings.py)
 
     @property
     def reproduce(self) -> str:
         return (
-            f"packcheck run --engine {self.engine} --family {self.family} --scenario {self.scenario} "
+            f"packcheck run --engine {self.engine_spec or self.engine} --family {self.family} --scenario {self.scenario} "
             f"--dtype {self.dtype} --device {self.device}" + ("" if self.attention == "auto" else f" --attention {self.attention}")
         )
 
@@ -67,9 +69,12 @@ class Verdict:
     def to_json(self) -> dict:
         worst = self.worst
         return {
-            "engine": self.engine, "family": self.family, "scenario": self.scenario, "dtype": self.dtype, "device": self.device,
-            "attention": self.attention, "status": self.status, "skipped_arms": self.skipped_arms, "known_finding": self.known_finding, "diagnosis": self.diagnosis, "detail": self.detail, "seconds": round(self.seconds, 3),
+            "engine": self.engine, "engine_spec": self.engine_spec or self.engine, "family": self.family, "scenario": self.scenario, "dtype": self.dtype, "device": self.device,
+            "attention": self.attention, "status": self.status, "skipped_arms": self.skipped_arms,
+            # an engine's words (its exceptions, findings, names) reach these: kept printable and encodable
+            "known_finding": self.known_finding and safe_text(self.known_finding), "diagnosis": safe_text(self.diagnosis),
+            "detail": safe_text(self.detail), "seconds": round(self.seconds, 3),
             "max_margin": None if worst is None else worst.margin, "worst": None if worst is None else worst.to_json(),
             "comparisons": len(self.comparisons), "failing": sum(not c.passed for c in self.comparisons),
-            "reproduce": self.reproduce, "message": self.message(),
+            "reproduce": self.reproduce, "message": safe_text(self.message()),
         }

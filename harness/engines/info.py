@@ -1,0 +1,53 @@
+"""What the harness knows of an engine without running any of its code in its own process.
+
+Every arm runs in a process of the engine's own (harness/launch); once that process has built the
+engine, its rank 0 writes the engine's self-description (`describe`): its name, capabilities, known
+findings and, for a mutant, the bug it carries. The harness plans and annotates verdicts from
+this data alone, so an engine that exits, hangs or patches the interpreter while it is imported,
+built or asked anything cannot touch the harness.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from packcheck.harness.contract import Case
+from packcheck.harness.engines.capabilities import Capabilities
+from packcheck.harness.engines.findings import KnownFinding
+from packcheck.harness.engines.protocol import Engine
+from packcheck.harness.text import safe_text
+
+SCHEMA = "packcheck.engine_info/1"
+NAME_LIMIT = 1000  # characters of an engine's name kept (whole for any sane name; paths use a shortened form, text.path_name)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EngineInfo:
+    spec: str  # how a process builds it: a registered name or "package.module:Class"
+    name: str  # as the engine calls itself, made safe to print (harness/text.py)
+    capabilities: Capabilities
+    known_findings: tuple[KnownFinding, ...] = ()
+    bug: str | None = None  # a mutant's BUGS.md id
+
+    def unsupported_reason(self, case: Case) -> str | None:
+        """The declaration's reason; the engine's own process may add its own (Engine.unsupported_reason)."""
+        return self.capabilities.unsupported_reason(case)
+
+    def to_json(self) -> dict:
+        return {"schema": SCHEMA, "spec": self.spec, "name": self.name, "capabilities": self.capabilities.to_json(),
+                "known_findings": [f.to_json() for f in self.known_findings], "bug": self.bug}
+
+    @classmethod
+    def from_json(cls, data: dict) -> EngineInfo:
+        """Raises ValueError (or KeyError/TypeError) naming what is malformed; the caller reports it as the engine's error."""
+        if data.get("schema") != SCHEMA:
+            raise ValueError(f"an engine description of schema {data.get('schema')!r}, expected {SCHEMA!r}")
+        return cls(spec=str(data["spec"]), name=safe_text(data["name"], NAME_LIMIT), capabilities=Capabilities.from_json(data["capabilities"]),
+                   known_findings=tuple(KnownFinding.from_json(f) for f in data["known_findings"]),
+                   bug=None if data.get("bug") is None else str(data["bug"]))
+
+
+def describe(engine: Engine, spec: str) -> EngineInfo:
+    """The description of a built engine, in the engine's own process."""
+    return EngineInfo(spec=spec, name=safe_text(engine.name, NAME_LIMIT), capabilities=engine.capabilities,
+                      known_findings=tuple(engine.known_findings), bug=getattr(engine, "bug", None))

@@ -1,0 +1,119 @@
+"""Live launches by (engine, device, world size): every arm of every engine runs in an engine process.
+
+    with LaunchPool(workdir, timeout=60.0) as pool:
+        info = pool.engine_info("mypkg.engine:MyEngine", "cpu")   # EngineInfo, built in the engine's own process
+        outcome = pool.run("mypkg.engine:MyEngine", case)           # world 1 or a dp x cp mesh alike
+
+The pool keeps the launches of the engines in use (at most `keep`, the least recently used closed
+first), so the arms of an engine share its processes' start-up, and no engine's code ever runs
+in the harness's process or in another engine's. An engine that cannot start is remembered: its
+further arms get the same error without another try.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from pathlib import Path
+
+from packcheck.harness.contract import Case
+from packcheck.harness.engines import EngineInfo
+from packcheck.harness.launch.launch import STARTUP_SECONDS, Launch, LaunchFailed
+from packcheck.harness.launch.outcome import OK, CaseOutcome
+from packcheck.harness.text import path_name
+
+KEEP = 3  # live launches: an engine's world 1, 2 and 4 on a CPU machine
+
+Key = tuple[str, str, int]  # engine spec, device, world size
+
+
+class LaunchPool:
+    def __init__(self, workdir: Path, timeout: float, keep: int = KEEP, startup_seconds: float = STARTUP_SECONDS):
+        self.workdir, self.timeout, self.keep, self.startup_seconds = Path(workdir), timeout, keep, startup_seconds
+        self._live: OrderedDict[Key, Launch] = OrderedDict()
+        self._failed: dict[Key, LaunchFailed] = {}
+        self._info: dict[tuple[str, str], EngineInfo | LaunchFailed] = {}
+        self._previous: dict[Key, CaseOutcome] = {}  # the last outcome per key, to note a fresh launch after a failure
+
+    def __enter__(self) -> LaunchPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if exc[0] is None:
+            self.close()
+        else:
+            self.kill()
+
+    def engine_info(self, spec: str, device: str) -> EngineInfo:
+        """What the engine says of itself, from its world-1 launch; LaunchFailed if it does not start."""
+        if (spec, device) not in self._info:
+            try:
+                self._info[spec, device] = EngineInfo.from_json(self._launch((spec, device, 1)).engine_info())
+            except LaunchFailed as failed:
+                self._failed[spec, device, 1] = failed
+                self._info[spec, device] = failed
+            except (KeyError, TypeError, ValueError) as err:
+                self._info[spec, device] = LaunchFailed(f"the engine's description of itself is malformed: {type(err).__name__}: {err}",
+                                                        type(err).__name__)
+        known = self._info[spec, device]
+        if isinstance(known, LaunchFailed):
+            raise known
+        return known
+
+    def reason(self, spec: str, case: Case) -> str | None:
+        """The engine's own reason to decline `case` (its unsupported_reason, asked in its process), or None.
+        Asking needs no mesh and no accelerator: the question goes to the engine's world-1 launch on
+        the CPU, so a machine without the case's device or ranks can still ask it."""
+        outcome = self.run(spec, case, mode="reason", key=(spec, "cpu", 1))
+        if outcome.status != "unsupported":
+            raise RuntimeError(f"asking engine {spec!r} about case {case.name!r} failed:\n{outcome.describe()}")
+        return outcome.unsupported
+
+    def force(self, spec: str, case: Case) -> CaseOutcome:
+        """Hand the engine `case` although it declines it (the conformance suite checks that it raises
+        UnsupportedCase), in its world-1 CPU launch like `reason`: a declined case may name a device or
+        a mesh this machine does not have."""
+        return self.run(spec, case, mode="force", key=(spec, "cpu", 1))
+
+    def run(self, spec: str, case: Case, mode: str = "run", key: Key | None = None) -> CaseOutcome:
+        """`case` on its device's and world size's launch of `spec` (started if needed), or on the launch
+        `key` names; `mode` as Launch.run takes it."""
+        key = key or (spec, case.device, case.parallel.world_size)
+        failed = self._failed.get(key) or next((f for (s, d, _), f in self._failed.items() if (s, d) == key[:2]), None)
+        if failed is not None:  # an engine that cannot start at one world size cannot at another
+            return CaseOutcome(case=case.name, error=failed.text, error_type=failed.error_type)
+        launch = self._launch(key)
+        fresh = launch.cases == 0
+        outcome = launch.run(case, mode)
+        previous = self._previous.get(key)
+        if fresh and previous is not None and previous.status not in (OK, "unsupported", "invalid"):
+            outcome.notes.append(f"run in a fresh launch after case {previous.case!r} ended in {previous.status}")
+        self._previous[key] = outcome
+        if not launch.alive:
+            del self._live[key]
+            if launch.cases == 1 and not launch.ready:
+                self._failed[key] = LaunchFailed(outcome.error or "the launch ended before its engine was built", outcome.error_type)
+        return outcome
+
+    def close(self) -> None:
+        for launch in self._live.values():
+            launch.close()
+        self._live.clear()
+
+    def kill(self) -> None:
+        """End every live launch now (an interrupted run): agents and ranks are killed, nothing is left behind."""
+        for launch in self._live.values():
+            launch.kill()
+        self._live.clear()
+
+    def _launch(self, key: Key) -> Launch:
+        if key in self._live and self._live[key].alive:
+            self._live.move_to_end(key)
+            return self._live[key]
+        self._live.pop(key, None)
+        while len(self._live) >= self.keep:
+            _, oldest = self._live.popitem(last=False)
+            oldest.close()
+        spec, device, world_size = key
+        launch = Launch.start(spec, device, world_size, self.timeout, self.workdir / path_name(spec), self.startup_seconds)
+        self._live[key] = launch
+        return launch

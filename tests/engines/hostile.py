@@ -1,0 +1,183 @@
+"""Engines that attack the harness, on purpose or by accident: one per way an engine could fake a
+green run or break the run of the engines after it (tests/test_hostile_engines.py). Each is the
+reference with one misdeed, so that every verdict it gets is about that misdeed alone."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from packcheck.harness.contract import SINGLE_PROCESS, Partition, StepResult
+from packcheck.harness.engines import KnownFinding
+from packcheck.impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.parallel.mesh import Mesh
+
+
+class ExitsCleanly(ReferenceEngine):
+    """sys.exit(0) inside run: once made `packcheck run` exit 0 after an earlier FAIL."""
+
+    name = "hostile.sys-exit"
+
+    def run(self, case):
+        sys.exit(0)
+
+
+class ExitsHard(ReferenceEngine):
+    """os._exit(0) inside run: no exception, no report, status 0."""
+
+    name = "hostile.os-exit"
+
+    def run(self, case):
+        sys.stdout.flush()
+        os._exit(0)
+
+
+class Interrupts(ReferenceEngine):
+    name = "hostile.keyboard-interrupt"
+
+    def run(self, case):
+        raise KeyboardInterrupt
+
+
+class Hangs(ReferenceEngine):
+    """A single-process step that never returns: once ended the whole run."""
+
+    name = "hostile.hangs"
+
+    def run(self, case):
+        time.sleep(3600)
+
+
+class FailsToBuild(ReferenceEngine):
+    name = "hostile.fails-to-build"
+
+    def __init__(self):
+        raise RuntimeError("cannot find the engine's config file")
+
+
+class NeverBuilds(ReferenceEngine):
+    name = "hostile.never-builds"
+
+    def __init__(self):
+        time.sleep(3600)
+
+
+class PatchesAttention(ReferenceEngine):
+    """Monkeypatches torch's SDPA for everyone in the process (and computes with it)."""
+
+    name = "hostile.patches-sdpa"
+
+    def run(self, case):
+        original = torch.nn.functional.scaled_dot_product_attention
+        torch.nn.functional.scaled_dot_product_attention = lambda *a, **k: original(*a, **k) * 1.5
+        return super().run(case)
+
+
+class PoisonsCheckpoint(ReferenceEngine):
+    """Overwrites the checkpoint it was handed: every later run loading it would start from other weights."""
+
+    name = "hostile.poisons-checkpoint"
+
+    def run(self, case):
+        result = super().run(case)
+        (Path(case.model.checkpoint) / "model.safetensors").write_bytes(b"poison")
+        return result
+
+
+class ChangesDirectory(ReferenceEngine):
+    name = "hostile.chdir"
+
+    def run(self, case):
+        os.chdir("/")
+        return super().run(case)
+
+
+class MetaGradients(ReferenceEngine):
+    name = "hostile.meta-grads"
+
+    def run(self, case):
+        result = super().run(case)
+        return replace(result, grads={k: torch.empty(v.shape, device="meta", dtype=v.dtype) for k, v in result.grads.items()})
+
+
+class UnserialisableNotes(ReferenceEngine):
+    name = "hostile.object-in-notes"
+
+    def run(self, case):
+        return replace(super().run(case), notes={"handle": object()})
+
+
+class BadText(ReferenceEngine):
+    """Lone surrogates, control characters and markup in what it raises."""
+
+    name = "hostile.surrogates"
+
+    def run(self, case):
+        raise RuntimeError("kernel failed: \ud800\udfff half a pair, a bell \x07 and an escape \x1b[31m red <img src=x onerror=alert(1)>")
+
+
+class LongName(ReferenceEngine):
+    name = "hostile." + "x" * 300
+
+
+class EscapingName(ReferenceEngine):
+    """A name that, used as a path, would write outside the run directory."""
+
+    name = "../../escaped-engine"
+
+
+class LowPrecision(ReferenceEngine):
+    """Reports float32 gradients in a float64 run: exactly the precision the run is there to see."""
+
+    name = "hostile.float32-grads"
+
+    def run(self, case):
+        result = super().run(case)
+        return replace(result, grads={k: v.float() for k, v in result.grads.items()})
+
+
+class BoolLoss(ReferenceEngine):
+    name = "hostile.bool-loss"
+
+    def run(self, case):
+        return replace(super().run(case), loss=True)
+
+
+class Constant(ReferenceEngine):
+    """Computes nothing: the same numbers for every case, shaped to fit."""
+
+    name = "hostile.constant"
+
+    def run(self, case):
+        result = super().run(case)
+        return StepResult(
+            logprobs=[torch.cat([torch.zeros(1, dtype=lp.dtype), torch.full((len(lp) - 1,), -1.0, dtype=lp.dtype)]) for lp in result.logprobs],
+            loss=1.0, num_loss_tokens=case.num_loss_tokens, grads={k: torch.full_like(v, 0.01) for k, v in result.grads.items()},
+            dloss_dlogprobs=None if result.dloss_dlogprobs is None else [torch.zeros_like(w) for w in result.dloss_dlogprobs],
+            params_after=result.params_after,
+        )
+
+
+class IgnoresMesh(ReferenceEngine):
+    """Declares dp x cp but every rank computes the whole batch alone and issues no collective:
+    its distributed arms return exactly the single-process numbers."""
+
+    name = "hostile.ignores-mesh"
+
+    def run(self, case):
+        whole = Partition.single_rank([micro_batch for rank in case.partition.per_rank for micro_batch in rank])
+        return self.train(case.with_(parallel=SINGLE_PROCESS, partition=whole), Mesh.single())
+
+
+class IgnoresMeshBehindAFinding(IgnoresMesh):
+    """Ignores its mesh and pins a finding on the scenario that would see it: no finding may excuse a
+    broken contract (its margin is inf, so it would match any min_margin)."""
+
+    name = "hostile.ignores-mesh-behind-a-finding"
+    known_findings = (KnownFinding(scenario="cp_vs_nocp", summary="anything at all", upstream="none", min_margin=1.0,
+                                   measured="nothing"),)

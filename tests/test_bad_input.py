@@ -1,0 +1,88 @@
+"""Bad arguments and bad input files: exit 2 with one line that names the problem and the fix, never
+a traceback, and nothing written where it should not be."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from packcheck.harness.cli.main import main
+
+RUN = ["run", "--engine", "reference", "--family", "llama", "--scenario", "packed_vs_unpacked", "--no-report"]
+
+
+def one_line_error(capsys, *expected: str) -> str:
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in err and "internal error" not in err, err
+    for text in expected:
+        assert text in lines[0], lines[0]
+    return lines[0]
+
+
+def test_out_pointing_at_a_file(tmp_path, capsys):
+    target = tmp_path / "results.txt"
+    target.write_text("keep me")
+    assert main([*RUN, "--out", str(target)]) == 2
+    one_line_error(capsys, "--out", "is a file", "point --out at a directory")
+    assert target.read_text() == "keep me"
+
+
+def test_out_where_nothing_can_be_written(capsys):
+    assert main([*RUN, "--out", "/proc/packcheck-results"]) == 2  # unwritable even for root
+    one_line_error(capsys, "--out /proc/packcheck-results", "cannot write there", "choose a writable directory")
+
+
+@pytest.mark.parametrize("timeout", ["-5", "0", "nan"])
+def test_a_timeout_that_is_not_positive(tmp_path, capsys, timeout):
+    assert main([*RUN, "--timeout", timeout, "--out", str(tmp_path)]) == 2
+    one_line_error(capsys, "--timeout", "a positive number")
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_an_engine_spec_that_resolves_to_nothing(tmp_path, capsys):
+    assert main(["run", "--engine", "no_such_package.engine:Engine", "--family", "llama", "--scenario", "packed_vs_unpacked",
+                 "--out", str(tmp_path), "--no-report"]) == 2
+    err = capsys.readouterr().err
+    assert "does not resolve to an engine" in err and "no_such_package" in err
+
+
+@pytest.fixture()
+def finished_run(tmp_path):
+    assert main([*RUN, "--out", str(tmp_path)]) == 0
+    return tmp_path
+
+
+@pytest.mark.parametrize(("damage", "expected"), [
+    (lambda text: text[: len(text) // 2], "is not valid JSON"),
+    (lambda text: "\x00\xff garbled", "is not valid JSON"),
+    (lambda text: json.dumps({**json.loads(text), "schema": "someone.else/3"}), "has schema 'someone.else/3'"),
+    (lambda text: json.dumps({**json.loads(text), "verdicts": [{"engine": "x"}]}), "verdicts[0].family is missing"),
+    (lambda text: json.dumps({**json.loads(text), "rows": "many"}), "'rows' is str, expected a list"),
+    (lambda text: "[1, 2]", "has schema 'list'"),
+])
+def test_report_on_a_damaged_results_file(finished_run, capsys, damage, expected):
+    results = finished_run / "results.json"
+    results.write_text(damage(results.read_text()))
+    assert main(["report", str(finished_run)]) == 2
+    one_line_error(capsys, str(results), expected)
+    assert not (finished_run / "report.html").exists()
+
+
+def test_report_reads_the_lines_of_a_run_that_never_finished(finished_run, capsys):
+    (finished_run / "results.json").unlink()
+    with open(finished_run / "results.jsonl", "a") as lines:
+        lines.write('{"verdict": {"engine": "cut sh')  # the line a kill cut short
+    assert main(["report", str(finished_run)]) == 0
+    assert "packed_vs_unpacked" in (finished_run / "report.html").read_text()
+
+
+def test_report_on_a_directory_without_results(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    one_line_error(capsys, "holds neither results.json nor results.jsonl", "--out directory")
+
+
+def test_report_output_that_cannot_be_written(finished_run, capsys):
+    assert main(["report", str(finished_run), "-o", "/proc/report.html"]) == 2
+    one_line_error(capsys, "/proc/report.html")

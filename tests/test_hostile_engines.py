@@ -1,0 +1,249 @@
+"""Hostile engines (tests/engines/hostile.py) against `packcheck run`, as a user's CI runs it: a
+subprocess, its exit status, and the files it leaves. Each engine's misdeed must end as a named
+verdict (or a clean exit 2), the engines after it must be judged as if it never ran, the results
+and the report must be whole and parseable, and no process of the run may outlive it.
+
+Two runs carry most of the classes, so that the start-up of each engine's processes is paid once:
+- the leak run: engines that tamper with process-wide state (attention, the checkpoint, the
+  working directory) run before the reference, which must still pass;
+- the crash run: one engine per way of breaking the run or its files, between a failing mutant
+  and the reference.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html.parser
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from packcheck.harness.models import get_family, model_spec
+from packcheck.harness.run.scenario_runner import RunOptions, run_scenario
+from packcheck.harness.scenarios import SCENARIOS
+
+TESTS = Path(__file__).parent
+HOSTILE = "tests.engines.hostile:"
+FAILING_MUTANT = "mutant.cross-doc-attention"  # fails packed_vs_unpacked on llama by orders of magnitude
+
+pytestmark = pytest.mark.xdist_group("hostile")
+
+
+def packcheck(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", "packcheck.harness.cli.main", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Command lines of live processes that name `text` (every process of a run names its --out)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if text in cmdline:
+                found.append(f"{entry.name}: {cmdline}")
+    return found
+
+
+def assert_nothing_left(out: Path) -> None:
+    deadline = time.monotonic() + 10  # the reaper of a killed agent may still be collecting it
+    while processes_mentioning(str(out)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not processes_mentioning(str(out))
+
+
+class Tags(html.parser.HTMLParser):
+    """Parses the report; an unbalanced document or an unescaped engine string shows up as a stray tag."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+
+
+def assert_files_whole(out: Path) -> dict:
+    """results.json, results.jsonl and report.html: complete, parseable, and telling the same story."""
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    lines = [json.loads(line) for line in (out / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [entry["verdict"] for entry in lines[1:]] == results["verdicts"]
+    page = (out / "report.html").read_text(encoding="utf-8")
+    tags = Tags()
+    tags.feed(page)
+    assert page.rstrip().endswith("</html>") and tags.tags[0] == "html"
+    assert "img" not in tags.tags, "an engine's text became markup"
+    return results
+
+
+def verdicts_by_engine(results: dict) -> dict[str, list[dict]]:
+    by_engine: dict[str, list[dict]] = {}
+    for verdict in results["verdicts"]:
+        by_engine.setdefault(verdict["engine_spec"], []).append(verdict)
+    return by_engine
+
+
+def checkpoint_digest() -> str:
+    path = Path(model_spec("llama").checkpoint)
+    return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(path.iterdir()) if p.is_file())).hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# The leak run: nothing an engine does to its own process reaches the engines after it.
+
+LEAKERS = ("PatchesAttention", "PoisonsCheckpoint", "ChangesDirectory")
+
+
+@pytest.fixture(scope="module")
+def leak_run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("leak")
+    get_family("llama")
+    before = checkpoint_digest()
+    done = packcheck("run", "--engine", *(HOSTILE + name for name in LEAKERS), "reference", "--family", "llama",
+                     "--scenario", "packed_vs_unpacked", "golden_regression", "--out", "out", cwd=work)
+    return work, done, before
+
+
+def test_state_an_engine_changes_in_its_process_does_not_reach_the_next_engine(leak_run):
+    work, done, before = leak_run
+    out = work / "out"  # relative --out: the engine that changed its directory cannot move the results
+    results = assert_files_whole(out)
+    by_engine = verdicts_by_engine(results)
+    assert [v["status"] for v in by_engine["reference"]] == ["pass", "pass"], done.stderr
+    assert by_engine[HOSTILE + "PatchesAttention"][1]["status"] == "fail", "its own attention is wrong: golden_regression sees it"
+    assert [v["status"] for v in by_engine[HOSTILE + "ChangesDirectory"]] == ["pass", "pass"]
+    assert done.returncode == 1, done.stderr
+    assert checkpoint_digest() == before, "the cached checkpoint every run starts from is untouched"
+    assert_nothing_left(out)
+
+
+# --------------------------------------------------------------------------------------------
+# The crash run: one engine per way of breaking the run; each is a named verdict, the run goes on.
+
+CRASHERS = {  # engine -> (status, text its verdict's diagnosis or detail must hold)
+    "Interrupts": ("error", "KeyboardInterrupt"),
+    "Hangs": ("hang", "time.sleep(3600)"),
+    "FailsToBuild": ("error", "cannot find the engine's config file"),
+    "NeverBuilds": ("hang", "did not finish within 8 s"),
+    "MetaGradients": ("fail", "meta"),
+    "UnserialisableNotes": ("fail", "notes"),
+    "BadText": ("error", "kernel failed"),
+    "LongName": ("pass", ""),
+    "EscapingName": ("pass", ""),
+    "LowPrecision": ("fail", "float32"),
+    "BoolLoss": ("fail", "loss"),
+    "Constant": ("fail", "log-probs"),
+}
+
+
+@pytest.fixture(scope="module")
+def crash_run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("crash")
+    out = work / "deep" / "out"
+    started = time.monotonic()
+    done = packcheck("run", "--engine", FAILING_MUTANT, *(HOSTILE + name for name in CRASHERS), "reference", "--family", "llama",
+                     "--scenario", "packed_vs_unpacked", "--timeout", "8", "--save-arms", "all", "--out", str(out), cwd=work)
+    return work, out, done, time.monotonic() - started
+
+
+def test_every_broken_engine_is_a_named_verdict_and_the_run_goes_on(crash_run):
+    work, out, done, seconds = crash_run
+    assert done.returncode == 1, done.stderr
+    assert "internal error" not in done.stderr and "Traceback" not in done.stderr.split("verdicts:")[-1]
+    results = assert_files_whole(out)
+    by_engine = verdicts_by_engine(results)
+    assert [v["status"] for v in by_engine[FAILING_MUTANT]] == ["fail"]
+    assert [v["status"] for v in by_engine["reference"]] == ["pass"], "judged after every hostile engine, as if none had run"
+    for name, (status, evidence) in CRASHERS.items():
+        (verdict,) = by_engine[HOSTILE + name]
+        assert verdict["status"] == status, (name, verdict["diagnosis"], verdict["detail"][:2000])
+        assert evidence in verdict["diagnosis"] + verdict["detail"], (name, verdict["diagnosis"], verdict["detail"][:2000])
+    assert seconds < 400
+
+
+def test_engine_text_is_kept_safe_in_every_file(crash_run):
+    work, out, done, _ = crash_run
+    (bad,) = verdicts_by_engine(json.loads((out / "results.json").read_text()))[HOSTILE + "BadText"]
+    assert "\\ud800" in bad["detail"] and "\\x1b[31m" in bad["detail"] and "\x1b" not in bad["detail"]
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "\x1b" not in page and "\x07" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    (long_name,) = verdicts_by_engine(json.loads((out / "results.json").read_text()))[HOSTILE + "LongName"]
+    assert long_name["engine"] == "hostile." + "x" * 300, "the name is reported whole; only its path is shortened"
+
+
+def test_engine_names_never_become_paths_outside_out(crash_run):
+    work, out, done, _ = crash_run
+    everything = {p.resolve() for p in work.rglob("*")}
+    outside = {p for p in everything if out.resolve() not in p.parents and p != out.resolve() and p not in out.resolve().parents}
+    assert not outside, sorted(map(str, outside))
+    arms = out / "cases"
+    assert all(len(p.name) <= 80 for p in arms.iterdir()), "a 300-character name is shortened to one path component"
+    assert any("escaped-engine" in p.name for p in arms.iterdir())
+
+
+def test_no_process_outlives_the_run(crash_run):
+    assert_nothing_left(crash_run[1])
+
+
+# --------------------------------------------------------------------------------------------
+# Exits: the exit status follows the verdicts, never the engine.
+
+def test_an_engine_that_exits_0_after_a_failure_does_not_make_the_run_green(tmp_path):
+    done = packcheck("run", "--engine", FAILING_MUTANT, HOSTILE + "ExitsCleanly", HOSTILE + "ExitsHard", "reference",
+                     "--family", "llama", "--scenario", "packed_vs_unpacked", "--out", str(tmp_path), cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    results = assert_files_whole(tmp_path)
+    statuses = {spec: [v["status"] for v in verdicts] for spec, verdicts in verdicts_by_engine(results).items()}
+    assert statuses == {FAILING_MUTANT: ["fail"], HOSTILE + "ExitsCleanly": ["error"], HOSTILE + "ExitsHard": ["error"],
+                        "reference": ["pass"]}
+    exits = {v["engine_spec"]: v["detail"] for v in results["verdicts"]}
+    assert "SystemExit" in exits[HOSTILE + "ExitsCleanly"]
+    assert "exit" in exits[HOSTILE + "ExitsHard"] and "status 0" in exits[HOSTILE + "ExitsHard"]
+
+
+def test_sigterm_stops_the_run_kills_every_engine_process_and_keeps_the_results(tmp_path):
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.Popen([sys.executable, "-m", "packcheck.harness.cli.main", "run", "--engine", "reference", HOSTILE + "Hangs",
+                            "--family", "llama", "--scenario", "packed_vs_unpacked", "--out", str(out)],
+                           cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not list(out.glob("launches/*Hangs*/launch-*/cases/*/started.rank0")) and time.monotonic() < deadline:
+        assert run.poll() is None, run.communicate()
+        time.sleep(0.2)
+    time.sleep(1)
+    run.send_signal(signal.SIGTERM)
+    _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 2, stderr
+    assert "interrupted (SIGTERM)" in stderr
+    results = assert_files_whole(out)
+    assert [v["status"] for v in results["verdicts"]] == ["pass"], "the verdict judged before the signal is kept"
+    assert_nothing_left(out)
+
+
+# --------------------------------------------------------------------------------------------
+# Distributed arms must run on their mesh.
+
+def test_an_engine_that_ignores_its_mesh_fails_every_distributed_arm():
+    """IgnoresMesh declares dp x cp but computes the whole batch on each rank: exactly the
+    single-process numbers, so every numeric comparison passes; the collective trace does not."""
+    verdict = run_scenario(HOSTILE + "IgnoresMesh", SCENARIOS["cp_vs_nocp"], "llama", options=RunOptions(timeout=120))
+    assert verdict.status == "fail", verdict.message()
+    assert "did not run the arm on its mesh" in verdict.diagnosis
+    (mesh,) = [c for c in verdict.comparisons if c.quantity == "mesh"]
+    assert "fewer than the model's 2 attention layers" in mesh.where
+
+
+def test_no_known_finding_excuses_an_arm_that_ignored_its_mesh():
+    verdict = run_scenario(HOSTILE + "IgnoresMeshBehindAFinding", SCENARIOS["cp_vs_nocp"], "llama", options=RunOptions(timeout=120))
+    assert verdict.status == "fail" and not verdict.known_finding, verdict.message()
