@@ -34,17 +34,34 @@ def pytest_configure(config):
         torch.set_num_threads(int(share))
 
 
-# Under pytest-xdist (the nox tests session), the conformance suite and the mutant proof judge the same
-# reference cells: each cell's tests go to one worker, which runs the cell once (the verdict_of cache).
-SHARED_CELL_TESTS = {"test_scenario": "scenario", "test_reference_passes_with_a_wide_margin": "scenario_name"}
+# Every arm runs in an engine's own processes (harness/launch), kept warm per engine in the session's pool:
+# tests of one engine should run on one worker, one after the other. The conformance suite and the mutant
+# proof judge the same reference cells: they all go to one worker, which runs each cell once (the verdict_of
+# cache) in the reference's warm launches; each mutant's cells go to one worker together.
+REFERENCE_CELL_TESTS = {"test_scenario", "test_reference_passes_with_a_wide_margin"}
+MUTANT_CELL_TESTS = {"test_scenario_flags_its_mutant": "bug"}
+
+
+def engine_group(item) -> str | None:
+    """The engine whose warm launches `item` uses, for the tests that judge whole cells."""
+    name = getattr(item, "originalname", "")
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if name in REFERENCE_CELL_TESTS and item.config.getoption("--engine") == "reference":
+        return "reference"
+    if name in MUTANT_CELL_TESTS and MUTANT_CELL_TESTS[name] in params:
+        return f"mutant.{params[MUTANT_CELL_TESTS[name]]}"
+    return None
 
 
 def pytest_collection_modifyitems(config, items):
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        scenario_param = SHARED_CELL_TESTS.get(getattr(item, "originalname", ""))
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        if scenario_param in params and "family" in params:
-            scenario = params[scenario_param]
-            item.add_marker(pytest.mark.xdist_group(f"{getattr(scenario, 'name', scenario)}-{params['family']}"))
+    groups = {id(item): engine_group(item) for item in items}
+    # one engine's cells next to each other (a stable sort keeps everything else in place), so a
+    # serial run reuses the engine's launches too
+    first = {}
+    for index, item in enumerate(items):
+        first.setdefault(groups[id(item)] or id(item), index)
+    items.sort(key=lambda item: first[groups[id(item)] or id(item)])
+    if config.pluginmanager.hasplugin("xdist"):
+        for item in items:
+            if groups[id(item)]:
+                item.add_marker(pytest.mark.xdist_group(groups[id(item)]))

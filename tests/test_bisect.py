@@ -19,6 +19,8 @@ ENGINE = '''"""A toy engine under development: the reference trainer with a swit
 from packcheck.harness.contract import LayoutKind
 from packcheck.impls.reference.engine import ReferenceEngine
 
+pytestmark = pytest.mark.xdist_group("bisect")  # the module shares expensive session fixtures: one worker
+
 CROSS_DOC_FAMILIES = frozenset({{{families}}})  # packed rows of these families go through plain causal SDPA
 
 
@@ -72,7 +74,7 @@ def _state(repo: Path) -> dict:
     }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once per worker, even if xdist interleaves other modules
 def toy(tmp_path_factory):
     """The toy repository with work in progress, bisected once; its state before, the output, the cache."""
     root = tmp_path_factory.mktemp("bisect")

@@ -104,7 +104,7 @@ def checkpoint_digest() -> str:
 LEAKERS = ("PatchesAttention", "PoisonsCheckpoint", "ChangesDirectory")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once per worker, even if xdist interleaves other modules
 def leak_run(tmp_path_factory):
     work = tmp_path_factory.mktemp("leak")
     get_family("llama")
@@ -146,7 +146,7 @@ CRASHERS = {  # engine -> (status, text its verdict's diagnosis or detail must h
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once per worker, even if xdist interleaves other modules
 def crash_run(tmp_path_factory):
     work = tmp_path_factory.mktemp("crash")
     out = work / "deep" / "out"

@@ -18,6 +18,8 @@ from packcheck.harness.cli.main import main
 from packcheck.harness.report import render_junit
 from packcheck.harness.report.browser import find_chromium, load, screenshot
 
+pytestmark = pytest.mark.xdist_group("report-browser")  # the module shares expensive session fixtures: one worker
+
 ENGINES = ("reference", "mutant.cross-doc-attention", "mutant.boundary-label", "tests.engines.injection:InjectsMarkup")
 SCENARIOS = ("packed_vs_unpacked", "mask_alignment", "token_conservation")
 CROSS_DOC = "mutant.cross-doc-attention-llama-packed_vs_unpacked"
@@ -28,7 +30,7 @@ needs_chromium = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once per worker, even if xdist interleaves other modules
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("browser-run")
     code = main(["run", "--engine", *ENGINES, "--family", "llama", "--scenario", *SCENARIOS, "--out", str(out)])
@@ -36,7 +38,7 @@ def run_dir(tmp_path_factory):
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once per worker, even if xdist interleaves other modules
 def page(run_dir):
     return load(run_dir / "report.html")
 
@@ -83,7 +85,7 @@ def test_engine_markup_is_shown_as_text_and_never_runs(page):
     assert "names not in the checkpoint" in invalid and "&lt;script&gt;document.body" in invalid
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # once per worker, even if xdist interleaves other modules
 def rl_page(tmp_path_factory):
     out = tmp_path_factory.mktemp("browser-rl-run")
     code = main(["run", "--engine", "mutant.rl-token-mean-scope", "--family", "llama", "--scenario", "rl_loss_aggregation", "--out", str(out)])
