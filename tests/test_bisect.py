@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.xdist_group("bisect")  # the module shares expensive session fixtures: one worker
+
 ENGINE = '''"""A toy engine under development: the reference trainer with a switchable packing bug."""
 
 from packcheck.harness.contract import LayoutKind
 from packcheck.impls.reference.engine import ReferenceEngine
-
-pytestmark = pytest.mark.xdist_group("bisect")  # the module shares expensive session fixtures: one worker
 
 CROSS_DOC_FAMILIES = frozenset({{{families}}})  # packed rows of these families go through plain causal SDPA
 
