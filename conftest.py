@@ -36,7 +36,7 @@ def pytest_configure(config):
 
 # Every arm runs in an engine's own processes (harness/launch), kept warm per engine in the session's pool:
 # tests of one engine should run on one worker, one after the other. The conformance suite and the mutant
-# proof judge the same reference cells: they all go to one worker, which runs each cell once (the verdict_of
+# proof judge the same reference cells: each family's go to one worker, which runs each cell once (the verdict_of
 # cache) in the reference's warm launches; each mutant's cells go to one worker together.
 REFERENCE_CELL_TESTS = {"test_scenario", "test_reference_passes_with_a_wide_margin"}
 MUTANT_CELL_TESTS = {"test_scenario_flags_its_mutant": "bug"}
@@ -47,7 +47,7 @@ def engine_group(item) -> str | None:
     name = getattr(item, "originalname", "")
     params = getattr(getattr(item, "callspec", None), "params", {})
     if name in REFERENCE_CELL_TESTS and item.config.getoption("--engine") == "reference":
-        return "reference"
+        return f"reference/{params['family']}" if "family" in params else "reference"  # a family per worker: the cells spread
     if name in MUTANT_CELL_TESTS and MUTANT_CELL_TESTS[name] in params:
         return f"mutant.{params[MUTANT_CELL_TESTS[name]]}"
     return None
