@@ -2,6 +2,7 @@
 
 from packcheck.harness.contract.case import DTYPES, Case
 from packcheck.harness.contract.errors import ContractError
+from packcheck.harness.contract.images import Image, VisionSpec
 from packcheck.harness.contract.layout import UNPACKED, Layout, LayoutKind, packed
 from packcheck.harness.contract.loss import SFT_TOKEN_MEAN, Aggregation, LossKind, LossSpec
 from packcheck.harness.contract.model import ModelSpec
@@ -13,6 +14,6 @@ from packcheck.harness.contract.samples import Sample
 
 __all__ = [
     "DTYPES", "OPTIONAL_REPORTS", "SFT_TOKEN_MEAN", "SINGLE_PROCESS", "UNPACKED",
-    "Aggregation", "Case", "ContractError", "Layout", "LayoutKind", "LossKind", "LossSpec", "ModelSpec",
-    "OptimizerSpec", "ParallelPlan", "Partition", "Sample", "StepResult", "packed",
+    "Aggregation", "Case", "ContractError", "Image", "Layout", "LayoutKind", "LossKind", "LossSpec", "ModelSpec",
+    "OptimizerSpec", "ParallelPlan", "Partition", "Sample", "StepResult", "VisionSpec", "packed",
 ]

@@ -54,7 +54,7 @@ class Case:
         if self.device not in DEVICES:
             raise ContractError(f"case {self.name!r}: device {self.device!r} is not one of {DEVICES}")
         for i, sample in enumerate(self.samples):
-            sample.check(f"case {self.name!r}: samples[{i}]", self.model.vocab_size)
+            sample.check(f"case {self.name!r}: samples[{i}]", self.model.vocab_size, self.model.vision)
         self.loss.check_samples(self.samples, f"case {self.name!r}")
         if self.layout.kind is LayoutKind.PACKED:
             too_long = [i for i, s in enumerate(self.samples) if len(s.input_ids) > self.layout.seq_len]
@@ -71,6 +71,10 @@ class Case:
     def supervised(self) -> frozenset[tuple[int, int]]:
         """The (sample, position) pairs in the loss, by the harness's own reading of loss_mask."""
         return frozenset((i, t) for i, s in enumerate(self.samples) for t, m in enumerate(s.loss_mask) if m)
+
+    @property
+    def has_images(self) -> bool:
+        return any(s.images for s in self.samples)
 
     @property
     def num_loss_tokens(self) -> int:

@@ -9,6 +9,9 @@ RL fields, read by a policy loss (`LossSpec(kind='ppo_clip')`, see loss.py) and 
   StepResult.logprobs (entry 0 and the masked entries are never read);
 - `ref_logprobs[t]`: the same for the reference policy of the KL penalty.
 An SFT sample serialises exactly as it did before these fields existed.
+
+`images` (vision-language families only): the sample's images in the order of their placeholder
+runs in input_ids (images.py); absent from the JSON of a text-only sample.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import math
 from dataclasses import dataclass
 
 from packcheck.harness.contract.errors import ContractError
+from packcheck.harness.contract.images import Image, VisionSpec, check_images
 from packcheck.harness.contract.loss import POLICY_FIELDS
 
 
@@ -31,8 +35,10 @@ class Sample:
     advantages: float | tuple[float, ...] | None = None
     old_logprobs: tuple[float, ...] | None = None
     ref_logprobs: tuple[float, ...] | None = None
+    images: tuple[Image, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "images", tuple(i if isinstance(i, Image) else Image.from_json(i) for i in self.images))
         object.__setattr__(self, "input_ids", tuple(int(t) for t in self.input_ids))
         object.__setattr__(self, "loss_mask", tuple(int(m) for m in self.loss_mask))
         per_sample = isinstance(self.advantages, (int, float))
@@ -40,7 +46,7 @@ class Sample:
         object.__setattr__(self, "old_logprobs", _floats(self.old_logprobs))
         object.__setattr__(self, "ref_logprobs", _floats(self.ref_logprobs))
 
-    def check(self, where: str, vocab_size: int) -> None:
+    def check(self, where: str, vocab_size: int, vision: VisionSpec | None = None) -> None:
         """Raise ContractError naming `where` (e.g. "samples[3]") if this sample is malformed."""
         n = len(self.input_ids)
         if n == 0:
@@ -61,6 +67,7 @@ class Sample:
         if bad:
             raise ContractError(f"{where}.input_ids has ids {bad[:3]} outside the vocabulary [0, {vocab_size})")
         self._check_policy_fields(where, n)
+        check_images(where, self.input_ids, self.loss_mask, self.images, vision)
 
     def _check_policy_fields(self, where: str, n: int) -> None:
         for name in POLICY_FIELDS:
@@ -93,6 +100,8 @@ class Sample:
             value = getattr(self, name)
             if value is not None:  # only present fields: an SFT sample serialises as it always did
                 data[name] = value if isinstance(value, float) else list(value)
+        if self.images:
+            data["images"] = [image.to_json() for image in self.images]
         return data
 
     @classmethod

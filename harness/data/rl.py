@@ -14,6 +14,7 @@ Advantages never vanish and take both signs: one per sample (GRPO) for even samp
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from typing import Sequence
@@ -27,7 +28,7 @@ REF_OFFSETS = (-0.4, 0.25)
 
 
 def _with(sample: Sample, **fields) -> Sample:
-    return Sample(input_ids=sample.input_ids, loss_mask=sample.loss_mask, **fields)
+    return dataclasses.replace(sample, **fields)  # the sample's images (if any) kept
 
 
 def advantages(sample: Sample, index: int, rng: random.Random) -> float | tuple[float, ...]:

@@ -27,6 +27,7 @@ class Capabilities:
     cp_styles: frozenset[str] = frozenset()
     optimizer_step: bool = True
     reports: frozenset[str] = frozenset()
+    images: bool = False  # samples with image inputs (vision-language families); an engine without it never gets one
     # attention backend -> layouts it keeps documents apart for; "auto" must be a key
     attention: dict[str, frozenset[LayoutKind]] = field(default_factory=lambda: {"auto": frozenset(LayoutKind)})
 
@@ -43,6 +44,7 @@ class Capabilities:
             (case.parallel.cp <= self.max_cp, f"cp={case.parallel.cp} (max {self.max_cp})"),
             (case.parallel.cp == 1 or case.parallel.cp_style in self.cp_styles, f"cp_style {case.parallel.cp_style!r}"),
             (case.optimizer is None or self.optimizer_step, "an optimizer step"),
+            (not case.has_images or self.images, "image inputs (samples with images; declare Capabilities(images=True))"),
             (case.attention in self.attention, f"attention backend {case.attention!r} (known: {sorted(self.attention)})"),
         )
         for ok, what in checks:
@@ -69,6 +71,7 @@ class Capabilities:
             "cp_styles": sorted(self.cp_styles),
             "optimizer_step": self.optimizer_step,
             "reports": sorted(self.reports),
+            "images": self.images,
             "attention": {name: sorted(k.value for k in kinds) for name, kinds in self.attention.items()},
         }
 
@@ -81,6 +84,6 @@ class Capabilities:
             devices=words("devices"), losses=frozenset(LossKind(k) for k in data["losses"]),
             aggregations=frozenset(Aggregation(k) for k in data["aggregations"]), loss_terms=words("loss_terms"),
             max_dp=int(data["max_dp"]), max_cp=int(data["max_cp"]), cp_styles=words("cp_styles"),
-            optimizer_step=bool(data["optimizer_step"]), reports=words("reports"),
+            optimizer_step=bool(data["optimizer_step"]), reports=words("reports"), images=bool(data.get("images", False)),
             attention={str(name): frozenset(LayoutKind(k) for k in kinds) for name, kinds in data["attention"].items()},
         )

@@ -5,7 +5,8 @@ renames, drops or reshapes a gradient is told which one. Every tensor must be a 
 tensor with values (not on the meta device), at least as precise as the case's dtype (float32
 gradients in a float64 run lose exactly what the run is there to see). Two checks catch results
 that were not computed: log-probs that do not depend on the tokens, and gradients that are all
-zero while the loss is not.
+zero while the loss is not. Frozen parameters (`ModelSpec.frozen`) take no gradient and must be
+bit-identical to the checkpoint after an optimizer step.
 """
 
 from __future__ import annotations
@@ -98,7 +99,8 @@ def validate_result(engine: str, case: Case, result: object) -> StepResult:
     if not isinstance(result.num_loss_tokens, int) or isinstance(result.num_loss_tokens, bool) or result.num_loss_tokens < 0:
         problems.append(f"result.num_loss_tokens is {result.num_loss_tokens!r}, expected a non-negative int")
     expected = checkpoint_shapes(case.model.checkpoint)
-    _check_named("grads", result.grads, expected, case, problems)
+    trainable = {name: shape for name, shape in expected.items() if not case.model.is_frozen(name)}
+    _check_named("grads", _without_frozen_grads(result.grads, case, problems), trainable, case, problems)
     if result.dloss_dlogprobs is not None:
         _check_per_sample("dloss_dlogprobs", result.dloss_dlogprobs, case, problems)
     if case.optimizer is not None:
@@ -106,6 +108,7 @@ def validate_result(engine: str, case: Case, result: object) -> StepResult:
             problems.append("result.params_after is None but the case asks for an optimizer step: report the parameters after it")
         else:
             _check_named("params_after", result.params_after, expected, case, problems)
+            _check_frozen_unchanged(result.params_after, case, problems)
     if not isinstance(result.notes, dict):
         problems.append(f"result.notes is {type(result.notes).__name__}, expected a dict of JSON values")
     else:
@@ -152,3 +155,30 @@ def _check_named(field: str, tensors: object, expected: dict[str, tuple[int, ...
         )
     for name in sorted(set(expected) & set(tensors)):
         _check_tensor(f"result.{field}[{name!r}]", tensors[name], expected[name], case, problems)
+
+
+def _without_frozen_grads(grads: object, case: Case, problems: list[str]) -> object:
+    """The gradients of trainable parameters; a gradient reported for a frozen one is a problem."""
+    if not isinstance(grads, dict) or not case.model.frozen:
+        return grads
+    frozen = sorted(name for name in grads if case.model.is_frozen(name))
+    if frozen:
+        problems.append(f"result.grads has gradients for {len(frozen)} frozen parameters, e.g. {frozen[:3]}: parameters under "
+                        f"ModelSpec.frozen {list(case.model.frozen)} take no gradient; report the trainable parameters only")
+    return {name: g for name, g in grads.items() if not case.model.is_frozen(name)}
+
+
+def _check_frozen_unchanged(params_after: object, case: Case, problems: list[str]) -> None:
+    """Frozen parameters are not in the optimizer: after the step they equal the checkpoint bit for bit."""
+    if not isinstance(params_after, dict) or not case.model.frozen:
+        return
+    with safe_open(f"{case.model.checkpoint}/model.safetensors", framework="pt") as f:
+        for name in sorted(f.keys()):
+            after = params_after.get(name)
+            if not case.model.is_frozen(name) or not isinstance(after, torch.Tensor):
+                continue
+            before = f.get_tensor(name).to(after.dtype)
+            if before.shape == after.shape and not torch.equal(before, after.cpu()):
+                moved = (after.cpu() - before).abs().max().item()
+                problems.append(f"result.params_after[{name!r}] moved by up to {moved:.3g} although it is frozen: a frozen parameter "
+                                "must be bit-identical after the step (keep it out of the optimizer: weight decay shrinks it)")

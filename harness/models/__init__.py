@@ -9,8 +9,10 @@ DEFAULT_SEED = 1234
 
 def model_spec(family_name: str, seed: int = DEFAULT_SEED, **config_overrides) -> ModelSpec:
     """A ModelSpec for the family's tiny config, with its checkpoint written to the cache."""
-    config = get_family(family_name).config(**config_overrides)
-    return ModelSpec(family=family_name, config=config, seed=seed, checkpoint=checkpoint_for(family_name, config, seed))
+    family = get_family(family_name)
+    config = family.config(**config_overrides)
+    return ModelSpec(family=family_name, config=config, seed=seed, checkpoint=checkpoint_for(family_name, config, seed),
+                     frozen=family.frozen)
 
 
 __all__ = ["DEFAULT_SEED", "FAMILIES", "Family", "checkpoint_for", "get_family", "model_spec", "parameter_shapes", "write_checkpoint"]

@@ -3,13 +3,15 @@
 Parameter names and shapes come from transformers' own model class built on the meta device, so
 the checkpoint loads with `AutoModelForCausalLM.from_pretrained` like any other. Each tensor is
 drawn from its own generator seeded by (seed, name), so adding a parameter never changes the
-others. Norm weights are drawn around 1 (not exactly 1) so that a norm an engine forgets to load
-shows up; projections are scaled 1/sqrt(fan_in) so activations stay O(1) in every layer.
+others. Norm weights (a vision block's norm1/norm2 and its merger's ln_q too) are drawn around 1 (not exactly 1) so that a norm an engine forgets to load
+shows up; projections (and the vision tower's patch convolution) are scaled 1/sqrt(fan_in) so
+activations stay O(1) in every layer.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import zlib
@@ -45,13 +47,13 @@ def parameter_shapes(family_name: str, config: dict) -> dict[str, tuple[int, ...
 def seeded_tensor(name: str, shape: tuple[int, ...], seed: int) -> torch.Tensor:
     generator = torch.Generator().manual_seed(zlib.crc32(f"{seed}:{name}".encode()))
     values = torch.randn(shape, generator=generator, dtype=torch.float64)
-    if name.endswith("norm.weight"):
+    if name.endswith(("norm.weight", "norm1.weight", "norm2.weight", "ln_q.weight")):
         return 1.0 + 0.1 * values
     if name.endswith(".bias"):
         return 0.1 * values
     if name.endswith("embed_tokens.weight"):
         return values
-    return values / shape[-1] ** 0.5
+    return values / math.prod(shape[1:]) ** 0.5  # fan_in: shape[-1] for a Linear, in*kernel for a convolution
 
 
 def write_checkpoint(family_name: str, config: dict, seed: int, directory: Path) -> Path:

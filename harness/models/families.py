@@ -32,6 +32,7 @@ class Family:
     config_class: str
     model_class: str
     tiny_config: dict = field(hash=False)
+    frozen: tuple[str, ...] = ()  # parameter name prefixes that do not train by default (ModelSpec.frozen)
 
     def config(self, **overrides) -> dict:
         return {**self.tiny_config, **overrides}
@@ -61,4 +62,37 @@ register_family(Family(
     config_class="Qwen3Config",
     model_class="Qwen3ForCausalLM",
     tiny_config={"model_type": "qwen3", "head_dim": 16, **TINY},
+))
+
+# Qwen2.5-VL: a 2-block vision tower (2x2-pixel patches, 2 frames per temporal patch, 2x2 patch
+# merge into the text width) feeding the placeholder tokens of a Qwen2 decoder with q/k/v biases
+# and 3D MRoPE (the 8 rotary frequencies of a 16-dim head split 2/3/3 over time/height/width).
+# Every vision block attends over the whole image (fullatt_block_indexes lists both), so Qwen2.5-VL's
+# window permutation only reorders tokens that attend to one another anyway.
+VLM_SPECIAL_TOKENS = dict(vision_start_token_id=124, vision_end_token_id=125, video_token_id=126, image_token_id=127)
+register_family(Family(
+    name="qwen2_5_vl",
+    description="Qwen2.5-VL vision-language model: vision tower (frozen), placeholder merge, 3D MRoPE, Qwen2 decoder",
+    config_class="Qwen2_5_VLConfig",
+    model_class="Qwen2_5_VLForConditionalGeneration",
+    tiny_config={
+        "model_type": "qwen2_5_vl",
+        "vocab_size": TINY["vocab_size"],
+        "num_hidden_layers": TINY["num_hidden_layers"],  # mirrors text_config: the harness reads the attention layer count here
+        "tie_word_embeddings": False,
+        "use_cache": False,
+        **VLM_SPECIAL_TOKENS,
+        "text_config": {
+            **TINY,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]},
+            "bos_token_id": None,
+            "eos_token_id": None,
+        },
+        "vision_config": {
+            "depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "in_channels": 3, "patch_size": 2,
+            "temporal_patch_size": 2, "spatial_merge_size": 2, "window_size": 8, "out_hidden_size": TINY["hidden_size"],
+            "fullatt_block_indexes": [0, 1],
+        },
+    },
+    frozen=("model.visual.",),
 ))

@@ -62,18 +62,23 @@ class CausalLM(nn.Module):
         config = ModelConfig.from_checkpoint(path)
         with torch.device(device):
             model = cls(config).to(dtype)
-        tensors = load_file(str(Path(path) / "model.safetensors"), device=str(device))
-        parameters = dict(model.named_parameters())
-        missing, unexpected = sorted(parameters.keys() - tensors.keys()), sorted(tensors.keys() - parameters.keys())
-        if missing or unexpected:
-            raise ValueError(
-                f"checkpoint {path} does not match the {config.model_type} reference model: "
-                f"missing {missing}, unexpected {unexpected}"
-            )
-        wrong_shape = {n: (tuple(t.shape), tuple(parameters[n].shape)) for n, t in tensors.items() if t.shape != parameters[n].shape}
-        if wrong_shape:
-            raise ValueError(f"checkpoint {path}: shapes (checkpoint, model) differ for {wrong_shape}")
-        with torch.no_grad():
-            for name, tensor in tensors.items():
-                parameters[name].copy_(tensor)
-        return model
+        return load_weights(model, path, config.model_type, device)
+
+
+def load_weights(model: nn.Module, path: str, model_type: str, device: str | torch.device = "cpu") -> nn.Module:
+    """Copy `model.safetensors` into `model`, strictly by Hugging Face names and shapes."""
+    tensors = load_file(str(Path(path) / "model.safetensors"), device=str(device))
+    parameters = dict(model.named_parameters())
+    missing, unexpected = sorted(parameters.keys() - tensors.keys()), sorted(tensors.keys() - parameters.keys())
+    if missing or unexpected:
+        raise ValueError(
+            f"checkpoint {path} does not match the {model_type} reference model: "
+            f"missing {missing}, unexpected {unexpected}"
+        )
+    wrong_shape = {n: (tuple(t.shape), tuple(parameters[n].shape)) for n, t in tensors.items() if t.shape != parameters[n].shape}
+    if wrong_shape:
+        raise ValueError(f"checkpoint {path}: shapes (checkpoint, model) differ for {wrong_shape}")
+    with torch.no_grad():
+        for name, tensor in tensors.items():
+            parameters[name].copy_(tensor)
+    return model

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-QK_NORM_BY_MODEL_TYPE = {"llama": False, "qwen3": True}
+QK_NORM_BY_MODEL_TYPE = {"llama": False, "qwen3": True, "qwen2_5_vl_text": False}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -26,6 +26,7 @@ class ModelConfig:
     rms_norm_eps: float
     rope_theta: float
     tie_word_embeddings: bool
+    attention_bias: bool = False  # q/k/v projections with a bias (Qwen2 and the Qwen2.5-VL decoder)
 
     def __post_init__(self):
         assert self.num_attention_heads % self.num_key_value_heads == 0, "query heads must be a multiple of kv heads"

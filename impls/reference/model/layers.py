@@ -27,9 +27,9 @@ class SelfAttention(nn.Module):
         C, H, K, D = config.hidden_size, config.num_attention_heads, config.num_key_value_heads, config.head_dim
         self.n_heads, self.n_kv_heads, self.head_dim = H, K, D
         self.qk_norm = config.qk_norm
-        self.q_proj = nn.Linear(C, H * D, bias=False)
-        self.k_proj = nn.Linear(C, K * D, bias=False)
-        self.v_proj = nn.Linear(C, K * D, bias=False)
+        self.q_proj = nn.Linear(C, H * D, bias=config.attention_bias)
+        self.k_proj = nn.Linear(C, K * D, bias=config.attention_bias)
+        self.v_proj = nn.Linear(C, K * D, bias=config.attention_bias)
         self.o_proj = nn.Linear(H * D, C, bias=False)
         if config.qk_norm:
             self.q_norm = RMSNorm(D, config.rms_norm_eps)
