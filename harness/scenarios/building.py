@@ -6,6 +6,7 @@ from typing import Sequence
 
 from packcheck.harness.compare import NOT_ARMS, Arms, Comparison, compare_results
 from packcheck.harness.contract import Case, Layout, Partition, Sample
+from packcheck.harness.data.images import with_images
 from packcheck.harness.data.samples import make_samples
 from packcheck.harness.scenarios.base import Judgement, Setting
 
@@ -25,7 +26,14 @@ def arm(setting: Setting, name: str, samples: Sequence[Sample], layout: Layout, 
 
 
 def samples_for(setting: Setting, spec) -> tuple[Sample, ...]:
-    return make_samples(spec, setting.model.vocab_size, seed=setting.seed)
+    """The seeded samples of `spec`; for a vision-language family, with 0, 1 or 2 images each (harness/data/images.py)."""
+    return for_model(setting, make_samples(spec, setting.model.vocab_size, seed=setting.seed))
+
+
+def for_model(setting: Setting, samples: Sequence[Sample], first: int = 0) -> tuple[Sample, ...]:
+    """Text samples made fit for the setting's model: images placed for a vision-language family, else unchanged."""
+    vision = setting.model.vision
+    return tuple(samples) if vision is None else with_images(samples, vision, seed=setting.seed, first=first)
 
 
 def failing(comparisons: list[Comparison], quantity: str | None = None) -> list[Comparison]:

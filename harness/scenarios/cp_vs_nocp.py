@@ -4,8 +4,9 @@ per-token log-probs, loss, count and every gradient as the single-process run.
 Rows are built so that documents straddle every shard cut, one document exactly fills a shard, a
 length-1 document sits right before a cut, and a document starts exactly at one; an extra arm
 uses a sequence length cp does not divide (the engine must pad or refuse, never split unevenly).
-Boundaries that go local per shard, RoPE positions restarting per shard, counts taken per shard
-or over the wrong group, and uneven shards all move some quantity here.
+Boundaries that go local per shard, RoPE positions restarting per shard (MRoPE positions too, on
+a vision-language family, whose samples hold images), counts taken per shard or over the wrong
+group, and uneven shards all move some quantity here.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def diagnose(j: Judgement, failed: list) -> str:
 CP_VS_NOCP = Scenario(
     name="cp_vs_nocp",
     invariant="cp 2 and 4 (ulysses, ring; packed, unpacked, indivisible lengths) give the single-process log-probs, loss, count and every gradient",
-    catches=("local-seq-lens-under-cp", "cp-uneven-shards", "verl-cp-undercount"),
+    catches=("local-seq-lens-under-cp", "cp-uneven-shards", "verl-cp-undercount", "mrope-cp-positions"),
     build=build,
     judge=judge,
     diagnose=diagnose,

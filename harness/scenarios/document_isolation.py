@@ -12,7 +12,7 @@ from packcheck.harness.compare import Arms, compare_logprobs
 from packcheck.harness.contract import packed
 from packcheck.harness.data.samples import MIXED_DOCUMENTS, perturbed
 from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
-from packcheck.harness.scenarios.building import arm, samples_for
+from packcheck.harness.scenarios.building import arm, for_model, samples_for
 
 SEQ_LEN = 48
 PERTURBED = range(0, len(MIXED_DOCUMENTS), 2)
@@ -25,9 +25,9 @@ def build(setting: Setting) -> dict:
     content = list(base)
     resized = list(base)
     for i in PERTURBED:
-        content[i] = perturbed(base[i], vocab, seed=1000 + i)
+        content[i], = for_model(setting, [perturbed(base[i], vocab, seed=1000 + i)], first=i)
         new_length = min(SEQ_LEN, max(1, len(base[i].input_ids) + (5 if i % 4 == 0 else -3)))
-        resized[i] = perturbed(base[i], vocab, seed=2000 + i, length=new_length)
+        resized[i], = for_model(setting, [perturbed(base[i], vocab, seed=2000 + i, length=new_length)], first=i)
     return {
         "base": arm(setting, "base", base, packed(SEQ_LEN)),
         "other_tokens": arm(setting, "other_tokens", content, packed(SEQ_LEN)),

@@ -16,9 +16,10 @@ import torch
 from packcheck.harness.contract import Case, LayoutKind, LossKind, StepResult
 from packcheck.harness.engines import Capabilities, Engine
 from packcheck.impls.reference import step
-from packcheck.impls.reference.model import CausalLM
+from packcheck.impls.reference.model.loading import load_model
 from packcheck.impls.reference.parallel.mesh import Mesh
 from packcheck.impls.reference.parallel.ring import ring_backend
+from packcheck.impls.reference.parallel.sharded_tower import shard_tower
 from packcheck.impls.reference.parallel.ulysses import ulysses_backend
 from packcheck.impls.reference.pipeline import REFERENCE, Pipeline
 
@@ -30,7 +31,7 @@ CONTEXT_PARALLEL = {"ulysses": ulysses_backend, "ring": ring_backend}
 class ReferenceEngine(Engine):
     name = "reference"
     capabilities = Capabilities(
-        families=frozenset({"llama", "qwen3"}),
+        families=frozenset({"llama", "qwen3", "qwen2_5_vl"}),
         dtypes=frozenset(DTYPES),
         devices=frozenset({"cpu", "cuda"}),
         max_dp=8,
@@ -38,6 +39,7 @@ class ReferenceEngine(Engine):
         cp_styles=frozenset(CONTEXT_PARALLEL),
         losses=frozenset(LossKind),
         reports=frozenset({"dloss_dlogprobs", "params_after"}),
+        images=True,
         attention={
             "auto": ALL_LAYOUTS,
             "sdpa": ALL_LAYOUTS,
@@ -64,10 +66,13 @@ class ReferenceEngine(Engine):
             return "device 'cuda' requested but torch sees no CUDA device"
         if case.device == "cuda" and case.parallel.world_size > torch.cuda.device_count():
             return f"{case.parallel.describe()} needs {case.parallel.world_size} GPUs (one per rank); this machine has {torch.cuda.device_count()}"
+        if case.model.vision is not None and not case.model.is_frozen("model.visual."):
+            return "the reference trains vision-language models with a frozen vision tower only: ModelSpec.frozen must cover 'model.visual.'"
         if case.parallel.cp > 1:
             if case.attention != "auto":
                 return f"under context parallelism the cp_style ({case.parallel.cp_style}) is the attention; attention must be 'auto'"
-            heads = json.loads((Path(case.model.checkpoint) / "config.json").read_text())["num_attention_heads"]
+            config = json.loads((Path(case.model.checkpoint) / "config.json").read_text())
+            heads = config.get("text_config", config)["num_attention_heads"]  # a VLM's decoder config is nested
             if case.parallel.cp_style == "ulysses" and heads % case.parallel.cp:
                 return f"ulysses shards the {heads} attention heads over cp={case.parallel.cp} ranks: cp must divide the head count"
         return None
@@ -80,6 +85,10 @@ class ReferenceEngine(Engine):
     def train(self, case: Case, mesh: Mesh) -> StepResult | None:
         """One step of this rank of the mesh; rank 0 returns the result."""
         device = mesh.device
-        model = CausalLM.from_checkpoint(case.model.checkpoint, DTYPES[case.dtype], device)
+        model = load_model(case.model.checkpoint, DTYPES[case.dtype], device)
+        for name, parameter in model.named_parameters():
+            parameter.requires_grad_(not case.model.is_frozen(name))
+        if mesh.distributed and hasattr(model, "encode_images"):
+            shard_tower(model.model.visual, mesh)
         attention = CONTEXT_PARALLEL[case.parallel.cp_style](mesh) if case.parallel.cp > 1 else self.attention_backend(case)
         return step.train_step(model, case, self.pipeline, attention, mesh)

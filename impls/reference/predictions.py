@@ -5,6 +5,11 @@ token) it speaks for are those of p + 1; the row's last position predicts nothin
 labels on the whole row *before* sharding is what lets a shard's last position predict the first
 token of the next shard (the shard cut is not a document boundary).
 
+A vision-language forward also carries `image_index_BT` (which image feature replaces each
+placeholder's embedding, -1 for text), sharded like the rest, and `images` (the forward's pixels
+and grids), which every shard keeps whole: each context-parallel rank encodes every image of its
+micro-batch. Its `position_ids_BT` are then MRoPE positions [B, T, 3] (impls/reference/vision_rows.py).
+
 Shapes: B rows, T tokens (a shard's T is the row's T / cp).
 """
 
@@ -13,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 import torch
+
+from packcheck.impls.reference.vision_inputs import ForwardImages
 
 from packcheck.impls.reference.rows import Rows
 
@@ -27,6 +34,8 @@ class Predictions:
     label_sample_BT: torch.Tensor
     label_token_BT: torch.Tensor
     sample_BT: torch.Tensor  # which sample each position holds (-1 padding): which samples this forward saw
+    image_index_BT: torch.Tensor | None = None  # vision-language only: the image feature of each placeholder, -1 for text
+    images: ForwardImages | None = None  # vision-language only: this forward's images, whole on every shard
 
     @classmethod
     def from_rows(cls, rows: Rows) -> Predictions:
@@ -46,10 +55,13 @@ class Predictions:
 
     def shard(self, index: int, count: int) -> Predictions:
         """The index-th of `count` contiguous shards along T (uneven if T is not divisible)."""
-        return Predictions(**{f.name: torch.tensor_split(getattr(self, f.name), count, dim=1)[index] for f in fields(self)})
+        def part(value):
+            return torch.tensor_split(value, count, dim=1)[index] if isinstance(value, torch.Tensor) else value
+
+        return Predictions(**{f.name: part(getattr(self, f.name)) for f in fields(self)})
 
     def to(self, device) -> Predictions:
-        return Predictions(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
+        return Predictions(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name).to(device) for f in fields(self)})
 
 
 def label_logprobs(logits_BTV: torch.Tensor, label_BT: torch.Tensor) -> torch.Tensor:

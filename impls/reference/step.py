@@ -31,6 +31,7 @@ from packcheck.impls.reference.pipeline import Pipeline
 from packcheck.impls.reference.predictions import Predictions, label_logprobs
 from packcheck.impls.reference.rows import build_rows
 from packcheck.impls.reference.scatter import SampleScatter
+from packcheck.impls.reference.vision_rows import attach_images
 
 SINGLE_PROCESS = Mesh.single()
 
@@ -38,7 +39,7 @@ SINGLE_PROCESS = Mesh.single()
 def build_micro_batches(case: Case, pipe: Pipeline, mesh: Mesh = SINGLE_PROCESS) -> list[list[Predictions]]:
     """The whole rows of every forward of this data-parallel rank's micro-batches, in execution order."""
     return [
-        [Predictions.from_rows(build_rows(plans, pipe.positions_and_segments, pipe.target_mask))
+        [attach_images(case, plans, Predictions.from_rows(build_rows(plans, pipe.positions_and_segments, pipe.target_mask)))
          for plans in plan_forwards(case, micro_batch, pipe.pack_rows, pipe.unpad_mask, pipe.padded_width)]
         for micro_batch in case.partition.per_rank[mesh.dp_rank]
     ]
@@ -61,10 +62,12 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention,
     last = (len(shards) - 1, len(shards[-1]) - 1)
     local_loss = 0.0
     for m, (forwards, micro_counts) in enumerate(zip(shards, counts)):
+        image_features = pipe.image_features(model, forwards)  # vision-language models: the tower, once per micro-batch
         for f, predictions in enumerate(forwards):
             p = predictions.to(device)
+            images = () if image_features[f] is None else (image_features[f], p.image_index_BT)
             with sync.backward_context(last=(m, f) == last):
-                logits_BTV = sync.forward_module(p.input_ids_BT, p.position_ids_BT, p.segment_ids_BT, attention)
+                logits_BTV = sync.forward_module(p.input_ids_BT, p.position_ids_BT, p.segment_ids_BT, attention, *images)
                 lp_BT = label_logprobs(logits_BTV, p.label_BT)
                 lp_BT.retain_grad()
                 loss = forward_loss(case, pipe, p, logits_BTV, lp_BT, micro_counts)
@@ -72,23 +75,33 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention,
             local_loss += loss.item()
             if scatter is not None:
                 scatter.add(predictions, lp_BT, lp_BT.grad)
-    for parameter in model.parameters():  # a rank whose rows reach no parameter still contributes zeros
+    for parameter in trainable(model):  # a rank whose rows reach no parameter still contributes zeros
         if parameter.grad is None:
             parameter.grad = torch.zeros_like(parameter)
     total_loss = mesh.all_reduce(torch.tensor([local_loss], dtype=torch.float64)).item()
     return total_loss, global_tokens
 
 
+def trainable(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """The parameters that train: frozen ones (ModelSpec.frozen) take no gradient and stay out of the optimizer."""
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def full_tensor(parameter: torch.Tensor) -> torch.Tensor:
+    """A parameter whole: an FSDP-sharded one (a DTensor) all-gathered."""
+    return parameter.full_tensor() if hasattr(parameter, "full_tensor") else parameter
+
+
 def train_step(model: CausalLM, case: Case, pipe: Pipeline, attention, mesh: Mesh = SINGLE_PROCESS) -> StepResult | None:
     scatter = SampleScatter([len(s.input_ids) for s in case.samples], next(model.parameters()).dtype)
     total_loss, global_tokens = accumulate_gradients(model, case, pipe, attention, scatter, mesh)
     scatter.reduce(mesh)
-    grads = {name: p.grad.detach().cpu().clone() for name, p in model.named_parameters()}
+    grads = {name: p.grad.detach().cpu().clone() for name, p in model.named_parameters() if p.requires_grad}
     params_after = None
     if case.optimizer is not None:
         spec = case.optimizer
-        torch.optim.AdamW(model.parameters(), lr=spec.lr, betas=spec.betas, eps=spec.eps, weight_decay=spec.weight_decay).step()
-        params_after = {name: p.detach().cpu().clone() for name, p in model.named_parameters()}
+        torch.optim.AdamW(trainable(model), lr=spec.lr, betas=spec.betas, eps=spec.eps, weight_decay=spec.weight_decay).step()
+        params_after = {name: full_tensor(p).detach().cpu().clone() for name, p in model.named_parameters()}
     if mesh.rank != 0:
         return None
     return StepResult(
