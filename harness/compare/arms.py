@@ -57,7 +57,8 @@ def compare_params_after(arms: Arms, observed: StepResult, reference: StepResult
     rows = []
     for name in sorted(reference.params_after):
         a, b = observed.params_after[name], reference.params_after[name]
-        weights = error_weights(b, reference.grads[name], optimizer)
+        # a frozen parameter has no gradient: nothing conditions it (and it must not move at all)
+        weights = error_weights(b, reference.grads[name], optimizer) if name in reference.grads else None
         worst, index = max_rel(a, b, weights)
         where = f"element {flat_index_to_position(index, tuple(b.shape))}" if index >= 0 else ""
         rows.append(Comparison(arms=arms, quantity="params_after", item=name, metric="cond_rel_l2",
