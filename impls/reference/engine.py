@@ -88,7 +88,7 @@ class ReferenceEngine(Engine):
         model = load_model(case.model.checkpoint, DTYPES[case.dtype], device)
         for name, parameter in model.named_parameters():
             parameter.requires_grad_(not case.model.is_frozen(name))
-        if mesh.distributed and hasattr(model, "encode_images"):
+        if mesh.dp > 1 and hasattr(model, "encode_images"):  # ranks with other micro-batches: the tower's collectives must match
             shard_tower(model.model.visual, mesh)
         attention = CONTEXT_PARALLEL[case.parallel.cp_style](mesh) if case.parallel.cp > 1 else self.attention_backend(case)
         return step.train_step(model, case, self.pipeline, attention, mesh)
