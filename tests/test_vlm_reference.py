@@ -74,3 +74,10 @@ def test_mrope_positions_stay_global_under_context_parallelism(case_and_result):
     for rank in range(2):
         shard = REFERENCE.shard(build_micro_batches(cp2, REFERENCE)[0][0], Mesh(dp=1, cp=2, rank=rank))
         assert torch.equal(shard.position_ids_BT, whole.position_ids_BT.tensor_split(2, dim=1)[rank])
+
+
+def test_a_trainable_tower_is_declined_with_the_reason(case_and_result):
+    case, _ = case_and_result
+    trainable_tower = case.with_(model=dataclasses.replace(case.model, frozen=()))
+    reason = resolve_engine("reference").unsupported_reason(trainable_tower)
+    assert reason is not None and "frozen vision tower only" in reason
