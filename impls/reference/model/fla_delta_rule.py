@@ -5,7 +5,7 @@ one, the boundaries from the segment ids), so the kernel starts each document fr
 exactly as the per-document loop does (delta_rule.py). CUDA only (Triton), float32 or bf16;
 `fla-core` 0.6.0 is imported only when this runs. q and k arrive l2-normalised, q already scaled,
 key heads already repeated to the value heads (fla's own GVA is not relied upon), so the kernel's
-scale is 1 and its in-kernel l2norm off.
+scale is 1 and its in-kernel l2norm off; q, k and beta go in v's dtype, as transformers passes them.
 
 Shapes: B batch, T sequence, H value heads, K key head dim, V value head dim.
 """
@@ -32,7 +32,7 @@ def fla_gated_delta_rule(q_BTHK, k_BTHK, v_BTHV, g_BTH, beta_BTH, segment_ids_BT
         return x.reshape(1, B * T, *x.shape[2:]).contiguous()
 
     o_1NHV, _ = chunk_gated_delta_rule(
-        flat(q_BTHK), flat(k_BTHK), flat(v_BTHV), flat(g_BTH).float(), flat(beta_BTH),
+        flat(q_BTHK.to(v_BTHV.dtype)), flat(k_BTHK.to(v_BTHV.dtype)), flat(v_BTHV), flat(g_BTH).float(), flat(beta_BTH.to(v_BTHV.dtype)),
         scale=1.0, cu_seqlens=cu_seqlens_of(segment_ids_BT),
     )
     return o_1NHV.reshape(B, T, *o_1NHV.shape[2:]).to(v_BTHV.dtype)
