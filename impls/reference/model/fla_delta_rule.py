@@ -44,3 +44,19 @@ def fla_available() -> bool:
     except Exception:  # ImportError, or Triton failing to initialise without a GPU
         return False
     return True
+
+
+def fla_backward_usable() -> bool:
+    """fla imports and will run its backward here. fla 0.6.0 refuses the gated delta rule's backward
+    on Hopper (H100/H200) with Triton >= 3.4.0 and < 3.7.1 unless tilelang is installed (fla #640:
+    that Triton miscompiles chunk_bwd_dqkwg); its own flags say whether this is such a machine."""
+    if not fla_available():
+        return False
+    from fla.utils import IS_NVIDIA_HOPPER, TRITON_ABOVE_3_4_0, TRITON_ABOVE_3_7_1
+
+    if IS_NVIDIA_HOPPER and TRITON_ABOVE_3_4_0 and not TRITON_ABOVE_3_7_1:
+        try:
+            import tilelang  # noqa: F401
+        except ImportError:
+            return False
+    return True

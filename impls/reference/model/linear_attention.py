@@ -8,7 +8,8 @@ parallelism the layer gathers the row first, see row_shards.py):
 - "torch": the per-document loop in plain torch (short_conv.py, delta_rule.py); any dtype and
   device, with autograd's backward; the float64 oracle and the CPU default.
 - "fla": the same conv, and flash-linear-attention's chunked varlen kernel (cu_seqlens from the
-  segment ids) for the delta rule; CUDA, float32/bf16. The CUDA default where fla imports.
+  segment ids) for the delta rule; CUDA, float32/bf16. The CUDA default where fla imports and its
+  backward runs (not on Hopper with Triton < 3.7.1 and no tilelang: fla 0.6.0 refuses it there).
 
 The switch is the hybrid model's `linear_attention` attribute (a name here, or a backend value);
 the reference engine sets it from `ReferenceEngine.linear_attention_backend(case)`.
@@ -22,7 +23,7 @@ from typing import Callable
 import torch
 
 from packcheck.impls.reference.model.delta_rule import recurrent_gated_delta_rule
-from packcheck.impls.reference.model.fla_delta_rule import fla_available, fla_gated_delta_rule
+from packcheck.impls.reference.model.fla_delta_rule import fla_backward_usable, fla_gated_delta_rule
 from packcheck.impls.reference.model.row_shards import RowShards
 from packcheck.impls.reference.model.short_conv import document_causal_conv
 
@@ -67,7 +68,8 @@ def get_linear_attention_backend(backend: str | LinearAttentionBackend) -> Linea
 
 
 def default_linear_attention(device: str, dtype: torch.dtype) -> str:
-    """fla's kernel on CUDA in float32/bf16 where it imports; the per-document loop otherwise."""
-    if str(device).startswith("cuda") and dtype in (torch.float32, torch.bfloat16) and fla_available():
+    """fla's kernel on CUDA in float32/bf16 where it imports and can run its backward (a training step
+    needs it; fla_delta_rule.fla_backward_usable); the per-document loop otherwise."""
+    if str(device).startswith("cuda") and dtype in (torch.float32, torch.bfloat16) and fla_backward_usable():
         return "fla"
     return "torch"
