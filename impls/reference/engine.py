@@ -16,7 +16,7 @@ import torch
 from packcheck.harness.contract import Case, LayoutKind, LossKind, StepResult
 from packcheck.harness.engines import Capabilities, Engine
 from packcheck.impls.reference import step
-from packcheck.impls.reference.model import CausalLM
+from packcheck.impls.reference.model import CausalLM, HybridCausalLM
 from packcheck.impls.reference.model.linear_attention import LinearAttentionBackend, default_linear_attention
 from packcheck.impls.reference.parallel.mesh import Mesh
 from packcheck.impls.reference.parallel.ring import ring_backend
@@ -86,7 +86,7 @@ class ReferenceEngine(Engine):
         """One step of this rank of the mesh; rank 0 returns the result."""
         device = mesh.device
         model = CausalLM.from_checkpoint(case.model.checkpoint, DTYPES[case.dtype], device)
-        if hasattr(model, "linear_attention"):  # a hybrid family
+        if isinstance(model, HybridCausalLM):
             model.linear_attention = self.linear_attention_backend(case)
         attention = CONTEXT_PARALLEL[case.parallel.cp_style](mesh) if case.parallel.cp > 1 else self.attention_backend(case)
         return step.train_step(model, case, self.pipeline, attention, mesh)
