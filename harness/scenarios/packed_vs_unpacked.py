@@ -37,7 +37,8 @@ def diagnose(j: Judgement, failed: list) -> str:
             return (
                 f"the first document of every packed row matches (error {first:.2g}) but later documents do not "
                 f"(error {later:.2g}): documents see their predecessors in the row: cross-document attention, "
-                "or position ids not reset where boundaries are derived from positions"
+                "position ids not reset where boundaries are derived from positions, or linear-attention "
+                "(conv/recurrent) state carried from one document into the next"
             )
         return "per-token log-probs depend on the layout: the model sees something the layout changes (mask, positions, padding)"
     if failing(failed, "num_loss_tokens") or failing(failed, "loss"):
