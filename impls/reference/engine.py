@@ -16,7 +16,8 @@ import torch
 from packcheck.harness.contract import Case, LayoutKind, LossKind, StepResult
 from packcheck.harness.engines import Capabilities, Engine
 from packcheck.impls.reference import step
-from packcheck.impls.reference.model import CausalLM
+from packcheck.impls.reference.model import CausalLM, HybridCausalLM
+from packcheck.impls.reference.model.linear_attention import LinearAttentionBackend, default_linear_attention
 from packcheck.impls.reference.parallel.mesh import Mesh
 from packcheck.impls.reference.parallel.ring import ring_backend
 from packcheck.impls.reference.parallel.ulysses import ulysses_backend
@@ -30,7 +31,7 @@ CONTEXT_PARALLEL = {"ulysses": ulysses_backend, "ring": ring_backend}
 class ReferenceEngine(Engine):
     name = "reference"
     capabilities = Capabilities(
-        families=frozenset({"llama", "qwen3"}),
+        families=frozenset({"llama", "qwen3", "qwen3_5"}),
         dtypes=frozenset(DTYPES),
         devices=frozenset({"cpu", "cuda"}),
         max_dp=8,
@@ -50,6 +51,10 @@ class ReferenceEngine(Engine):
 
     def attention_backend(self, case: Case) -> str:
         return "sdpa" if case.attention == "auto" else case.attention
+
+    def linear_attention_backend(self, case: Case) -> str | LinearAttentionBackend:
+        """The GatedDeltaNet backend of hybrid families (model/linear_attention.py); dense families ignore it."""
+        return default_linear_attention(case.device, DTYPES[case.dtype])
 
     def unsupported_reason(self, case: Case) -> str | None:
         reason = super().unsupported_reason(case)
@@ -81,5 +86,7 @@ class ReferenceEngine(Engine):
         """One step of this rank of the mesh; rank 0 returns the result."""
         device = mesh.device
         model = CausalLM.from_checkpoint(case.model.checkpoint, DTYPES[case.dtype], device)
+        if isinstance(model, HybridCausalLM):
+            model.linear_attention = self.linear_attention_backend(case)
         attention = CONTEXT_PARALLEL[case.parallel.cp_style](mesh) if case.parallel.cp > 1 else self.attention_backend(case)
         return step.train_step(model, case, self.pipeline, attention, mesh)
