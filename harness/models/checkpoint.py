@@ -24,6 +24,13 @@ from packcheck.harness.models.families import get_family
 
 CHECKPOINT_FORMAT = 1
 
+# GatedDeltaNet decays its state by exp(g) per token, g = -exp(A_log) * softplus(a_t + dt_bias).
+# Seeded like a projection, exp(g) would be ~0.5 and a state carried across a document boundary
+# would vanish within a few tokens, hiding the leak (BUGS.md: linear-attn-state-leak). These keep
+# exp(g) in ~[0.98, 1) for O(1) inputs, so whatever a document leaves in the state is still there
+# many tokens later.
+SLOW_DECAY = {"A_log": math.log(0.02), "dt_bias": -4.0}
+
 
 def cache_dir() -> Path:
     return Path(os.environ.get("PACKCHECK_CACHE_DIR", Path.home() / ".cache" / "packcheck")) / "checkpoints"
@@ -47,6 +54,8 @@ def parameter_shapes(family_name: str, config: dict) -> dict[str, tuple[int, ...
 def seeded_tensor(name: str, shape: tuple[int, ...], seed: int) -> torch.Tensor:
     generator = torch.Generator().manual_seed(zlib.crc32(f"{seed}:{name}".encode()))
     values = torch.randn(shape, generator=generator, dtype=torch.float64)
+    if name.endswith("A_log") or name.endswith("dt_bias"):  # linear-attention decay, see SLOW_DECAY
+        return SLOW_DECAY[name.rsplit(".", 1)[-1]] + 0.1 * values
     if name.endswith(("norm.weight", "norm1.weight", "norm2.weight", "ln_q.weight")):
         return 1.0 + 0.1 * values
     if name.endswith(".bias"):

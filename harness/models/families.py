@@ -63,6 +63,21 @@ register_family(Family(
     model_class="Qwen3ForCausalLM",
     tiny_config={"model_type": "qwen3", "head_dim": 16, **TINY},
 ))
+register_family(Family(
+    name="qwen3_5",
+    description="Qwen3.5 hybrid: GatedDeltaNet linear-attention layers (short conv + gated delta rule) "
+                "interleaved with gated full attention (partial RoPE, zero-centred RMSNorm)",
+    config_class="Qwen3_5TextConfig",
+    model_class="Qwen3_5ForCausalLM",
+    # three linear-attention layers and one full-attention layer, as the real 3:1 interleave;
+    # grouped value heads (2 key heads, 4 value heads) and the real conv kernel of 4
+    tiny_config={
+        "model_type": "qwen3_5_text", "head_dim": 16, **TINY, "num_hidden_layers": 4,
+        "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+        "linear_conv_kernel_dim": 4, "linear_key_head_dim": 16, "linear_value_head_dim": 16,
+        "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+    },
+))
 
 # Qwen2.5-VL: a 2-block vision tower (2x2-pixel patches, 2 frames per temporal patch, 2x2 patch
 # merge into the text width) feeding the placeholder tokens of a Qwen2 decoder with q/k/v biases

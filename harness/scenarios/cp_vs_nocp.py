@@ -54,7 +54,8 @@ def diagnose(j: Judgement, failed: list) -> str:
 CP_VS_NOCP = Scenario(
     name="cp_vs_nocp",
     invariant="cp 2 and 4 (ulysses, ring; packed, unpacked, indivisible lengths) give the single-process log-probs, loss, count and every gradient",
-    catches=("local-seq-lens-under-cp", "cp-uneven-shards", "verl-cp-undercount", "mrope-cp-positions"),
+    catches=("local-seq-lens-under-cp", "cp-uneven-shards", "verl-cp-undercount", "gdn-cp-conv-shard-reset",
+             "mrope-cp-positions"),
     build=build,
     judge=judge,
     diagnose=diagnose,

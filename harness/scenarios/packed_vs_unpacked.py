@@ -37,7 +37,8 @@ def diagnose(j: Judgement, failed: list) -> str:
             return (
                 f"the first document of every packed row matches (error {first:.2g}) but later documents do not "
                 f"(error {later:.2g}): documents see their predecessors in the row: cross-document attention, "
-                "or position ids not reset where boundaries are derived from positions"
+                "position ids not reset where boundaries are derived from positions, or linear-attention "
+                "(conv/recurrent) state carried from one document into the next"
             )
         return "per-token log-probs depend on the layout: the model sees something the layout changes (mask, positions, padding)"
     if failing(failed, "num_loss_tokens") or failing(failed, "loss"):
@@ -48,7 +49,7 @@ def diagnose(j: Judgement, failed: list) -> str:
 PACKED_VS_UNPACKED = Scenario(
     name="packed_vs_unpacked",
     invariant="unpacked, packed and length-bucketed layouts of the same samples give the same log-probs, loss, count and every gradient",
-    catches=("cross-doc-attention", "positions-not-reset"),
+    catches=("cross-doc-attention", "positions-not-reset", "linear-attn-state-leak"),
     build=build,
     judge=judge,
     diagnose=diagnose,

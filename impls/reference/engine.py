@@ -16,6 +16,8 @@ import torch
 from packcheck.harness.contract import Case, LayoutKind, LossKind, StepResult
 from packcheck.harness.engines import Capabilities, Engine
 from packcheck.impls.reference import step
+from packcheck.impls.reference.model import HybridCausalLM
+from packcheck.impls.reference.model.linear_attention import LinearAttentionBackend, default_linear_attention
 from packcheck.impls.reference.model.loading import load_model
 from packcheck.impls.reference.parallel.mesh import Mesh
 from packcheck.impls.reference.parallel.ring import ring_backend
@@ -31,7 +33,7 @@ CONTEXT_PARALLEL = {"ulysses": ulysses_backend, "ring": ring_backend}
 class ReferenceEngine(Engine):
     name = "reference"
     capabilities = Capabilities(
-        families=frozenset({"llama", "qwen3", "qwen2_5_vl"}),
+        families=frozenset({"llama", "qwen3", "qwen3_5", "qwen2_5_vl"}),
         dtypes=frozenset(DTYPES),
         devices=frozenset({"cpu", "cuda"}),
         max_dp=8,
@@ -52,6 +54,10 @@ class ReferenceEngine(Engine):
 
     def attention_backend(self, case: Case) -> str:
         return "sdpa" if case.attention == "auto" else case.attention
+
+    def linear_attention_backend(self, case: Case) -> str | LinearAttentionBackend:
+        """The GatedDeltaNet backend of hybrid families (model/linear_attention.py); dense families ignore it."""
+        return default_linear_attention(case.device, DTYPES[case.dtype])
 
     def unsupported_reason(self, case: Case) -> str | None:
         reason = super().unsupported_reason(case)
@@ -86,6 +92,8 @@ class ReferenceEngine(Engine):
         """One step of this rank of the mesh; rank 0 returns the result."""
         device = mesh.device
         model = load_model(case.model.checkpoint, DTYPES[case.dtype], device)
+        if isinstance(model, HybridCausalLM):
+            model.linear_attention = self.linear_attention_backend(case)
         for name, parameter in model.named_parameters():
             parameter.requires_grad_(not case.model.is_frozen(name))
         if mesh.dp > 1 and hasattr(model, "encode_images"):  # ranks with other micro-batches: the tower's collectives must match

@@ -23,6 +23,8 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
+from packcheck.impls.reference.model.row_shards import WHOLE_ROW, RowShards
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AttentionBackend:
@@ -30,6 +32,7 @@ class AttentionBackend:
     description: str
     build_mask: Callable[[torch.Tensor], Any]
     attend: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Any, float], torch.Tensor]
+    row_shards: RowShards = WHOLE_ROW  # how layers that need the whole row (linear attention) reach it under CP
 
 
 def repeat_kv(x_BKTD: torch.Tensor, n_rep: int) -> torch.Tensor:

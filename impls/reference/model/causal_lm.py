@@ -18,6 +18,8 @@ from torch import nn
 
 from packcheck.impls.reference.model.attention import AttentionBackend, get_attention_backend
 from packcheck.impls.reference.model.config import ModelConfig
+from packcheck.impls.reference.model.hybrid import HybridCausalLM
+from packcheck.impls.reference.model.hybrid_config import is_hybrid_checkpoint
 from packcheck.impls.reference.model.layers import DecoderLayer
 from packcheck.impls.reference.model.norm import RMSNorm
 from packcheck.impls.reference.model.rope import rope_cos_sin
@@ -32,6 +34,8 @@ class DecoderStack(nn.Module):
 
 
 class CausalLM(nn.Module):
+    config_class = ModelConfig
+
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.config = config
@@ -58,10 +62,12 @@ class CausalLM(nn.Module):
 
     @classmethod
     def from_checkpoint(cls, path: str, dtype: torch.dtype, device: str | torch.device = "cpu") -> CausalLM:
-        """Build the model from `config.json` and load `model.safetensors` strictly, by HF names."""
-        config = ModelConfig.from_checkpoint(path)
+        """Build the model from `config.json` and load `model.safetensors` strictly, by HF names.
+        A hybrid checkpoint (qwen3_5) builds the HybridCausalLM (hybrid.py): same forward, other layers."""
+        model_class = HybridCausalLM if cls is CausalLM and is_hybrid_checkpoint(path) else cls
+        config = model_class.config_class.from_checkpoint(path)
         with torch.device(device):
-            model = cls(config).to(dtype)
+            model = model_class(config).to(dtype)
         return load_weights(model, path, config.model_type, device)
 
 

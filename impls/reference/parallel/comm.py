@@ -5,6 +5,9 @@ ops so that collective recorders see them in the forward and in the backward.
   what arrives along `gather_dim`; its backward is the all-to-all the other way round.
 - `ring_shift(x, group)`: send x to the next rank of the ring, receive the previous rank's; its
   backward sends the gradient back the other way.
+- `all_gather(x, group, dim)`: every rank's x concatenated along dim, in rank order; its backward
+  sums the gradient over the ranks and keeps this rank's part (each rank's copy of the whole
+  gets gradient only from that rank's own outputs).
 """
 
 from __future__ import annotations
@@ -68,3 +71,20 @@ def all_gather_no_grad(x: torch.Tensor, group, dim: int) -> torch.Tensor:
     parts = [torch.empty_like(x) for _ in range(dist.get_world_size(group))]
     dist.all_gather(parts, x.contiguous(), group=group)
     return torch.cat(parts, dim=dim)
+
+
+class _AllGather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, group, dim):
+        ctx.group, ctx.dim = group, dim
+        return all_gather_no_grad(x, group, dim)
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.contiguous()
+        dist.all_reduce(grad, group=ctx.group)
+        return grad.chunk(dist.get_world_size(ctx.group), dim=ctx.dim)[dist.get_rank(ctx.group)], None, None
+
+
+def all_gather(x: torch.Tensor, group, dim: int) -> torch.Tensor:
+    return _AllGather.apply(x, group, dim)

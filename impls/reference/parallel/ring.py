@@ -17,6 +17,7 @@ import torch
 from packcheck.impls.reference.model.attention import AttentionBackend, repeat_kv
 from packcheck.impls.reference.parallel.comm import all_gather_no_grad, ring_shift
 from packcheck.impls.reference.parallel.mesh import Mesh
+from packcheck.impls.reference.parallel.row_gather import gathered_rows
 
 
 def _block(q_BHSD, k_BHSD, v_BHSD, allowed_BSS, scale):
@@ -65,4 +66,5 @@ def ring_backend(mesh: Mesh) -> AttentionBackend:
                 k, v = ring_shift(k, group), ring_shift(v, group)
         return out.to(q_BHSD.dtype)
 
-    return AttentionBackend(name="ring", description="ring context parallelism (key/value shards passed around)", build_mask=build_mask, attend=attend)
+    return AttentionBackend(name="ring", description="ring context parallelism (key/value shards passed around)", build_mask=build_mask, attend=attend,
+                            row_shards=gathered_rows(mesh))

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from packcheck.impls.reference.model.attention import AttentionBackend, document_causal_mask, repeat_kv
 from packcheck.impls.reference.parallel.comm import all_gather_no_grad, all_to_all
 from packcheck.impls.reference.parallel.mesh import Mesh
+from packcheck.impls.reference.parallel.row_gather import gathered_rows
 
 SEQ, HEADS = 2, 1
 
@@ -32,4 +33,5 @@ def ulysses_backend(mesh: Mesh) -> AttentionBackend:
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask_B1TT, scale=scale)
         return all_to_all(o, group, scatter_dim=SEQ, gather_dim=HEADS)  # [B, H, S, D]
 
-    return AttentionBackend(name="ulysses", description="Ulysses all-to-all context parallelism", build_mask=build_mask, attend=attend)
+    return AttentionBackend(name="ulysses", description="Ulysses all-to-all context parallelism", build_mask=build_mask, attend=attend,
+                            row_shards=gathered_rows(mesh))
