@@ -62,3 +62,17 @@ register_family(Family(
     model_class="Qwen3ForCausalLM",
     tiny_config={"model_type": "qwen3", "head_dim": 16, **TINY},
 ))
+register_family(Family(
+    name="qwen3_moe",
+    description="Qwen3-MoE decoder: Qwen3 attention, top-2 of 4 experts, load-balancing aux loss over the global batch",
+    config_class="Qwen3MoeConfig",
+    model_class="Qwen3MoeForCausalLM",
+    # norm_topk_prob as the released Qwen3-MoE checkpoints; the aux loss is on (output_router_logits) with a
+    # coefficient 100x Qwen3's 1e-3, so its gradient (about 1e-2 of the LM loss's on the router weights) is far
+    # above float64 rounding and a wrong aux loss moves every router gradient measurably
+    tiny_config={
+        "model_type": "qwen3_moe", "head_dim": 16, **TINY, "num_experts": 4, "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32, "norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": [],
+        "output_router_logits": True, "router_aux_loss_coef": 0.1,
+    },
+))

@@ -71,7 +71,7 @@ def diagnose(j: Judgement, failed: list) -> str:
 MICROBATCH_INVARIANCE = Scenario(
     name="microbatch_invariance",
     invariant="loss, count, per-token loss weights and every gradient are independent of the (uneven) partition into micro-batches",
-    catches=("const-microbatch-scale", "ga-mean-of-means"),
+    catches=("const-microbatch-scale", "ga-mean-of-means", "moe-router-counts-local"),
     build=build,
     judge=judge,
     diagnose=diagnose,
