@@ -37,11 +37,11 @@ def routing(logits_LNE: torch.Tensor) -> list[Routing]:
 
 def hand_aux(logits_LNE_list: list[torch.Tensor], real_list: list[torch.Tensor]) -> float:
     """E * sum_e f_e P_e over the real tokens of every layer jointly, written out token by token."""
-    tokens = [(logits_NE[n], ) for logits_LNE, real in zip(logits_LNE_list, real_list) for logits_NE in logits_LNE
+    tokens = [logits_NE[n] for logits_LNE, real in zip(logits_LNE_list, real_list) for logits_NE in logits_LNE
               for n in range(len(real)) if real[n]]
     f = [0.0] * E
     P = [0.0] * E
-    for (logits_E,) in tokens:
+    for logits_E in tokens:
         probs = logits_E.softmax(-1)
         for e in probs.topk(K).indices.tolist():
             f[e] += 1 / len(tokens)
