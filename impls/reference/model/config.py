@@ -1,4 +1,4 @@
-"""The model's shape, read from a Hugging Face `config.json`: the fields a dense decoder needs.
+"""The model's shape, read from a Hugging Face `config.json`: the fields a decoder (dense or MoE) needs.
 
 Mirrors the subset of transformers' LlamaConfig / Qwen3Config / Qwen3MoeConfig that defines the
 forward pass. `model_type` picks the family; `qwen3` adds a per-head RMSNorm on q and k (qk-norm);
@@ -39,6 +39,7 @@ class ModelConfig:
     def __post_init__(self):
         assert self.num_attention_heads % self.num_key_value_heads == 0, "query heads must be a multiple of kv heads"
         assert self.head_dim % 2 == 0, "RoPE rotates pairs of dimensions"
+        assert self.num_experts == 0 or 0 < self.num_experts_per_tok <= self.num_experts, "each token needs 1..num_experts experts"
 
     @property
     def qk_norm(self) -> bool:
