@@ -70,7 +70,8 @@ def mutants(session: nox.Session) -> None:
 # PrecisionType knows fp16/bf16/fp32 only (docs/findings.md).
 ADAPTERS: dict[str, tuple[str, dict[str, str]]] = {
     "hf_trainer": ("hf", {"hf_trainer": "float32", "hf_trainer.legacy-ga": "float32", "hf_trainer.use-cache": "float32",
-                          "hf_trainer.float64": "float64", "hf_trainer.qwen3_5": "float32"}),
+                          "hf_trainer.float64": "float64", "hf_trainer.qwen3_5": "float32",
+                          "hf_trainer.moe": "float32"}),
     "trl_sft": ("trl", {"trl_sft": "float32"}),
     "ringmaster_cp": ("ringmaster", {"ringmaster_cp": "float64", "ringmaster_cp.preshifted-labels": "float64"}),
     # Heavy: verl pulls ray, wandb, tensorboard (a 1.9 GB venv); not in the default run.

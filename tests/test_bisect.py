@@ -1,7 +1,9 @@
-"""`packcheck bisect` on a real git repository: a toy engine (the reference with a switchable
-cross-document-attention bug) breaks llama at one commit and qwen3 at a later one, with a commit
-in between that does not even import. Bisect must name both commits, judge nothing twice (a
-second bisect is answered from the cache), and leave the user's checkout exactly as it was.
+"""`packcheck bisect` on a real git repository: a toy engine (the reference with two switchable
+packing bugs) breaks llama at one commit (cross-document attention) and the hybrid qwen3_5 at a
+later one (GatedDeltaNet state carried across packed documents), never qwen3, with a commit in
+between that does not even import. Bisect must name each family's first bad commit, say that
+qwen3 did not regress, judge nothing twice (a second bisect is answered from the cache), and
+leave the user's checkout exactly as it was.
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ import pytest
 
 pytestmark = pytest.mark.xdist_group("bisect")  # the module shares expensive session fixtures: one worker
 
-ENGINE = '''"""A toy engine under development: the reference trainer with a switchable packing bug."""
+ENGINE = '''"""A toy engine under development: the reference trainer with switchable packing bugs."""
 
 from packcheck.harness.contract import LayoutKind
+from packcheck.impls.mutants.linear_attn_state_leak import one_sequence_per_row
 from packcheck.impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.model.linear_attention import get_linear_attention_backend
 
 CROSS_DOC_FAMILIES = frozenset({{{families}}})  # packed rows of these families go through plain causal SDPA
+ROW_STATE = {row_state}  # linear-attention layers see each packed row as one sequence (no per-document state reset)
 
 
 class ToyEngine(ReferenceEngine):
@@ -31,18 +36,23 @@ class ToyEngine(ReferenceEngine):
         if case.layout.kind is LayoutKind.PACKED and case.model.family in CROSS_DOC_FAMILIES:
             return "sdpa_causal"
         return super().attention_backend(case)
+
+    def linear_attention_backend(self, case):
+        backend = super().linear_attention_backend(case)
+        return one_sequence_per_row(get_linear_attention_backend(backend)) if ROW_STATE else backend
 '''
 # (subject, files written by the commit); the engine is toy/engine.py, imported as toy.engine:ToyEngine.
 HISTORY = (
-    ("Add the toy engine", {"toy/__init__.py": "", "toy/engine.py": ENGINE.format(families="")}),
+    ("Add the toy engine", {"toy/__init__.py": "", "toy/engine.py": ENGINE.format(families="", row_state=False)}),
     ("Document the engine", {"README.md": "# toy\n\nA packed-training engine.\n"}),
-    ("Use causal SDPA for packed llama rows (faster)", {"toy/engine.py": ENGINE.format(families='"llama"')}),
-    ("Refactor the engine (does not import)", {"toy/engine.py": ENGINE.format(families='"llama"') + "\nthis is not python\n"}),
-    ("Fix the refactor", {"toy/engine.py": ENGINE.format(families='"llama"')}),
-    ("Use causal SDPA for packed qwen3 rows too", {"toy/engine.py": ENGINE.format(families='"llama", "qwen3"')}),
+    ("Use causal SDPA for packed llama rows (faster)", {"toy/engine.py": ENGINE.format(families='"llama"', row_state=False)}),
+    ("Refactor the engine (does not import)", {"toy/engine.py": ENGINE.format(families='"llama"', row_state=False) + "\nthis is not python\n"}),
+    ("Fix the refactor", {"toy/engine.py": ENGINE.format(families='"llama"', row_state=False)}),
+    ("Run linear attention one sequence per row (fewer kernel launches)", {"toy/engine.py": ENGINE.format(families='"llama"', row_state=True)}),
     ("Update the docs", {"README.md": "# toy\n\nA packed-training engine, now faster.\n"}),
 )
-LLAMA_BREAKS, QWEN3_BREAKS = 2, 5
+LLAMA_BREAKS, HYBRID_BREAKS = 2, 5
+BROKEN, UNBROKEN = (("llama", LLAMA_BREAKS), ("qwen3_5", HYBRID_BREAKS)), "qwen3"
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -85,7 +95,7 @@ def toy(tmp_path_factory):
     _git(repo, "add", "notes.txt")
     before = _state(repo)
     command = ["bisect", "--repo", str(repo), "--good", commits[0], "--bad", "main", "--engine", "toy.engine:ToyEngine",
-               "--family", "llama", "qwen3", "--scenario", "packed_vs_unpacked", "--cache", str(root / "cache.json"), "--allow-dirty"]
+               "--family", "llama", "qwen3", "qwen3_5", "--scenario", "packed_vs_unpacked", "--cache", str(root / "cache.json"), "--allow-dirty"]
     out, err = _bisect(command)
     return {"repo": repo, "commits": commits, "before": before, "command": command, "out": out, "err": err}
 
@@ -97,12 +107,13 @@ def _bisect(command: list[str], expected_exit: int = 0) -> tuple[str, str]:
     return done.stdout, done.stderr
 
 
-def test_bisect_names_the_first_bad_commit_per_family(toy):
+def test_bisect_names_each_familys_first_bad_commit(toy):
     commits, out = toy["commits"], toy["out"]
     table = {line.split()[0]: line for line in out.splitlines()[1:]}
-    for family, k in (("llama", LLAMA_BREAKS), ("qwen3", QWEN3_BREAKS)):
+    for family, k in BROKEN:
         assert table[family].split()[1] == commits[k][:12] and f" {HISTORY[k][0]} " in table[family], out
         assert table[family].endswith(" packed_vs_unpacked")
+    assert table[UNBROKEN].split()[1:3] == ["not", "regressed"], out
     assert f"@ {commits[3][:12]}: skip: cannot be judged" in toy["err"], "the commit that does not import is skipped"
 
 

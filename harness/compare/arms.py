@@ -7,6 +7,7 @@ from typing import Callable, Iterable
 from packcheck.harness.compare.comparison import Arms, Comparison
 from packcheck.harness.compare.conditioning import error_weights
 from packcheck.harness.compare.metrics import flat_index_to_position, max_rel, rel, rel_l2
+from packcheck.harness.compare.router import compare_router
 from packcheck.harness.compare.tolerances import Tolerance
 from packcheck.harness.contract import OptimizerSpec, StepResult
 
@@ -87,12 +88,13 @@ def compare_results(
     *, samples: Iterable[int] | None = None, gradients: bool = True, optimizer: OptimizerSpec | None = None,
 ) -> list[Comparison]:
     """Everything two arms of one engine must agree on: log-probs, loss, count, weights, every gradient,
-    and the parameters after `optimizer`'s step when both report them."""
+    and the parameters after `optimizer`'s step and the MoE router reports when both report them."""
     rows = [compare_logprobs(arms, observed, reference, tol, locate, samples)]
     if samples is not None:
         return rows
     rows += compare_scalars(arms, observed, reference, tol)
     rows += compare_dloss_dlogprobs(arms, observed, reference, tol, locate)
+    rows += compare_router(arms, observed, reference, tol)
     if gradients:
         rows += compare_tensors(arms, "grad", observed.grads, reference.grads, tol.grad)
     if observed.params_after is not None and reference.params_after is not None:

@@ -10,6 +10,10 @@
   the loss the engine actually backpropagated; it shows exactly which tokens were in the loss.
 - `params_after` (optional): parameters after the optimizer step, when the Case asks for one.
 - `collectives` (optional): per-rank list of the collectives the engine issued.
+- `aux_loss` (optional, MoE): the load-balancing auxiliary loss over the global batch (docs/contract.md
+  says which tokens), reported beside `loss`, which stays the loss spec's loss.
+- `router_tokens_per_expert` (optional, MoE): int64 tensor [sparse layers, experts], the global number
+  of top-k assignments of real (non-padding) tokens to each expert.
 
 Serialised as safetensors (tensors) + JSON (everything else); never pickle.
 """
@@ -24,7 +28,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 SCHEMA = "packcheck.step_result/1"
-OPTIONAL_REPORTS = ("dloss_dlogprobs", "params_after", "collectives")
+OPTIONAL_REPORTS = ("dloss_dlogprobs", "params_after", "collectives", "aux_loss", "router_tokens_per_expert")
 
 
 @dataclass(kw_only=True, slots=True)
@@ -36,6 +40,8 @@ class StepResult:
     dloss_dlogprobs: list[torch.Tensor] | None = None
     params_after: dict[str, torch.Tensor] | None = None
     collectives: list[list[dict]] | None = None
+    aux_loss: float | None = None
+    router_tokens_per_expert: torch.Tensor | None = None
     notes: dict = field(default_factory=dict)
 
     def save(self, directory: str | Path) -> None:
@@ -47,6 +53,8 @@ class StepResult:
             tensors[f"dloss_dlogprobs.{i}"] = t
         for name, t in (self.params_after or {}).items():
             tensors[f"param.{name}"] = t
+        if self.router_tokens_per_expert is not None:
+            tensors["router_tokens_per_expert"] = self.router_tokens_per_expert
         save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(directory / "result.safetensors"))
         meta = {
             "schema": SCHEMA,
@@ -56,6 +64,7 @@ class StepResult:
             "has_dloss_dlogprobs": self.dloss_dlogprobs is not None,
             "has_params_after": self.params_after is not None,
             "collectives": self.collectives,
+            "aux_loss": self.aux_loss,
             "notes": self.notes,
         }
         (directory / "result.json").write_text(json.dumps(meta, indent=1))
@@ -80,5 +89,7 @@ class StepResult:
             dloss_dlogprobs=[tensors[f"dloss_dlogprobs.{i}"] for i in range(n)] if meta["has_dloss_dlogprobs"] else None,
             params_after=prefixed("param.") if meta["has_params_after"] else None,
             collectives=meta["collectives"],
+            aux_loss=meta.get("aux_loss"),  # absent from results saved before MoE families
+            router_tokens_per_expert=tensors.get("router_tokens_per_expert"),
             notes=meta["notes"],
         )

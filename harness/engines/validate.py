@@ -18,6 +18,7 @@ import torch
 from safetensors import safe_open
 
 from packcheck.harness.contract import Case, LossKind, StepResult
+from packcheck.harness.engines.validate_router import check_router_reports
 
 
 class InvalidResult(ValueError):
@@ -109,6 +110,7 @@ def validate_result(engine: str, case: Case, result: object) -> StepResult:
         else:
             _check_named("params_after", result.params_after, expected, case, problems)
             _check_frozen_unchanged(result.params_after, case, problems)
+    check_router_reports(case, result, problems)
     if not isinstance(result.notes, dict):
         problems.append(f"result.notes is {type(result.notes).__name__}, expected a dict of JSON values")
     else:

@@ -78,6 +78,20 @@ register_family(Family(
         "linear_num_key_heads": 2, "linear_num_value_heads": 4,
     },
 ))
+register_family(Family(
+    name="qwen3_moe",
+    description="Qwen3-MoE decoder: Qwen3 attention, top-2 of 4 experts, load-balancing aux loss over the global batch",
+    config_class="Qwen3MoeConfig",
+    model_class="Qwen3MoeForCausalLM",
+    # norm_topk_prob as the released Qwen3-MoE checkpoints; the aux loss is on (output_router_logits) with a
+    # coefficient 100x Qwen3-MoE's 1e-3: it moves the router gradients by 6e-2..9e-2 and those upstream (attention,
+    # embeddings) by ~1e-2 relative (measured), so an aux loss off by a few percent shows at 1e6+ times the float64
+    # tolerance in every router gradient, where 1e-3 would leave it two orders closer to the noise
+    tiny_config={
+        "model_type": "qwen3_moe", "head_dim": 16, **TINY, "num_experts": 4, "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32, "norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": [],
+        "output_router_logits": True, "router_aux_loss_coef": 0.1,
+    },
 
 # Qwen2.5-VL: a 2-block vision tower (2x2-pixel patches, 2 frames per temporal patch, 2x2 patch
 # merge into the text width) feeding the placeholder tokens of a Qwen2 decoder with q/k/v biases

@@ -14,6 +14,7 @@ from packcheck.harness.contract import ParallelPlan, Partition, packed
 from packcheck.harness.data.samples import SKEWED_LENGTHS
 from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
 from packcheck.harness.scenarios.building import arm, every_arm_against, failing, samples_for
+from packcheck.harness.scenarios.router_diagnosis import router_diagnosis
 
 SEQ_LEN = 48
 SINGLE = "single"
@@ -39,6 +40,8 @@ def judge(j: Judgement) -> list:
 
 
 def diagnose(j: Judgement, failed: list) -> str:
+    if moe := router_diagnosis(failed):
+        return moe
     counts = failing(failed, "num_loss_tokens")
     if counts:
         arms = sorted({c.arms.arm for c in counts})
@@ -54,7 +57,7 @@ def diagnose(j: Judgement, failed: list) -> str:
 DP_CP_REDUCTION = Scenario(
     name="dp_cp_reduction",
     invariant="dp x cp meshes (WORLD != DP group; uneven and empty ranks) give the single-process loss, count and every gradient",
-    catches=("dp-count-world-group", "verl-cp-undercount", "rank-skips-step-without-tokens"),
+    catches=("dp-count-world-group", "verl-cp-undercount", "rank-skips-step-without-tokens", "moe-router-counts-local"),
     build=build,
     judge=judge,
     diagnose=diagnose,

@@ -15,6 +15,7 @@ from packcheck.harness.contract import UNPACKED, ParallelPlan, Partition, packed
 from packcheck.harness.data.samples import SKEWED_LENGTHS
 from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
 from packcheck.harness.scenarios.building import arm, failing, samples_for
+from packcheck.harness.scenarios.router_diagnosis import router_diagnosis
 
 SEQ_LEN = 48
 N = len(SKEWED_LENGTHS)
@@ -57,6 +58,8 @@ def judge(j: Judgement) -> list:
 
 
 def diagnose(j: Judgement, failed: list) -> str:
+    if moe := router_diagnosis(failed):
+        return moe
     if failing(failed, "logprobs"):
         return "per-token log-probs depend on the micro-batch partition: the forward itself sees the partition"
     if failing(failed, "grad") or failing(failed, "dloss_dlogprobs"):
@@ -71,7 +74,7 @@ def diagnose(j: Judgement, failed: list) -> str:
 MICROBATCH_INVARIANCE = Scenario(
     name="microbatch_invariance",
     invariant="loss, count, per-token loss weights and every gradient are independent of the (uneven) partition into micro-batches",
-    catches=("const-microbatch-scale", "ga-mean-of-means"),
+    catches=("const-microbatch-scale", "ga-mean-of-means", "moe-router-counts-local"),
     build=build,
     judge=judge,
     diagnose=diagnose,

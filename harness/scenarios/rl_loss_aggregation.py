@@ -29,6 +29,7 @@ from packcheck.harness.data.rl import off_policy_samples, rollout_samples
 from packcheck.harness.data.samples import SKEWED_LENGTHS
 from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
 from packcheck.harness.scenarios.building import COUNT_MISMATCH, arm, failing, samples_for
+from packcheck.harness.scenarios.router_diagnosis import router_diagnosis
 
 SEQ_LEN = 48
 ROLLOUT = "rollout"
@@ -113,6 +114,8 @@ def judge(j: Judgement) -> list:
 
 
 def diagnose(j: Judgement, failed: list) -> str:
+    if moe := router_diagnosis(failed):
+        return moe
     arms = [j.cases[name] for name in sorted({c.arms.arm for c in failed})]
     modes = ", ".join(sorted({case.loss.aggregation.value for case in arms}))
     if failing(failed, "logprobs"):
@@ -148,7 +151,7 @@ RL_LOSS_AGGREGATION = Scenario(
     invariant="every PPO/GRPO aggregation mode (token-mean, seq-mean-token-mean, seq-mean-token-sum, seq-mean-token-sum-norm) "
               "equals its global definition, token by token, for uneven partitions, packed and unpacked",
     catches=("rl-token-mean-scope", "drgrpo-constant", "seq-mean-over-row", "rl-seq-count-per-rank",
-             "rl-seq-tokens-per-shard"),
+             "rl-seq-tokens-per-shard", "moe-router-counts-local"),
     build=build,
     follow_up=follow_up,
     judge=judge,

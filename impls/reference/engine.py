@@ -33,14 +33,14 @@ CONTEXT_PARALLEL = {"ulysses": ulysses_backend, "ring": ring_backend}
 class ReferenceEngine(Engine):
     name = "reference"
     capabilities = Capabilities(
-        families=frozenset({"llama", "qwen3", "qwen3_5", "qwen2_5_vl"}),
+        families=frozenset({"llama", "qwen3", "qwen3_5", "qwen3_moe", "qwen2_5_vl"}),
         dtypes=frozenset(DTYPES),
         devices=frozenset({"cpu", "cuda"}),
         max_dp=8,
         max_cp=8,
         cp_styles=frozenset(CONTEXT_PARALLEL),
         losses=frozenset(LossKind),
-        reports=frozenset({"dloss_dlogprobs", "params_after"}),
+        reports=frozenset({"dloss_dlogprobs", "params_after", "aux_loss", "router_tokens_per_expert"}),
         images=True,
         attention={
             "auto": ALL_LAYOUTS,

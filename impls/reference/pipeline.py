@@ -13,11 +13,12 @@ from typing import Callable, Sequence
 import torch
 
 from packcheck.harness.contract import Case, LossSpec
-from packcheck.impls.reference import aggregation, collate, layouts, loss, mesh_steps, packing, policy_inputs, rows, vision_step
+from packcheck.impls.reference import aggregation, collate, layouts, loss, mesh_steps, packing, policy_inputs, router_aux, rows, vision_step
 from packcheck.impls.reference.counts import Counts
 from packcheck.impls.reference.parallel.mesh import Mesh
 from packcheck.impls.reference.policy_inputs import PolicyInputs
 from packcheck.impls.reference.predictions import Predictions
+from packcheck.impls.reference.router_aux import RouterCounts
 from packcheck.impls.reference.rows import RowPlan
 
 
@@ -37,6 +38,8 @@ class Pipeline:
     token_weight: Callable[[int, int, int], float]  # micro-batch targets, N, micro-steps -> weight of a token's loss
     policy_inputs: Callable[[Case, Predictions], PolicyInputs]  # per-token advantages and old/ref log-probs of rows
     aggregation_weights: Callable[[LossSpec, Predictions, Counts], torch.Tensor]  # a policy loss's per-token weights
+    # MoE: a micro-batch's router counts, the global batch's -> the counts its load-balancing loss is normalised by
+    router_balance_counts: Callable[[RouterCounts, RouterCounts], RouterCounts]
     # vision-language models: a micro-batch's forwards -> the image features each takes (the tower runs here)
     image_features: Callable[[torch.nn.Module, Sequence[Predictions]], list[torch.Tensor | None]]
 
@@ -53,5 +56,6 @@ REFERENCE = Pipeline(
     token_weight=loss.token_weight,
     policy_inputs=policy_inputs.policy_inputs,
     aggregation_weights=aggregation.aggregation_weights,
+    router_balance_counts=router_aux.balance_counts,
     image_features=vision_step.encode_micro_batch,
 )

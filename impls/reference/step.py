@@ -11,7 +11,9 @@ widen for CP, positions and segments, target mask, shard, count, token weight; f
 the per-token inputs and the aggregation weights): the reference engine passes its own, and each
 mutant replaces exactly one. The counts the loss is normalised by are the engine's own counts of the targets in the rows
 it built, over every micro-batch of every data-parallel rank, before the first backward, as a
-real trainer must.
+real trainer must. A MoE model's load-balancing loss (router_aux.py) is added to the loss it
+backpropagates, normalised by the global routing counts of a no-grad pre-pass, likewise before the
+first backward; the reported loss stays the loss spec's, the aux loss is reported beside it.
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ from packcheck.harness.contract import Case, StepResult
 from packcheck.impls.reference.counts import count_targets
 from packcheck.impls.reference.layouts import plan_forwards
 from packcheck.impls.reference.model import CausalLM
+from packcheck.impls.reference.model.moe import record_routing
 from packcheck.impls.reference.objective import forward_loss
 from packcheck.impls.reference.parallel.data_parallel import GradientSync
 from packcheck.impls.reference.parallel.mesh import Mesh
 from packcheck.impls.reference.pipeline import Pipeline
 from packcheck.impls.reference.predictions import Predictions, label_logprobs
+from packcheck.impls.reference.router_aux import aux_loss_share, real_tokens_N, routing_prepass
 from packcheck.impls.reference.rows import build_rows
 from packcheck.impls.reference.scatter import SampleScatter
 from packcheck.impls.reference.vision_rows import attach_images
@@ -46,9 +50,9 @@ def build_micro_batches(case: Case, pipe: Pipeline, mesh: Mesh = SINGLE_PROCESS)
 
 
 def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention, scatter: SampleScatter | None = None,
-                         mesh: Mesh = SINGLE_PROCESS) -> tuple[float, int]:
+                         mesh: Mesh = SINGLE_PROCESS) -> tuple[float, int, tuple[float, torch.Tensor] | None]:
     """Forwards and backwards of every micro-batch into `.grad`, summed over the mesh: the global
-    loss and loss-token count."""
+    loss and loss-token count, and for a MoE model the global aux loss and router counts [L, E]."""
     device = next(model.parameters()).device
     micro_batches = build_micro_batches(case, pipe, mesh)
     local_counts = count_targets(micro_batches)
@@ -57,21 +61,30 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention,
     global_tokens = pipe.global_token_count([c.micro_tokens for c in local_counts], shard_tokens, mesh)
     global_sequences = pipe.global_sequence_count(len(local_counts[0].sample_tokens) if local_counts else 0, mesh)
     counts = [dataclasses.replace(c, global_tokens=global_tokens, global_sequences=global_sequences) for c in local_counts]
+    moe = model.config.num_experts > 0
+    if moe:
+        micro_router, global_router = routing_prepass(model, shards, attention, mesh, model.config.num_experts)
     model.zero_grad(set_to_none=True)
     sync = GradientSync(model, mesh)
     last = (len(shards) - 1, len(shards[-1]) - 1)
-    local_loss = 0.0
+    local_loss, local_aux = 0.0, 0.0
     for m, (forwards, micro_counts) in enumerate(zip(shards, counts)):
         image_features = pipe.image_features(model, forwards)  # vision-language models: the tower, once per micro-batch
         for f, predictions in enumerate(forwards):
             p = predictions.to(device)
             images = () if image_features[f] is None else (image_features[f], p.image_index_BT)
-            with sync.backward_context(last=(m, f) == last):
+            with sync.backward_context(last=(m, f) == last), record_routing(model) as routing:
                 logits_BTV = sync.forward_module(p.input_ids_BT, p.position_ids_BT, p.segment_ids_BT, attention, *images)
                 lp_BT = label_logprobs(logits_BTV, p.label_BT)
                 lp_BT.retain_grad()
                 loss = forward_loss(case, pipe, p, logits_BTV, lp_BT, micro_counts)
-                loss.backward()
+                objective = loss
+                if moe:
+                    balance = pipe.router_balance_counts(micro_router[m], global_router)
+                    aux = aux_loss_share(routing, real_tokens_N(p), balance, global_router.real_tokens)
+                    objective = loss + model.config.router_aux_loss_coef * aux
+                    local_aux += aux.item()
+                objective.backward()
             local_loss += loss.item()
             if scatter is not None:
                 scatter.add(predictions, lp_BT, lp_BT.grad)
@@ -79,7 +92,10 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention,
         if parameter.grad is None:
             parameter.grad = torch.zeros_like(parameter)
     total_loss = mesh.all_reduce(torch.tensor([local_loss], dtype=torch.float64)).item()
-    return total_loss, global_tokens
+    if not moe:
+        return total_loss, global_tokens, None
+    total_aux = mesh.all_reduce(torch.tensor([local_aux], dtype=torch.float64)).item()
+    return total_loss, global_tokens, (total_aux, global_router.tokens_per_expert_LE)
 
 
 def trainable(model: torch.nn.Module) -> list[torch.nn.Parameter]:
@@ -94,7 +110,7 @@ def full_tensor(parameter: torch.Tensor) -> torch.Tensor:
 
 def train_step(model: CausalLM, case: Case, pipe: Pipeline, attention, mesh: Mesh = SINGLE_PROCESS) -> StepResult | None:
     scatter = SampleScatter([len(s.input_ids) for s in case.samples], next(model.parameters()).dtype)
-    total_loss, global_tokens = accumulate_gradients(model, case, pipe, attention, scatter, mesh)
+    total_loss, global_tokens, router = accumulate_gradients(model, case, pipe, attention, scatter, mesh)
     scatter.reduce(mesh)
     grads = {name: p.grad.detach().cpu().clone() for name, p in model.named_parameters() if p.requires_grad}
     params_after = None
@@ -111,4 +127,6 @@ def train_step(model: CausalLM, case: Case, pipe: Pipeline, attention, mesh: Mes
         grads=grads,
         dloss_dlogprobs=scatter.per_sample(scatter.dloss),
         params_after=params_after,
+        aux_loss=None if router is None else router[0],
+        router_tokens_per_expert=None if router is None else router[1],
     )

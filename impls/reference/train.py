@@ -201,7 +201,7 @@ def train(config: TrainConfig, out: Path | None = None, log: Callable[[str], Non
         lr = schedule(step)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        loss, loss_tokens = accumulate_gradients(model, case, engine.pipeline, attention)
+        loss, loss_tokens, _ = accumulate_gradients(model, case, engine.pipeline, attention)
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip if config.clip > 0 else math.inf)
         optimizer.step()
         seconds = time.perf_counter() - tick

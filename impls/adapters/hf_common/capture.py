@@ -6,6 +6,7 @@
 - a gradient hook on that output records d loss / d output as the trainer's own backward produced it;
 - `_get_num_items_in_batch` (wrapped by the trainer mixin) records the token count the trainer
   divides by;
+- for a MoE model, the micro-batch's own `aux_loss` and its router counts (hf_common/router.py);
 - a TrainerCallback copies every gradient in `on_pre_optimizer_step` (after accumulation and the
   disabled clipping, before the step) and every parameter in `on_optimizer_step`.
 
@@ -21,6 +22,8 @@ from dataclasses import dataclass, field
 import torch
 from transformers import TrainerCallback
 
+from packcheck.impls.adapters.hf_common.router import router_tokens_per_expert
+
 
 @dataclass
 class MicroBatch:
@@ -29,6 +32,8 @@ class MicroBatch:
     engine_output: torch.Tensor  # the engine's differentiable output: logits [B,T,V] (HF) or log_probs [B,T-1] (TRL)
     engine_grad: torch.Tensor | None = None  # d loss / d engine_output from the trainer's own backward
     engine_mask: torch.Tensor | None = None  # TRL: the positions whose log-prob the fused head kept (masked_fill cuts the rest)
+    aux_loss: float | None = None  # MoE: this forward's own load-balancing loss, as the model added it to its loss
+    router_tokens_LE: torch.Tensor | None = None  # MoE: this forward's top-k assignments of real tokens per expert
 
 
 @dataclass
@@ -37,6 +42,7 @@ class StepCapture:
     counts: list[int | None] = field(default_factory=list)  # the trainer's num_items_in_batch per optimizer step
     grads: dict[str, torch.Tensor] = field(default_factory=dict)
     params_after: dict[str, torch.Tensor] = field(default_factory=dict)
+    aux_coef: float = 0.0  # MoE: router_aux_loss_coef, what the model multiplies each aux_loss by in its loss
     _hidden: torch.Tensor | None = None
 
     def attach(self, model: torch.nn.Module) -> list:
@@ -57,6 +63,11 @@ class StepCapture:
                 inputs={k: v.detach().clone() for k, v in kwargs.items() if isinstance(v, torch.Tensor) and v.dim() >= 2},
                 logprobs_RV=logprobs, engine_output=engine_output.detach().clone(),
                 engine_mask=getattr(output, "label_mask", None))
+            if getattr(output, "aux_loss", None) is not None:
+                self.aux_coef = float(module.config.router_aux_loss_coef)
+                record.aux_loss = float(output.aux_loss)
+                record.router_tokens_LE = router_tokens_per_expert(output.router_logits, kwargs.get("attention_mask"),
+                                                                   module.config.num_experts_per_tok)
             self.micro_batches.append(record)
             if engine_output.requires_grad:
                 engine_output.register_hook(lambda grad: setattr(record, "engine_grad", grad.detach().clone()))

@@ -7,6 +7,10 @@
   of its label, d loss / d logits = w (onehot(label) - softmax), so w = g[label] / (1 - p[label]).
   That premise is checked on every position (`weight_residual`): a loss with any other dependence
   on the logits (label smoothing, z-loss) fails the run instead of being misread.
+
+A MoE model adds router_aux_loss_coef x its own aux_loss to every micro-batch's loss, so the
+trainer's training loss holds them: the contract's `loss` is the loss spec's, so their sum
+(x coef) is taken back out of it and reported as `aux_loss`, with the summed router counts.
 """
 
 from __future__ import annotations
@@ -76,12 +80,16 @@ def step_result(case: Case, capture: StepCapture, loss: float, partition: tuple[
             logprobs[span.sample] = sample_values(logprob_RT, span, n)
             logprobs[span.sample][0] = 0.0  # nothing of this sample precedes token 0
             weights[span.sample] = sample_values(weight_RT, span, n)
+    aux = [mb.aux_loss for mb in capture.micro_batches]
+    moe = all(a is not None for a in aux) and bool(aux)
     return StepResult(
         logprobs=logprobs,
-        loss=float(loss),
+        loss=float(loss) - capture.aux_coef * sum(aux) if moe else float(loss),
         num_loss_tokens=num_loss_tokens,
         grads=capture.grads,
         dloss_dlogprobs=weights if with_weights else None,
         params_after=capture.params_after if case.optimizer is not None else None,
         notes={"engine_output_vs_captured_logprobs": worst},
+        aux_loss=sum(aux) if moe else None,
+        router_tokens_per_expert=sum(mb.router_tokens_LE for mb in capture.micro_batches) if moe else None,
     )

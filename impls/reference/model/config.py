@@ -1,7 +1,8 @@
-"""The model's shape, read from a Hugging Face `config.json`: the fields a dense decoder needs.
+"""The model's shape, read from a Hugging Face `config.json`: the fields a decoder (dense or MoE) needs.
 
-Mirrors the subset of transformers' LlamaConfig / Qwen3Config that defines the forward pass.
-`model_type` picks the family; `qwen3` adds a per-head RMSNorm on q and k (qk-norm).
+Mirrors the subset of transformers' LlamaConfig / Qwen3Config / Qwen3MoeConfig that defines the
+forward pass. `model_type` picks the family; `qwen3` adds a per-head RMSNorm on q and k (qk-norm);
+`qwen3_moe` adds sparse MoE layers (model/moe.py) and the router's load-balancing loss coefficient.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-QK_NORM_BY_MODEL_TYPE = {"llama": False, "qwen3": True, "qwen2_5_vl_text": False}
+QK_NORM_BY_MODEL_TYPE = {"llama": False, "qwen3": True, "qwen3_moe": True, "qwen2_5_vl_text": False}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -27,14 +28,31 @@ class ModelConfig:
     rope_theta: float
     tie_word_embeddings: bool
     attention_bias: bool = False  # q/k/v projections with a bias (Qwen2 and the Qwen2.5-VL decoder)
+    # MoE (qwen3_moe); num_experts = 0 is a dense model
+    num_experts: int = 0
+    num_experts_per_tok: int = 0
+    moe_intermediate_size: int = 0
+    norm_topk_prob: bool = False
+    decoder_sparse_step: int = 1
+    mlp_only_layers: tuple[int, ...] = ()
+    router_aux_loss_coef: float = 0.0  # 0 unless HF's output_router_logits is on: HF adds the aux loss only then
 
     def __post_init__(self):
         assert self.num_attention_heads % self.num_key_value_heads == 0, "query heads must be a multiple of kv heads"
         assert self.head_dim % 2 == 0, "RoPE rotates pairs of dimensions"
+        assert self.num_experts == 0 or 0 < self.num_experts_per_tok <= self.num_experts, "each token needs 1..num_experts experts"
 
     @property
     def qk_norm(self) -> bool:
         return QK_NORM_BY_MODEL_TYPE[self.model_type]
+
+    def is_sparse_layer(self, layer_idx: int) -> bool:
+        """Whether layer `layer_idx` has a sparse MoE block, as Qwen3MoeDecoderLayer decides."""
+        return layer_idx not in self.mlp_only_layers and self.num_experts > 0 and (layer_idx + 1) % self.decoder_sparse_step == 0
+
+    @property
+    def sparse_layers(self) -> tuple[int, ...]:
+        return tuple(i for i in range(self.num_hidden_layers) if self.is_sparse_layer(i))
 
     @classmethod
     def from_hf_dict(cls, hf: dict) -> ModelConfig:
@@ -61,8 +79,22 @@ class ModelConfig:
             rms_norm_eps=hf["rms_norm_eps"],
             rope_theta=float(rope_theta),
             tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
+            **(_moe_fields(hf) if model_type == "qwen3_moe" else {}),
         )
 
     @classmethod
     def from_checkpoint(cls, path: str | Path) -> ModelConfig:
         return cls.from_hf_dict(json.loads((Path(path) / "config.json").read_text()))
+
+
+def _moe_fields(hf: dict) -> dict:
+    """Qwen3MoeConfig's MoE fields, with its defaults where config.json leaves one out."""
+    return dict(
+        num_experts=hf.get("num_experts", hf.get("num_local_experts", 128)),  # transformers 5 writes num_local_experts
+        num_experts_per_tok=hf.get("num_experts_per_tok", 8),
+        moe_intermediate_size=hf.get("moe_intermediate_size", 768),
+        norm_topk_prob=bool(hf.get("norm_topk_prob", False)),
+        decoder_sparse_step=hf.get("decoder_sparse_step", 1),
+        mlp_only_layers=tuple(hf.get("mlp_only_layers") or ()),
+        router_aux_loss_coef=float(hf.get("router_aux_loss_coef", 0.001)) if hf.get("output_router_logits") else 0.0,
+    )

@@ -2,7 +2,8 @@
 
 Mirrors transformers' LlamaAttention / Qwen3Attention, LlamaMLP and LlamaDecoderLayer, with
 the same attribute names (self_attn.{q,k,v,o}_proj, self_attn.{q,k}_norm, mlp.{gate,up,down}_proj,
-input_layernorm, post_attention_layernorm) so parameter names equal the checkpoint's.
+input_layernorm, post_attention_layernorm) so parameter names equal the checkpoint's. A MoE
+model's sparse layers (Qwen3MoeDecoderLayer's choice) have a SparseMoeBlock (model/moe.py) as `mlp`.
 
 Shapes: B batch, T sequence, C hidden_size, H query heads, K kv heads, D head_dim, F intermediate_size.
 """
@@ -17,6 +18,7 @@ from torch import nn
 
 from packcheck.impls.reference.model.attention import AttentionBackend
 from packcheck.impls.reference.model.config import ModelConfig
+from packcheck.impls.reference.model.moe import SparseMoeBlock
 from packcheck.impls.reference.model.norm import RMSNorm
 from packcheck.impls.reference.model.rope import apply_rope
 
@@ -64,12 +66,12 @@ class SwiGLU(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelConfig, layer_idx: int = 0):
         super().__init__()
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.self_attn = SelfAttention(config)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
-        self.mlp = SwiGLU(config)
+        self.mlp = SparseMoeBlock(config) if config.is_sparse_layer(layer_idx) else SwiGLU(config)
 
     def forward(self, x_BTC, cos_BTD, sin_BTD, backend: AttentionBackend, mask: Any) -> torch.Tensor:
         x_BTC = x_BTC + self.self_attn(self.input_layernorm(x_BTC), cos_BTD, sin_BTD, backend, mask)

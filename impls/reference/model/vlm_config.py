@@ -52,6 +52,11 @@ class VLMConfig:
     def __post_init__(self):
         assert sum(self.mrope_section) * 2 == self.text.head_dim, "mrope_section splits the head's rotary frequencies"
 
+    @property
+    def num_experts(self) -> int:
+        """The decoder's experts (0: dense), as the trainer asks every model's config."""
+        return self.text.num_experts
+
     @classmethod
     def from_hf_dict(cls, hf: dict) -> VLMConfig:
         if hf.get("model_type") not in VLM_MODEL_TYPES:
