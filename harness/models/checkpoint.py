@@ -62,7 +62,8 @@ def seeded_tensor(name: str, shape: tuple[int, ...], seed: int) -> torch.Tensor:
         return 0.1 * values
     if name.endswith("embed_tokens.weight"):
         return values
-    return values / math.prod(shape[1:]) ** 0.5  # fan_in: shape[-1] for a Linear, in*kernel for a convolution
+    fan_in = math.prod(shape[1:]) if len(shape) == 5 else shape[-1]  # a Conv3d (a vision patch embedding): in * kernel
+    return values / fan_in**0.5
 
 
 def write_checkpoint(family_name: str, config: dict, seed: int, directory: Path) -> Path:

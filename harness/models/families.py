@@ -92,6 +92,7 @@ register_family(Family(
         "moe_intermediate_size": 32, "norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": [],
         "output_router_logits": True, "router_aux_loss_coef": 0.1,
     },
+))
 
 # Qwen2.5-VL: a 2-block vision tower (2x2-pixel patches, 2 frames per temporal patch, 2x2 patch
 # merge into the text width) feeding the placeholder tokens of a Qwen2 decoder with q/k/v biases
