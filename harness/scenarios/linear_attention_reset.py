@@ -17,16 +17,22 @@ in the first row and inside an A document in the second: the CP arms must equal 
 process on everything (a shard cut is no boundary: resetting the conv or state there is the
 gdn-cp-conv-shard-reset bug), and perturbing A under CP must again leave B alone. It runs on every
 family: on dense ones it is a cheap isolation check of gradients and CP, where document_isolation
-checks single-process log-probs only.
+checks single-process log-probs only. The invariant needs a loss that is a sum over documents:
+an MoE load-balancing loss couples every token of the global batch by its definition (tokens per
+expert over the batch), so on a family that has one the arms run with it switched off
+(`output_router_logits: false` in their checkpoint); routing and the experts still run.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from packcheck.harness.compare import Arms, compare_logprobs
 from packcheck.harness.compare.arms import compare_dloss_dlogprobs, compare_scalars, compare_tensors
 from packcheck.harness.contract import ParallelPlan, packed
 from packcheck.harness.contract.parallel import CP_STYLES
 from packcheck.harness.data.samples import perturbed
+from packcheck.harness.models import model_spec
 from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
 from packcheck.harness.scenarios.building import arm, every_arm_against, failing, samples_for
 
@@ -40,7 +46,15 @@ BASE, OTHER = "base", "other_tokens"
 CP_ARMS = tuple(f"cp2_{style}" for style in CP_STYLES)
 
 
+def documents_only(setting: Setting) -> Setting:
+    """The setting with any batch-coupling router loss switched off (see the module docstring)."""
+    if not setting.model.config.get("output_router_logits"):
+        return setting
+    return dataclasses.replace(setting, model=model_spec(setting.family, setting.model.seed, **{**setting.model.config, "output_router_logits": False}))
+
+
 def build(setting: Setting) -> dict:
+    setting = documents_only(setting)
     base = samples_for(setting, DOCUMENTS)
     other = tuple(perturbed(s, setting.model.vocab_size, seed=3000 + i) if i in PERTURBED else s for i, s in enumerate(base))
     arms = {BASE: arm(setting, BASE, base, packed(SEQ_LEN)), OTHER: arm(setting, OTHER, other, packed(SEQ_LEN))}

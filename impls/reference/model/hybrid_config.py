@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 HYBRID_MODEL_TYPES = frozenset({"qwen3_5_text"})
 LAYER_TYPES = frozenset({"linear_attention", "full_attention"})
@@ -18,6 +19,7 @@ LAYER_TYPES = frozenset({"linear_attention", "full_attention"})
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class HybridConfig:
+    num_experts: ClassVar[int] = 0  # dense MLPs: the step's router pre-pass is off (Qwen3.5-MoE is not a family here)
     model_type: str
     vocab_size: int
     hidden_size: int
