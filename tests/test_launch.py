@@ -195,3 +195,16 @@ def test_an_engine_spec_names_an_importable_class():
 def test_cases_of_different_world_sizes_are_refused(tmp_path):
     with pytest.raises(ValueError, match="one world size"):
         run_distributed("reference", [dp_case("two"), dp_case("one", dp=1)], "cpu", 5.0, tmp_path)
+
+
+def test_a_cuda_mesh_larger_than_the_machine_is_declined_by_the_machine_without_a_launch(tmp_path):
+    """Found on a 2-GPU machine: a cp=4 arm started four ranks, ranks 2 and 3 died on a device ordinal
+    that does not exist, and the failed start was then reported for every later arm of the engine."""
+    from packcheck.harness.launch import LaunchPool
+
+    case = dp_case("four_ranks", dp=2, cp=2).with_(device="cuda")
+    with LaunchPool(tmp_path, timeout=60) as pool:
+        outcome = pool.run(engine_spec(ReferenceEngine), case)
+        assert outcome.status == "unsupported" and f"needs 4 GPUs (one per rank); this machine has {torch.cuda.device_count()}" in outcome.unsupported
+        assert not list(tmp_path.iterdir()), "no launch was started"
+        assert pool.run(engine_spec(ReferenceEngine), dp_case("cpu_after", dp=1)).status == OK, "a later arm is not poisoned"

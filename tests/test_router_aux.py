@@ -157,3 +157,23 @@ def test_compare_results_checks_router_reports_when_both_arms_report_them(moe_ca
     assert same["aux_loss"].passed and same["router_tokens_per_expert"].passed
     dense = dataclasses.replace(result, aux_loss=None, router_tokens_per_expert=None)
     assert not {"aux_loss", "router_tokens_per_expert"} & {r.quantity for r in compare_results(Arms("a", "b"), dense, result, tol, lambda i, t: "")}
+
+
+def test_low_precision_allows_a_near_tie_to_flip_but_not_a_routing_bug(moe_case_and_result):
+    _, result = moe_case_and_result
+    tokens_LE = result.router_tokens_per_expert * 30  # a batch the size of the golden case's (~450 assignments)
+    result = dataclasses.replace(result, router_tokens_per_expert=tokens_LE)
+    one_flip = tokens_LE.clone()
+    one_flip[0, 0] += 1
+    one_flip[0, 1] -= 1
+    many = tokens_LE.clone()
+    many[:, 0] += tokens_LE[:, 1] // 2  # half of an expert's tokens go elsewhere: not a rounding tie
+    many[:, 1] -= tokens_LE[:, 1] // 2
+
+    def passed(moved, dtype):
+        rows = compare_results(Arms("a", "b"), dataclasses.replace(result, router_tokens_per_expert=moved), result,
+                               tolerance_for(dtype), lambda i, t: "")
+        return next(r for r in rows if r.quantity == "router_tokens_per_expert").passed
+
+    assert passed(one_flip, "bfloat16") and not passed(one_flip, "float64")
+    assert not passed(many, "bfloat16")

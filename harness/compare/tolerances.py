@@ -32,12 +32,16 @@ class Tolerance:
     dloss_dlogprobs: float  # max |a - b| / max |b|
     params_after: float  # ||a - b|| / ||b|| per parameter tensor
     count: float = 0.0  # token counts are integers: exact
+    # the fraction of MoE routing assignments that may pick another expert: none in float64; in lower
+    # precision a near-tie between two experts' router logits can flip (measured on an H200, bf16, the
+    # qwen3_moe golden case: 2 of 448 assignments, 0.45%; float32: none in any arm)
+    router_reassigned: float = 0.0
 
 
 TOLERANCES: dict[str, Tolerance] = {
     "float64": Tolerance(logprobs=1e-10, loss=1e-10, grad=1e-10, dloss_dlogprobs=1e-10, params_after=1e-10),
-    "float32": Tolerance(logprobs=1e-4, loss=1e-5, grad=1e-4, dloss_dlogprobs=1e-5, params_after=1e-5),
-    "bfloat16": Tolerance(logprobs=1e-1, loss=2e-2, grad=5e-2, dloss_dlogprobs=1e-2, params_after=1e-2),
+    "float32": Tolerance(logprobs=1e-4, loss=1e-5, grad=1e-4, dloss_dlogprobs=1e-5, params_after=1e-5, router_reassigned=5e-3),
+    "bfloat16": Tolerance(logprobs=1e-1, loss=2e-2, grad=5e-2, dloss_dlogprobs=1e-2, params_after=1e-2, router_reassigned=2e-2),
 }
 
 
@@ -46,10 +50,12 @@ TOLERANCES: dict[str, Tolerance] = {
 NOISE_FACTOR = 10.0
 
 
-def tolerance_from_floor(floor: dict[str, float], factor: float = NOISE_FACTOR) -> Tolerance:
-    """A tolerance of `factor` x the measured noise floor per quantity, never below float64's."""
+def tolerance_from_floor(floor: dict[str, float], dtype: str, factor: float = NOISE_FACTOR) -> Tolerance:
+    """A tolerance of `factor` x the measured noise floor per quantity, never below float64's; discrete
+    quantities (counts, routing) keep `dtype`'s allowance."""
     tight = TOLERANCES["float64"]
-    return Tolerance(**{name: max(factor * floor[name], getattr(tight, name)) for name in NOISE_QUANTITIES})
+    return Tolerance(**{name: max(factor * floor[name], getattr(tight, name)) for name in NOISE_QUANTITIES},
+                     router_reassigned=tolerance_for(dtype).router_reassigned)
 
 
 NOISE_QUANTITIES = ("logprobs", "loss", "grad", "dloss_dlogprobs", "params_after")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from packcheck.harness.contract import Case
 from packcheck.harness.engines import EngineInfo
+from packcheck.harness.launch.capacity import cannot_host
 from packcheck.harness.launch.launch import STARTUP_SECONDS, Launch, LaunchFailed
 from packcheck.harness.launch.outcome import OK, CaseOutcome
 from packcheck.harness.text import path_name
@@ -78,6 +79,8 @@ class LaunchPool:
         """`case` on its device's and world size's launch of `spec` (started if needed), or on the launch
         `key` names; `mode` as Launch.run takes it."""
         key = key or (spec, case.device, case.parallel.world_size)
+        if mode == "run" and cannot_host(case) is not None:
+            return CaseOutcome(case=case.name, unsupported=f"this machine: {cannot_host(case)}")
         failed = self._failed.get(key) or next((f for (s, d, _), f in self._failed.items() if (s, d) == key[:2]), None)
         if failed is not None:  # an engine that cannot start at one world size cannot at another
             return CaseOutcome(case=case.name, error=failed.text, error_type=failed.error_type)

@@ -30,6 +30,7 @@ from packcheck.harness.launch import HANG as LAUNCH_HANG
 from packcheck.harness.launch import INVALID as LAUNCH_INVALID
 from packcheck.harness.launch import UNSUPPORTED as LAUNCH_UNSUPPORTED
 from packcheck.harness.launch import CaseOutcome, LaunchFailed, LaunchPool, engine_spec
+from packcheck.harness.launch.capacity import cannot_host
 from packcheck.harness.models import model_spec
 from packcheck.harness.provenance import provenance
 from packcheck.harness.run.verdict import ERROR, FAIL, HANG, PASS, UNSUPPORTED, Verdict
@@ -102,7 +103,7 @@ def run_arms(engine: EngineInfo, scenario: Scenario, cases: dict[str, Case], ver
     """Run every arm the engine supports; on a problem fill `verdict` in and return None."""
     runnable = {}
     for name, case in cases.items():
-        reason = engine.unsupported_reason(case)
+        reason = engine.unsupported_reason(case) or cannot_host(case)
         if reason is None:
             runnable[name] = case
         elif not skip(verdict, scenario, name, reason):

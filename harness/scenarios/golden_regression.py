@@ -30,7 +30,7 @@ def judge(j: Judgement) -> list:
     family = j.setting.family
     try:
         golden = load_golden(family, case)
-        tolerance = j.tolerance if case.dtype == "float64" else tolerance_from_floor(load_noise_floor(family, case.dtype))
+        tolerance = j.tolerance if case.dtype == "float64" else tolerance_from_floor(load_noise_floor(family, case.dtype), case.dtype)
     except GoldenProblem as problem:
         return [Comparison(arms=Arms(ARM, GOLDEN), quantity="golden", item=family, metric="available", observed=1.0, threshold=0.0,
                            where=f"{problem} (the obtained result goes to {obtained_path(family)})")]
