@@ -32,7 +32,14 @@ PARALLEL = ("--numprocesses", "auto", "--maxprocesses", "4", "--dist", "loadgrou
 def tests(session: nox.Session) -> None:
     """Unit tests, the conformance suite against the reference and the mutant proof (float64, CPU, every core)."""
     install(session)
-    session.run("pytest", *PARALLEL, *session.posargs)
+    session.run("pytest", *PARALLEL, "-m", "not slow", *session.posargs)
+
+
+@nox.session(default=False)
+def slow(session: nox.Session) -> None:
+    """The long matrices kept out of the default CI run (tests marked slow), e.g. every family on another CPU kernel path."""
+    install(session)
+    session.run("pytest", *PARALLEL, "-m", "slow", *session.posargs)
 
 
 @nox.session
