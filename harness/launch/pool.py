@@ -79,8 +79,9 @@ class LaunchPool:
         """`case` on its device's and world size's launch of `spec` (started if needed), or on the launch
         `key` names; `mode` as Launch.run takes it."""
         key = key or (spec, case.device, case.parallel.world_size)
-        if mode == "run" and cannot_host(case) is not None:
-            return CaseOutcome(case=case.name, unsupported=f"this machine: {cannot_host(case)}")
+        machine_reason = cannot_host(case) if mode == "run" else None
+        if machine_reason is not None:
+            return CaseOutcome(case=case.name, unsupported=f"this machine: {machine_reason}")
         failed = self._failed.get(key) or next((f for (s, d, _), f in self._failed.items() if (s, d) == key[:2]), None)
         if failed is not None:  # an engine that cannot start at one world size cannot at another
             return CaseOutcome(case=case.name, error=failed.text, error_type=failed.error_type)
