@@ -151,7 +151,7 @@ OPTIMIZER_STEP = Scenario(
     invariant=("one clipped AdamW step with weight decay and frozen parameters gives the single-process gradients, pre-clip norm "
                "and parameters on dp2 (DDP, FSDP2), cp2 and dp2 x cp2 (FSDP2); the single-process step is the harness's own; "
                "frozen parameters bit-identical, trainable ones moved"),
-    catches=(),
+    catches=("clip-per-microbatch", "frozen-weight-decay", "clip-norm-before-reduce"),
     build=build,
     judge=judge,
     diagnose=diagnose,

@@ -1,0 +1,67 @@
+"""The optimizer step in the contract: the reference's FSDP2 data parallelism gives DDP's numbers,
+and optimizer_step's own judge flags frozen parameters that moved and trainable ones that did not.
+
+The scenario's verdicts (reference passes, its mutants flagged) are in tests/test_mutants_are_caught.py
+and the conformance suite; here the parts those verdicts rest on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from packcheck.harness.compare import Arms, compare_results, tolerance_for
+from packcheck.harness.compare.adamw_step import adamw_step, global_norm
+from packcheck.harness.contract import StepResult
+from packcheck.harness.run.scenario_runner import setting_for
+from packcheck.harness.scenarios import Judgement
+from packcheck.harness.scenarios.optimizer_step import BASELINE, OPTIMIZER, OPTIMIZER_STEP, build, checkpoint_params
+
+FAMILY = "llama"
+
+
+def test_fsdp2_gives_the_gradients_norm_and_step_of_ddp(run_arm):
+    cases = build(setting_for(FAMILY, "float64", "cpu"))
+    ddp, fsdp = run_arm("reference", cases["dp2_replicate"]), run_arm("reference", cases["dp2_shard"])
+    ops = {entry["op"] for log in fsdp.collectives for entry in log}
+    assert {"all_gather_single", "reduce_scatter_single"} <= ops, f"the shard arm did not run FSDP2 (collectives: {sorted(ops)})"
+    assert "reduce_scatter_single" not in {entry["op"] for log in ddp.collectives for entry in log}
+    rows = compare_results(Arms("dp2_shard", "dp2_replicate"), fsdp, ddp, tolerance_for("float64"), lambda i, t: f"{i}:{t}",
+                           optimizer=OPTIMIZER)
+    assert {c.quantity for c in rows} >= {"grad", "params_after"}
+    worst = max(rows, key=lambda c: c.margin)
+    assert worst.margin <= 1e-3, worst.headline()
+    assert abs(fsdp.grad_norm - ddp.grad_norm) <= 1e-13 * ddp.grad_norm
+    assert ddp.grad_norm >= 10 * OPTIMIZER.max_grad_norm, "the scenario's clipping must bite (a tenth of the norm or less)"
+
+
+def fabricated(cases, before: dict) -> StepResult:
+    """A result a correct engine could return: seeded gradients of the trainable tensors, the harness's own step."""
+    generator = torch.Generator().manual_seed(0)
+    case = cases[BASELINE]
+    grads = {n: torch.randn(p.shape, generator=generator, dtype=torch.float64) for n, p in before.items() if not case.model.is_frozen(n)}
+    norm = global_norm(grads)
+    return StepResult(logprobs=[torch.zeros(len(s.input_ids), dtype=torch.float64) for s in case.samples], loss=1.0,
+                      num_loss_tokens=case.num_loss_tokens, grads=grads, grad_norm=norm,
+                      params_after=adamw_step(before, grads, OPTIMIZER, norm))
+
+
+def test_the_judge_flags_a_moved_frozen_tensor_and_an_unmoved_trainable_one():
+    setting = setting_for(FAMILY, "float64", "cpu")
+    cases = build(setting)
+    j = Judgement(setting=setting, cases=cases, results={}, tolerance=tolerance_for("float64"))
+    before = checkpoint_params(j)
+    good = fabricated(cases, before)
+    frozen = next(n for n in before if cases[BASELINE].model.is_frozen(n))
+    trainable = next(iter(good.grads))
+    bad_after = dict(good.params_after)
+    bad_after[frozen] = before[frozen].double() * (1 - OPTIMIZER.lr * OPTIMIZER.weight_decay)  # decayed although frozen
+    bad_after[trainable] = before[trainable].double()  # never stepped
+    results = {BASELINE: good, "dp1_uneven": dataclasses.replace(good, params_after=bad_after)}
+    j = dataclasses.replace(j, results=results)
+    rows = OPTIMIZER_STEP.judge(j)
+    failed = {(c.arms.arm, c.quantity) for c in rows if not c.passed}
+    assert ("dp1_uneven", "frozen_params") in failed and ("dp1_uneven", "trainable_moved") in failed
+    assert not any(arm == BASELINE for arm, _ in failed), f"the harness's own step must pass: {sorted(failed)}"
+    assert "frozen parameters moved on dp1_uneven" in OPTIMIZER_STEP.diagnose(j, [c for c in rows if not c.passed])
