@@ -38,7 +38,7 @@ def pytest_configure(config):
 # tests of one engine should run on one worker, one after the other. The conformance suite and the mutant
 # proof judge the same reference cells: each family's go to one worker, which runs each cell once (the verdict_of
 # cache) in the reference's warm launches; each mutant's cells go to one worker together.
-REFERENCE_CELL_TESTS = {"test_scenario", "test_reference_passes_with_a_wide_margin"}
+REFERENCE_CELL_TESTS = {"test_scenario", "test_reference_passes_with_a_wide_margin", "test_reference_passes_every_mesh_with_a_clean_margin"}
 MUTANT_CELL_TESTS = {"test_scenario_flags_its_mutant": "bug"}
 
 
@@ -53,7 +53,21 @@ def engine_group(item) -> str | None:
     return None
 
 
+# Scenarios whose cells cost a world 1, 2 and 4 launch's worth of arms per family: llama in the default run, every
+# other family in nox -s slow (optimizer_step: measured in docs/margins.md).
+SLOW_BEYOND_LLAMA = frozenset({"optimizer_step"})
+
+
+def slow_cell(item) -> bool:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    scenario = params.get("scenario_name", getattr(params.get("scenario"), "name", None))
+    return scenario in SLOW_BEYOND_LLAMA and params.get("family", "llama") != "llama"
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if slow_cell(item):
+            item.add_marker(pytest.mark.slow)
     groups = {id(item): engine_group(item) for item in items}
     # one engine's cells next to each other (a stable sort keeps everything else in place), so a
     # serial run reuses the engine's launches too

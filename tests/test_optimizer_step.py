@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 import torch
 
 from packcheck.harness.compare import Arms, compare_results, tolerance_for
@@ -16,7 +17,7 @@ from packcheck.harness.compare.adamw_step import adamw_step, global_norm
 from packcheck.harness.contract import StepResult
 from packcheck.harness.run.scenario_runner import setting_for
 from packcheck.harness.scenarios import Judgement
-from packcheck.harness.scenarios.optimizer_step import BASELINE, OPTIMIZER, OPTIMIZER_STEP, build, checkpoint_params
+from packcheck.harness.scenarios.optimizer_step import BASELINE, MESHES, OPTIMIZER, OPTIMIZER_STEP, build, checkpoint_params
 
 FAMILY = "llama"
 
@@ -47,12 +48,19 @@ def fabricated(cases, before: dict) -> StepResult:
                       params_after=adamw_step(before, grads, OPTIMIZER, norm))
 
 
-def test_the_judge_flags_a_moved_frozen_tensor_and_an_unmoved_trainable_one():
+@pytest.fixture(scope="module")
+def clean():
+    """An empty judgement of llama's arms, the checkpoint, and a clean baseline result."""
     setting = setting_for(FAMILY, "float64", "cpu")
     cases = build(setting)
     j = Judgement(setting=setting, cases=cases, results={}, tolerance=tolerance_for("float64"))
     before = checkpoint_params(j)
-    good = fabricated(cases, before)
+    return j, before, fabricated(cases, before)
+
+
+def test_the_judge_flags_a_moved_frozen_tensor_and_an_unmoved_trainable_one(clean):
+    j, before, good = clean
+    cases = j.cases
     frozen = next(n for n in before if cases[BASELINE].model.is_frozen(n))
     trainable = next(iter(good.grads))
     bad_after = dict(good.params_after)
@@ -65,3 +73,40 @@ def test_the_judge_flags_a_moved_frozen_tensor_and_an_unmoved_trainable_one():
     assert ("dp1_uneven", "frozen_params") in failed and ("dp1_uneven", "trainable_moved") in failed
     assert not any(arm == BASELINE for arm, _ in failed), f"the harness's own step must pass: {sorted(failed)}"
     assert "frozen parameters moved on dp1_uneven" in OPTIMIZER_STEP.diagnose(j, [c for c in rows if not c.passed])
+
+
+CLEAN = 1e-3  # the clean margin issue 15 demands of optimizer_step (tighter than PORTABLE_MARGIN)
+
+
+@pytest.mark.parametrize("family", [FAMILY])
+def test_reference_passes_every_mesh_with_a_clean_margin(verdict_of, family):
+    verdict = verdict_of("reference", "optimizer_step", family)  # the same cell as the conformance suite's: run once
+    assert verdict.status == "pass", verdict.message()
+    assert verdict.skipped_arms == [], f"every arm must run on the reference (world 1, 2, 4; DDP and FSDP2): {verdict.detail}"
+    assert {c.arms.arm for c in verdict.comparisons} == {BASELINE, *MESHES}
+    assert verdict.worst.margin <= CLEAN, verdict.worst.headline()
+
+
+def test_a_norm_that_differs_only_on_sharded_arms_is_diagnosed_as_a_shard_local_norm(clean):
+    j, _, good = clean
+    j = dataclasses.replace(j, results={BASELINE: good, "dp2_replicate": good,
+                                        "dp2_shard": dataclasses.replace(good, grad_norm=good.grad_norm / 2 ** 0.5)})
+    diagnosis = OPTIMIZER_STEP.diagnose(j, [c for c in OPTIMIZER_STEP.judge(j) if not c.passed])
+    assert "only where gradients are sharded (dp2_shard)" in diagnosis and "local FSDP shard" in diagnosis
+
+
+def test_partition_dependent_gradients_are_diagnosed_as_clipping_per_micro_batch(clean):
+    j, _, good = clean
+    scaled = {n: g * 0.5 for n, g in good.grads.items()}
+    j = dataclasses.replace(j, results={BASELINE: good, "dp1_uneven": dataclasses.replace(good, grads=scaled)})
+    diagnosis = OPTIMIZER_STEP.diagnose(j, [c for c in OPTIMIZER_STEP.judge(j) if not c.passed])
+    assert "clipped (or scaled) before accumulation" in diagnosis
+
+
+def test_a_baseline_step_that_is_not_adamw_is_diagnosed_against_the_harness_step(clean):
+    j, before, good = clean
+    unclipped = adamw_step(before, good.grads, dataclasses.replace(OPTIMIZER, max_grad_norm=None), None)  # clipping skipped
+    j = dataclasses.replace(j, results={BASELINE: dataclasses.replace(good, params_after=unclipped)})
+    failed = [c for c in OPTIMIZER_STEP.judge(j) if not c.passed]
+    assert {(c.arms.arm, c.arms.against, c.quantity) for c in failed} == {(BASELINE, "harness", "params_after")}
+    assert "not one AdamW step" in OPTIMIZER_STEP.diagnose(j, failed)

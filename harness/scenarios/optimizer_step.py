@@ -20,9 +20,11 @@ bit for bit, and every trainable tensor must have moved (a step that did not hap
 
 The step is chosen so clipping shows in the parameters: AdamW's first step is g / (|g| + eps), blind
 to a gradient's scale where |g| >> eps, so eps is set near the clipped gradient's elements (where
-the update is close to linear in the clip coefficient) instead of 1e-8. MAX_GRAD_NORM is a tenth of
-the smallest baseline norm measured on the reference across families (docs/margins.md):
-the clip coefficient is ~0.1 or smaller on every family.
+the update is close to linear in the clip coefficient) instead of 1e-8: the clipped gradient has
+norm MAX_GRAD_NORM, so its elements are ~MAX_GRAD_NORM / sqrt(parameters) ~ 1e-4. MAX_GRAD_NORM sits
+20 times or more below the baseline's pre-clip norm on every family, as measured on the reference
+(float64: llama 1.109, qwen3 1.115, qwen3_moe 1.040, qwen3_5 64.33, qwen2_5_vl 1.633), so the clip
+coefficient is 0.048 or smaller everywhere; tests/test_optimizer_step.py keeps llama's at >= 10x.
 """
 
 from __future__ import annotations

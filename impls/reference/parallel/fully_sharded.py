@@ -54,6 +54,8 @@ def shard_model(model: nn.Module, mesh: Mesh) -> nn.Module:
         if isinstance(module, FSDPModule):
             module.set_gradient_divide_factor(1.0)  # a sum: each rank's loss is its share of the global loss
     model.set_reduce_scatter_unused_params(True)
+    # the root first: a VLM encodes images through its (already sharded) tower before the root's forward runs
+    model._get_fsdp_state()._lazy_init()
     return model
 
 
