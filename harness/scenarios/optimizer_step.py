@@ -83,18 +83,22 @@ def compare_grad_norm(arms: Arms, observed: float, expected: float, threshold: f
                       threshold=threshold, where=f"{observed:.12g} vs {expected:.12g}")
 
 
+def example(names: list[str]) -> str:
+    return f", e.g. {names[0]}" if names else ""
+
+
 def compare_frozen(arm_name: str, result: StepResult, before: dict, frozen: list[str]) -> Comparison:
     moved = [n for n in frozen if not torch.equal(result.params_after[n], before[n].to(result.params_after[n].dtype))]
     return Comparison(arms=Arms(arm_name, HARNESS), quantity="frozen_params", item="", metric="changed_tensors",
                       observed=float(len(moved)), threshold=0.0,
-                      where=f"{len(moved)} of {len(frozen)} frozen tensors differ from the checkpoint" + (f", e.g. {moved[0]}" if moved else ""))
+                      where=f"{len(moved)} of {len(frozen)} frozen tensors differ from the checkpoint" + example(moved))
 
 
 def compare_moved(arm_name: str, result: StepResult, before: dict) -> Comparison:
     still = [n for n in result.grads if torch.equal(result.params_after[n], before[n].to(result.params_after[n].dtype))]
     return Comparison(arms=Arms(arm_name, HARNESS), quantity="trainable_moved", item="", metric="unchanged_tensors",
                       observed=float(len(still)), threshold=0.0,
-                      where=f"{len(still)} of {len(result.grads)} trainable tensors are exactly as in the checkpoint" + (f", e.g. {still[0]}" if still else ""))
+                      where=f"{len(still)} of {len(result.grads)} trainable tensors are exactly as in the checkpoint" + example(still))
 
 
 def judge(j: Judgement) -> list:
@@ -123,7 +127,8 @@ def diagnose(j: Judgement, failed: list) -> str:
     if failing(failed, "trainable_moved"):
         return "a trainable parameter did not move: the optimizer step did not happen, or skipped parameters it should update"
     if failing(failed, "logprobs") or failing(failed, "num_loss_tokens"):
-        return "log-probs or counts change with the mesh: the forward or the token count is wrong, not the optimizer step (see dp_cp_reduction, cp_vs_nocp)"
+        return ("log-probs or counts change with the mesh: the forward or the token count is wrong, not the optimizer step "
+                "(see dp_cp_reduction, cp_vs_nocp)")
     grads = failing(failed, "grad")
     if grads:
         return (f"the reported gradients differ on {', '.join(arms(grads))} with the micro-batch partition: each micro-batch's gradient "
@@ -143,7 +148,8 @@ def diagnose(j: Judgement, failed: list) -> str:
     step = [c for c in failing(failed, "params_after") if c.arms.against == HARNESS]
     if step:
         return ("the single-process step is not one AdamW step on the gradient clipped by the reported norm: the clip coefficient, "
-                "weight decay, learning rate, eps or bias correction is wrong (the same in every arm, so only the harness's own step sees it)")
+                "weight decay, learning rate, eps or bias correction is wrong (the same in every arm, so only the harness's own step "
+                "sees it)")
     return ("gradients and norms agree but the parameters after the step differ by mesh: each rank clips by another coefficient, "
             "or the optimizer state is sharded or stepped inconsistently")
 

@@ -13,7 +13,8 @@ from typing import Callable, Sequence
 import torch
 
 from packcheck.harness.contract import Case, LossSpec, OptimizerSpec
-from packcheck.impls.reference import aggregation, collate, grad_clip, layouts, loss, mesh_steps, packing, parameters, policy_inputs, router_aux, rows, vision_step
+from packcheck.impls.reference import aggregation, collate, layouts, loss, mesh_steps, packing, policy_inputs, router_aux, rows, vision_step
+from packcheck.impls.reference import grad_clip, parameters
 from packcheck.impls.reference.counts import Counts
 from packcheck.impls.reference.parallel.mesh import Mesh
 from packcheck.impls.reference.policy_inputs import PolicyInputs
