@@ -19,8 +19,8 @@ from packcheck.impls.reference import step
 from packcheck.impls.reference.model import HybridCausalLM
 from packcheck.impls.reference.model.linear_attention import LinearAttentionBackend, default_linear_attention
 from packcheck.impls.reference.model.loading import load_model
-from packcheck.impls.reference.parallel.mesh import Mesh
 from packcheck.impls.reference.parallel.fully_sharded import shard_model
+from packcheck.impls.reference.parallel.mesh import Mesh
 from packcheck.impls.reference.parallel.ring import ring_backend
 from packcheck.impls.reference.parallel.sharded_tower import shard_tower
 from packcheck.impls.reference.parallel.ulysses import ulysses_backend
