@@ -1,5 +1,6 @@
 """The optimizer step in the contract: the reference's FSDP2 data parallelism gives DDP's numbers,
-and optimizer_step's own judge flags frozen parameters that moved and trainable ones that did not.
+the reference passes optimizer_step on every mesh with a clean margin, and the scenario's own judge
+flags frozen parameters that moved and trainable ones that did not, with a diagnosis per pattern.
 
 The scenario's verdicts (reference passes, its mutants flagged) are in tests/test_mutants_are_caught.py
 and the conformance suite; here the parts those verdicts rest on.
@@ -20,6 +21,7 @@ from packcheck.harness.scenarios import Judgement
 from packcheck.harness.scenarios.optimizer_step import BASELINE, MESHES, OPTIMIZER, OPTIMIZER_STEP, build, checkpoint_params
 
 FAMILY = "llama"
+CLEAN = 1e-3  # the clean margin issue 15 demands of optimizer_step (tighter than PORTABLE_MARGIN)
 
 
 # stacked: length buckets give rank 0 three forwards and rank 1 two, so FSDP2 may reduce only at each rank's last backward
@@ -36,8 +38,8 @@ def test_fsdp2_gives_the_gradients_norm_and_step_of_ddp(run_arm, layout):
                            optimizer=OPTIMIZER)
     assert {c.quantity for c in rows} >= {"grad", "params_after"}
     worst = max(rows, key=lambda c: c.margin)
-    assert worst.margin <= 1e-3, worst.headline()
-    assert abs(fsdp.grad_norm - ddp.grad_norm) <= 1e-13 * ddp.grad_norm
+    assert worst.margin <= CLEAN, worst.headline()
+    assert abs(fsdp.grad_norm - ddp.grad_norm) <= CLEAN * tolerance_for("float64").loss * ddp.grad_norm
     assert ddp.grad_norm >= 10 * OPTIMIZER.max_grad_norm, "the scenario's clipping must bite (a tenth of the norm or less)"
 
 
@@ -78,8 +80,6 @@ def test_the_judge_flags_a_moved_frozen_tensor_and_an_unmoved_trainable_one(clea
     assert not any(arm == BASELINE for arm, _ in failed), f"the harness's own step must pass: {sorted(failed)}"
     assert "frozen parameters moved on dp1_uneven" in OPTIMIZER_STEP.diagnose(j, [c for c in rows if not c.passed])
 
-
-CLEAN = 1e-3  # the clean margin issue 15 demands of optimizer_step (tighter than PORTABLE_MARGIN)
 
 
 @pytest.mark.parametrize("family", [FAMILY])
