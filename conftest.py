@@ -53,21 +53,7 @@ def engine_group(item) -> str | None:
     return None
 
 
-# Scenarios whose cells cost a world 1, 2 and 4 launch's worth of arms per family: llama in the default run, every
-# other family in nox -s slow (optimizer_step: measured in docs/margins.md).
-SLOW_BEYOND_LLAMA = frozenset({"optimizer_step"})
-
-
-def slow_cell(item) -> bool:
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    scenario = params.get("scenario_name", getattr(params.get("scenario"), "name", None))
-    return scenario in SLOW_BEYOND_LLAMA and params.get("family", "llama") != "llama"
-
-
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if slow_cell(item):
-            item.add_marker(pytest.mark.slow)
     groups = {id(item): engine_group(item) for item in items}
     # one engine's cells next to each other (a stable sort keeps everything else in place), so a
     # serial run reuses the engine's launches too
