@@ -18,7 +18,9 @@ from packcheck.harness.compare.adamw_step import adamw_step, global_norm
 from packcheck.harness.contract import Layout, LayoutKind, StepResult
 from packcheck.harness.run.scenario_runner import setting_for
 from packcheck.harness.scenarios import Judgement
-from packcheck.harness.scenarios.optimizer_step import BASELINE, MESHES, OPTIMIZER, OPTIMIZER_STEP, build, checkpoint_params
+from packcheck.harness.scenarios.optimizer_step import (
+    BASELINE, FROZEN_BASELINE, FROZEN_SHARD, MESHES, OPTIMIZER, OPTIMIZER_STEP, build, checkpoint_params,
+)
 
 FAMILY = "llama"
 CLEAN = 1e-3  # the clean margin issue 15 demands of optimizer_step (tighter than PORTABLE_MARGIN)
@@ -43,10 +45,10 @@ def test_fsdp2_gives_the_gradients_norm_and_step_of_ddp(run_arm, layout):
     assert ddp.grad_norm >= 10 * OPTIMIZER.max_grad_norm, "the scenario's clipping must bite (a tenth of the norm or less)"
 
 
-def fabricated(cases, before: dict) -> StepResult:
+def fabricated(cases, before: dict, arm: str = BASELINE) -> StepResult:
     """A result a correct engine could return: seeded gradients of the trainable tensors, the harness's own step."""
     generator = torch.Generator().manual_seed(0)
-    case = cases[BASELINE]
+    case = cases[arm]
     grads = {n: torch.randn(p.shape, generator=generator, dtype=torch.float64) for n, p in before.items() if not case.model.is_frozen(n)}
     norm = global_norm(grads)
     return StepResult(logprobs=[torch.zeros(len(s.input_ids), dtype=torch.float64) for s in case.samples], loss=1.0,
@@ -65,20 +67,21 @@ def clean():
 
 
 def test_the_judge_flags_a_moved_frozen_tensor_and_an_unmoved_trainable_one(clean):
-    j, before, good = clean
+    j, before, _ = clean
     cases = j.cases
-    frozen = next(n for n in before if cases[BASELINE].model.is_frozen(n))
+    good = fabricated(cases, before, FROZEN_BASELINE)
+    frozen = next(n for n in before if cases[FROZEN_BASELINE].model.is_frozen(n))
     trainable = next(iter(good.grads))
     bad_after = dict(good.params_after)
     bad_after[frozen] = before[frozen].double() * (1 - OPTIMIZER.lr * OPTIMIZER.weight_decay)  # decayed although frozen
     bad_after[trainable] = before[trainable].double()  # never stepped
-    results = {BASELINE: good, "dp1_uneven": dataclasses.replace(good, params_after=bad_after)}
+    results = {FROZEN_BASELINE: good, FROZEN_SHARD: dataclasses.replace(good, params_after=bad_after)}
     j = dataclasses.replace(j, results=results)
     rows = OPTIMIZER_STEP.judge(j)
     failed = {(c.arms.arm, c.quantity) for c in rows if not c.passed}
-    assert ("dp1_uneven", "frozen_params") in failed and ("dp1_uneven", "trainable_moved") in failed
-    assert not any(arm == BASELINE for arm, _ in failed), f"the harness's own step must pass: {sorted(failed)}"
-    assert "frozen parameters moved on dp1_uneven" in OPTIMIZER_STEP.diagnose(j, [c for c in rows if not c.passed])
+    assert (FROZEN_SHARD, "frozen_params") in failed and (FROZEN_SHARD, "trainable_moved") in failed
+    assert not any(arm == FROZEN_BASELINE for arm, _ in failed), f"the harness's own step must pass: {sorted(failed)}"
+    assert f"frozen parameters moved on {FROZEN_SHARD}" in OPTIMIZER_STEP.diagnose(j, [c for c in rows if not c.passed])
 
 
 
@@ -87,7 +90,7 @@ def test_reference_passes_every_mesh_with_a_clean_margin(verdict_of, family):
     verdict = verdict_of("reference", "optimizer_step", family)  # the same cell as the conformance suite's: run once
     assert verdict.status == "pass", verdict.message()
     assert verdict.skipped_arms == [], f"every arm must run on the reference (world 1, 2, 4; DDP and FSDP2): {verdict.detail}"
-    assert {c.arms.arm for c in verdict.comparisons} == {BASELINE, *MESHES}
+    assert {c.arms.arm for c in verdict.comparisons} == {BASELINE, *MESHES, FROZEN_BASELINE, FROZEN_SHARD}
     assert verdict.worst.margin <= CLEAN, verdict.worst.headline()
 
 

@@ -17,6 +17,9 @@ own reported gradients, and parameters that are the harness's own float64 AdamW 
 checkpoint, its reported gradients and its reported norm (harness/compare/adamw_step.py): that
 catches a wrong step that is the same in every arm. Frozen parameters must equal the checkpoint
 bit for bit, and every trainable tensor must have moved (a step that did not happen is a finding).
+A text family's arms train every parameter; a frozen pair (dp1_frozen, the harness's checks again,
+and dp2_shard_frozen against it) freezes its first decoder layer, so an engine that cannot freeze
+text parameters is still judged on the clipping. A VLM's tower is frozen in every arm.
 
 The step is chosen so clipping shows in the parameters: AdamW's first step is g / (|g| + eps), blind
 to a gradient's scale where |g| >> eps, so eps is set near the clipped gradient's elements (where
@@ -46,7 +49,8 @@ from packcheck.harness.scenarios.building import arm, failing, samples_for
 
 SEQ_LEN = 48
 BASELINE = "dp1"
-FROZEN_TEXT_LAYER = "model.layers.0."  # a text family freezes its first decoder layer; a VLM keeps its frozen tower
+FROZEN_BASELINE, FROZEN_SHARD = "dp1_frozen", "dp2_shard_frozen"
+FROZEN_TEXT_LAYER = "model.layers.0."  # the frozen pair of a text family freezes its first decoder layer
 MAX_GRAD_NORM = 0.05
 OPTIMIZER = OptimizerSpec(lr=1e-2, eps=1e-4, weight_decay=0.1, max_grad_norm=MAX_GRAD_NORM)
 UNEVEN = Partition.single_rank([(0, 7), (1, 2, 4), (3, 5, 6, 8)])
@@ -60,18 +64,29 @@ MESHES = {
 }
 
 
-def with_frozen(setting: Setting) -> Setting:
-    frozen = setting.model.frozen or (FROZEN_TEXT_LAYER,)
-    return dataclasses.replace(setting, model=dataclasses.replace(setting.model, frozen=frozen))
+def frozen_arms(setting: Setting, samples: tuple) -> dict:
+    """The frozen pair, for a family that trains every parameter by default (a VLM's tower is frozen in every
+    arm already): the baseline and the FSDP2 arm with the first decoder layer frozen. Kept apart from the
+    other arms so an engine that cannot freeze text parameters (verl) is still judged on the clipping."""
+    if setting.model.frozen:
+        return {}
+    frozen = dataclasses.replace(setting, model=dataclasses.replace(setting.model, frozen=(FROZEN_TEXT_LAYER,)))
+    plan, partition = MESHES["dp2_shard"]
+    return {FROZEN_BASELINE: arm(frozen, FROZEN_BASELINE, samples, packed(SEQ_LEN), optimizer=OPTIMIZER),
+            FROZEN_SHARD: arm(frozen, FROZEN_SHARD, samples, packed(SEQ_LEN), partition, parallel=plan, optimizer=OPTIMIZER)}
 
 
 def build(setting: Setting) -> dict:
-    setting = with_frozen(setting)
     samples = samples_for(setting, SKEWED_LENGTHS)
     arms = {BASELINE: arm(setting, BASELINE, samples, packed(SEQ_LEN), optimizer=OPTIMIZER)}
     for name, (plan, partition) in MESHES.items():
         arms[name] = arm(setting, name, samples, packed(SEQ_LEN), partition, parallel=plan, optimizer=OPTIMIZER)
-    return arms
+    return arms | frozen_arms(setting, samples)
+
+
+def baseline_of(arm_name: str) -> str:
+    """The arm another is compared with: each frozen arm with the frozen baseline, the rest with the baseline."""
+    return FROZEN_BASELINE if arm_name in (FROZEN_BASELINE, FROZEN_SHARD) else BASELINE
 
 
 def checkpoint_params(j: Judgement) -> dict[str, torch.Tensor]:
@@ -101,21 +116,32 @@ def compare_moved(arm_name: str, result: StepResult, before: dict) -> Comparison
                       where=f"{len(still)} of {len(result.grads)} trainable tensors are exactly as in the checkpoint" + example(still))
 
 
-def judge(j: Judgement) -> list:
-    tol, base = j.tolerance, j.results[BASELINE]
-    before = checkpoint_params(j)
-    frozen = sorted(n for n in before if j.cases[BASELINE].model.is_frozen(n))
-    rows = []
-    # the baseline against the harness: its norm is its gradients' norm, its step one clipped AdamW step
-    rows.append(compare_grad_norm(Arms(BASELINE, HARNESS), base.grad_norm, global_norm(base.grads), tol.loss, "L2 of reported grads"))
+def check_against_harness(j: Judgement, name: str, before: dict) -> list[Comparison]:
+    """A baseline against the harness: its norm is its gradients' norm, its step one clipped AdamW step."""
+    base = j.results[name]
+    rows = [compare_grad_norm(Arms(name, HARNESS), base.grad_norm, global_norm(base.grads), j.tolerance.loss, "L2 of reported grads")]
     expected = StepResult(logprobs=base.logprobs, loss=base.loss, num_loss_tokens=base.num_loss_tokens, grads=base.grads,
                           grad_norm=base.grad_norm, params_after=adamw_step(before, base.grads, OPTIMIZER, base.grad_norm))
-    rows += compare_params_after(Arms(BASELINE, HARNESS), base, expected, tol.params_after, OPTIMIZER)
+    return rows + compare_params_after(Arms(name, HARNESS), base, expected, j.tolerance.params_after, OPTIMIZER)
+
+
+def judge(j: Judgement) -> list:
+    tol = j.tolerance
+    before = checkpoint_params(j)
+    rows = []
+    for name in (BASELINE, FROZEN_BASELINE):
+        if name in j.results:
+            rows += check_against_harness(j, name, before)
     for name, result in j.results.items():
-        rows += [compare_frozen(name, result, before, frozen), compare_moved(name, result, before)]
-        if name != BASELINE:
-            rows += compare_results(Arms(name, BASELINE), result, base, tol, j.locate(name), optimizer=OPTIMIZER)
-            rows.append(compare_grad_norm(Arms(name, BASELINE), result.grad_norm, base.grad_norm, tol.loss))
+        frozen = sorted(n for n in before if j.cases[name].model.is_frozen(n))
+        if frozen:
+            rows.append(compare_frozen(name, result, before, frozen))
+        rows.append(compare_moved(name, result, before))
+        against = baseline_of(name)
+        if name != against and against in j.results:
+            base = j.results[against]
+            rows += compare_results(Arms(name, against), result, base, tol, j.locate(name), optimizer=OPTIMIZER)
+            rows.append(compare_grad_norm(Arms(name, against), result.grad_norm, base.grad_norm, tol.loss))
     return rows
 
 
@@ -158,10 +184,10 @@ OPTIMIZER_STEP = Scenario(
     name="optimizer_step",
     invariant=("one clipped AdamW step with weight decay and frozen parameters gives the single-process gradients, pre-clip norm "
                "and parameters on dp2 (DDP, FSDP2), cp2 and dp2 x cp2 (FSDP2); the single-process step is the harness's own; "
-               "frozen parameters bit-identical, trainable ones moved"),
+               "frozen parameters (a frozen pair of arms, or a VLM's tower in every arm) bit-identical, trainable ones moved"),
     catches=("clip-per-microbatch", "frozen-weight-decay", "clip-norm-before-reduce"),
     build=build,
     judge=judge,
     diagnose=diagnose,
-    optional_arms=frozenset(MESHES),
+    optional_arms=frozenset(MESHES) | {FROZEN_BASELINE, FROZEN_SHARD},
 )

@@ -114,7 +114,7 @@ class RecordsGradNorm:
     capture: StepCapture
 
     def _clip_grad_norm(self, model):
-        self.capture.record_grads(model)
+        self.capture.record_grads(self.model)  # `model` may be the launcher's DDP wrapper, its names prefixed 'module.'
         return super()._clip_grad_norm(model)
 
     def _get_grad_norm(self, model, grad_norm=None):
