@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import sys
 
 import pandas as pd
 import pytest
@@ -70,9 +71,29 @@ def test_markdown_with_a_baseline_shows_status_changes_and_moved_margins(run_dir
     assert f"Baseline `{baseline}`" in section
     assert "**Status changes (1)**" in section
     assert f"| {MUTANT} / llama / mask_alignment / float64 / cpu / auto | PASS | FAIL | 2.0e-06 | inf |" in section
-    assert "**Max margin moved 10x or more (1, largest increase first)**" in section and "| up (worse) |" in section
+    assert "**Worst error/tolerance moved 10x or more (1, largest increase first)**" in section and "| up (worse) |" in section
     assert "### Against baseline" not in render_markdown(run_dir)
 
     assert main(["report", str(run_dir), "-o", str(tmp_path / "r.html"), "--baseline", str(baseline),
                  "--markdown", str(tmp_path / "pr.md")]) == 0
     assert (tmp_path / "pr.md").read_text() == md
+
+
+def test_every_output_says_what_error_over_tolerance_is(run_dir, capsys):
+    """"margin" read backwards to newcomers: outputs name it error/tolerance, and define it where they print it."""
+    from packcheck.harness.report import render_html
+    from packcheck.harness.run.session import report_progress
+    from packcheck.harness.run.verdict import Verdict
+    from packcheck.harness.compare import Arms, Comparison
+
+    md = render_markdown(run_dir)
+    assert "worst error/tolerance, the observed error of the verdict's worst comparison divided by the allowed error (< 1 passes" in md
+    assert "worst error/tolerance inf:" in md and "margin" not in md
+    page = render_html(run_dir)
+    assert "Each cell prints its worst error / tolerance: the observed error of its worst comparison divided by the allowed error" in page
+    assert ">margin<" not in page and "max margin" not in page.lower()
+    bad = Comparison(arms=Arms("packed", "unpacked"), quantity="loss", item="", metric="rel", observed=3e-3, threshold=1e-10)
+    assert "loss (packed vs unpacked): rel 0.003 > allowed 1e-10 (error/tolerance 3e+07)" in bad.headline()
+    report_progress(Verdict(engine="e", family="llama", scenario="s", dtype="float64", device="cpu", status="fail", comparisons=[bad]),
+                    sys.stdout)
+    assert capsys.readouterr().out.startswith("FAIL (worst error/tolerance 3e+07)")

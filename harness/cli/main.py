@@ -9,7 +9,7 @@ import argparse
 import sys
 import traceback
 
-from packcheck.harness.cli import bisect_cmd, golden_cmd, list_cmd, report_cmd, run_cmd
+from packcheck.harness.cli import bisect_cmd, explain_cmd, golden_cmd, list_cmd, report_cmd, run_cmd
 from packcheck.harness.errors import InputError
 from packcheck.harness.contract import ContractError
 
@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"packcheck {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
-    for module in (list_cmd, run_cmd, report_cmd, bisect_cmd, golden_cmd):
+    for module in (list_cmd, explain_cmd, run_cmd, report_cmd, bisect_cmd, golden_cmd):
         module.add_parser(commands)
     return parser
 

@@ -2,7 +2,7 @@
 
 Rows are engine x family (with dtype, device, ... where the run has several), columns are scenarios,
 each cell `PASS 2.6e-05` / `FAIL 3.4e+10` / `UNSUPPORTED` / `ERROR`. With a baseline run, the
-verdicts whose status changed and those whose max margin moved 10x or more (what a pull request
+verdicts whose status changed and those whose worst error/tolerance moved 10x or more (what a pull request
 changed against the main branch). Below it, one line per failing or erroring verdict with its
 diagnosis and the command that reproduces it.
 """
@@ -15,6 +15,8 @@ from pathlib import Path
 from packcheck.harness.report.baseline import compare_runs
 from packcheck.harness.report.load import describe, format_margin, load_run, status_counts
 
+ERROR_OVER_TOLERANCE = ("Each cell: the status and the worst error/tolerance, the observed error of the verdict's worst "
+                        "comparison divided by the allowed error (< 1 passes; a clean float64 engine reads 1e-3 or less, a bug 1e6 and up).")
 DIAGNOSIS_CHARS = 240  # a PR comment wants the gist; the HTML report has the rest
 LISTED = 40  # failing verdicts listed one by one; GitHub caps a comment at 65536 characters
 
@@ -41,7 +43,7 @@ def _clip(text: str, limit: int = DIAGNOSIS_CHARS) -> str:
 
 
 def _baseline_section(run, base_dir: str | Path) -> list[str]:
-    """What the HTML's "Against baseline" shows: status changes, and max margins that moved 10x or more."""
+    """What the HTML's "Against baseline" shows: status changes, and worst error/tolerance that moved 10x or more."""
     base = compare_runs(run, load_run(base_dir))
     prov = base["provenance"]
     origin = "".join(f" {label} {_code(str(prov[k]))}" for k, label in (("git_commit", "at commit"), ("time", "from")) if prov.get(k))
@@ -49,7 +51,7 @@ def _baseline_section(run, base_dir: str | Path) -> list[str]:
     changed = base["changed"]
     lines += [f"**Status changes ({len(changed)})**", ""]
     if changed:
-        lines += ["| verdict | before | after | max margin before | max margin after |", "|---|---|---|---|---|"]
+        lines += ["| verdict | before | after | error/tolerance before | error/tolerance after |", "|---|---|---|---|---|"]
         lines += [f"| {_text(e['key'])} | {e['before'].upper()} | {e['after'].upper()} | {e['before_margin'] or '-'} | "
                   f"{e['after_margin'] or '-'} |" for e in changed[:LISTED]]
         if len(changed) > LISTED:
@@ -57,15 +59,15 @@ def _baseline_section(run, base_dir: str | Path) -> list[str]:
     else:
         lines.append("No verdict changed status.")
     moved = [e for e in base["both"] if e["trend"] != "same"]
-    lines += ["", f"**Max margin moved 10x or more ({len(moved)}, largest increase first)**", ""]
+    lines += ["", f"**Worst error/tolerance moved 10x or more ({len(moved)}, largest increase first)**", ""]
     if moved:
-        lines += ["| verdict | max margin before | max margin after | change |", "|---|---|---|---|"]
+        lines += ["| verdict | error/tolerance before | error/tolerance after | change |", "|---|---|---|---|"]
         lines += [f"| {_text(e['key'])} | {e['before_margin'] or '-'} | {e['after_margin'] or '-'} | {e['factor']} ({e['trend']}) |"
                   for e in moved[:LISTED]]
         if len(moved) > LISTED:
             lines.append(f"\n... and {len(moved) - LISTED} more: see the HTML report")
     else:
-        lines.append("No verdict's max margin moved by 10x or more.")
+        lines.append("No verdict's worst error/tolerance moved by 10x or more.")
     return lines
 
 
@@ -89,7 +91,7 @@ def render_markdown(run_dir: str | Path, baseline_dir: str | Path | None = None)
     for v in verdicts.itertuples(index=False):
         table.setdefault((v.engine, v.family, *(getattr(v, f) for f in extra)), {})[v.scenario] = _cell(v)
     header = ["engine", "family", *extra, *scenarios]
-    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += [ERROR_OVER_TOLERANCE, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row, cells in table.items():
         lines.append("| " + " | ".join([*(_text(x) for x in row), *(cells.get(s, "-") for s in scenarios)]) + " |")
 
@@ -100,7 +102,7 @@ def render_markdown(run_dir: str | Path, baseline_dir: str | Path | None = None)
     if not failing.empty:
         lines += ["", f"### Failing ({len(failing)})", ""]
         for v in failing.head(LISTED).itertuples(index=False):
-            lines.append(f"- **{v.status.upper()}** {_text(v.scenario)} [{_text(describe(v))}], max margin {format_margin(v.max_margin)}: "
+            lines.append(f"- **{v.status.upper()}** {_text(v.scenario)} [{_text(describe(v))}], worst error/tolerance {format_margin(v.max_margin)}: "
                          f"{_clip(_text(v.diagnosis)) or 'no diagnosis'}")
             lines.append(f"  reproduce: {_code(v.reproduce)}")
         if len(failing) > LISTED:
