@@ -154,12 +154,19 @@ def _all_verdicts(verdicts: pd.DataFrame) -> list[dict]:
             for v in verdicts.itertuples(index=False)]
 
 
+def _breakable(text: str) -> markupsafe.Markup:
+    """A name that may wrap only after '.', '-', '_' or ':' (engine and scenario names), never inside a word:
+    each part escaped, a <wbr> between them."""
+    return markupsafe.Markup("<wbr>").join(markupsafe.escape(part) for part in re.split(r"(?<=[._:-])", str(text)))
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
     )
     env.filters["seconds"] = lambda s: "" if s is None or math.isnan(s) else f"{s:.2f} s"
+    env.filters["breakable"] = _breakable
     return env
 
 
