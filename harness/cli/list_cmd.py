@@ -21,6 +21,7 @@ def handle(args) -> int:
     if args.what == "scenarios":
         for s in SCENARIOS.values():
             print(f"{s.name}\n{textwrap.indent(textwrap.fill(s.invariant, 90), '    ')}\n    catches: {', '.join(s.catches)}")
+        print("(packcheck explain SCENARIO: its arms, the tolerance per quantity and dtype, the mutants it catches)")
     elif args.what == "families":
         for f in FAMILIES.values():
             print(f"{f.name:10} {f.description}")
@@ -55,6 +56,6 @@ def mutant_table(summaries: dict[str, str], width: int | None = None) -> str:
     column = max(map(len, summaries), default=0) + 2
     lines = []
     for name, summary in summaries.items():
-        wrapped = textwrap.wrap(summary, width=max(width - column, 30)) or [""]
+        wrapped = textwrap.wrap(summary, width=max(width - column, 30), break_long_words=False, break_on_hyphens=False) or [""]
         lines += [f"{name:{column}}{wrapped[0]}", *(" " * column + line for line in wrapped[1:])]
     return "\n".join(lines)
