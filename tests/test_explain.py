@@ -49,3 +49,13 @@ def test_explain_run_lists_what_the_scenario_compares(capsys):
 def test_explain_an_unknown_scenario_suggests(capsys):
     assert main(["explain", "mask_alignmnt"]) == 2
     assert "did you mean mask_alignment" in capsys.readouterr().err
+
+
+def test_every_tolerance_is_explained():
+    """A quantity added to the tolerance table must be added to explain's table too."""
+    from dataclasses import fields
+
+    from packcheck.harness.cli.explain_cmd import QUANTITIES
+    from packcheck.harness.compare import Tolerance
+
+    assert {q[0] for q in QUANTITIES} == {f.name for f in fields(Tolerance)}
