@@ -21,6 +21,7 @@ from packcheck.harness.data.rl import on_policy_samples, rollout_samples
 from packcheck.harness.data.samples import MIXED_DOCUMENTS
 from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
 from packcheck.harness.scenarios.building import COUNT_MISMATCH, arm, failing, samples_for
+from packcheck.harness.scenarios.diagnoses import shared_diagnosis
 from packcheck.harness.scenarios.document_drift import drift_by_document
 
 SEQ_LEN = 48
@@ -71,6 +72,8 @@ def judge(j: Judgement) -> list:
 
 
 def diagnose(j: Judgement, failed: list) -> str:
+    if shared := shared_diagnosis(j, failed):
+        return shared
     ratios = failing(failed, "ratio")
     if ratios:
         name = ratios[0].arms.arm
