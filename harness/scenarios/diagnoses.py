@@ -72,7 +72,7 @@ def reported_logprobs(j: Judgement, failed: list[Comparison], baseline: str | No
     arms = sorted({c.arms.arm for c in failed if c.quantity == "logprobs"})
     inconsistent = self_inconsistent(j, [name for name in arms if name in j.results])
     why = (f" (the reported loss of {', '.join(inconsistent)} is not the mean of its own reported log-probs)" if inconsistent else "")
-    return ("only the reported log-probs differ between arms; the loss, token count, token weights and every gradient agree: "
+    return ("only the reported log-probs differ (between arms, or from the golden); the loss, token count, token weights and every gradient agree: "
             "the engine trains on the right log-probs and reports others, misaligned (shifted, or gathered from the wrong "
             f"positions when rows are cut back into samples){why}: a reporting bug, not the forward (not cross-document attention)")
 

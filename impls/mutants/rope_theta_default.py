@@ -24,7 +24,8 @@ DEFAULT_ROPE_THETA = 500000.0
 def with_rope_theta(checkpoint: str, theta: float, directory: Path) -> str:
     """A copy of the checkpoint whose config says `theta`: the model the buggy engine builds."""
     config = json.loads((Path(checkpoint) / "config.json").read_text())
-    config.setdefault("rope_parameters", {})["rope_theta"] = theta
+    decoder = config.get("text_config", config)  # a vision-language model's decoder config is nested
+    decoder.setdefault("rope_parameters", {})["rope_theta"] = theta
     (directory / "config.json").write_text(json.dumps(config))
     shutil.copy(Path(checkpoint) / "model.safetensors", directory / "model.safetensors")
     return str(directory)
