@@ -1,11 +1,15 @@
 """What a failing verdict's arms show beyond its own comparisons, read for the diagnoses
 (harness/scenarios/diagnoses.py): the evidence that tells apart bug classes sharing a symptom.
 
-- `quantities`: which quantities failed, and which were compared and agreed;
+- `quantities`: over the failing pairs of results, compared in full again, which quantities failed
+  and which agreed;
 - `token_set_problems`: arms whose trained tokens (the non-zero `dloss_dlogprobs`) or whose
   loss-token count differ from the harness's own reading of the loss mask;
+- `token_weight_problems`, `weights_verified`: arms with the right tokens and wrong weights; arms
+  whose tokens and weights were read and are exact;
 - `self_inconsistent`: arms whose reported loss is not the loss their own reported log-probs imply;
 - `odd_one_out`: the baseline differs from every other arm while those agree with each other;
+- `golden_for`: the family's golden case, result and tolerance, read as golden_regression reads them;
 - `baseline_vs_golden`: the baseline's log-probs of the samples it shares with the family's stored
   float64 golden (golden_regression's case), against the golden, read as golden_regression reads
   it; None when there is no golden for the family or the arm shares no sample with it.
@@ -18,12 +22,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from packcheck.harness.compare import (GOLDEN, HARNESS, Arms, Comparison, compare_count, compare_loss_with_logprobs, compare_results,
-                                       compare_supervised_set, tolerance_from_floor)
-from packcheck.harness.compare import Tolerance
+from packcheck.harness.compare import (GOLDEN, HARNESS, Arms, Comparison, Tolerance, compare_count, compare_loss_with_logprobs,
+                                       compare_results, compare_supervised_set, tolerance_from_floor)
 from packcheck.harness.contract import Case, LossKind, Sample, StepResult
 from packcheck.harness.golden import GoldenProblem, load_golden, load_noise_floor
 from packcheck.harness.scenarios.base import Judgement
+
 
 @dataclass(frozen=True, slots=True)
 class Quantities:
@@ -32,9 +36,6 @@ class Quantities:
 
     failed: frozenset[str]
     agreed: frozenset[str]
-
-    def only(self, *quantities: str) -> bool:
-        return bool(self.failed) and self.failed <= set(quantities)
 
 
 def quantities(j: Judgement, failed: list[Comparison]) -> Quantities:
@@ -163,5 +164,3 @@ def baseline_vs_golden(j: Judgement, baseline: str) -> Comparison | None:
     return Comparison(arms=Arms(baseline, GOLDEN), quantity="logprobs", item=f"{len(pairs)} samples shared with the golden",
                       metric="max_abs", observed=worst, threshold=tolerance.logprobs, where=where)
 
-
-__all__ = ["token_weight_problems", "weights_verified", "golden_for", "Quantities", "baseline_vs_golden", "odd_one_out", "quantities", "self_inconsistent", "token_set_problems"]
