@@ -65,16 +65,23 @@ def wrong_token_weights(j: Judgement, failed: list[Comparison], baseline: str | 
             f"loss is normalised {how}")
 
 
+def _inconsistent_in(j: Judgement, failed: list[Comparison], quantity: str) -> list[str]:
+    """The arms on either side of the failing `quantity` rows whose reported loss is not what their own reported log-probs imply."""
+    sides = {name for c in failed if c.quantity == quantity for name in (c.arms.arm, c.arms.against) if name in j.results}
+    return self_inconsistent(j, sorted(sides))
+
+
 def reported_logprobs(j: Judgement, failed: list[Comparison], baseline: str | None) -> str | None:
     q = quantities(j, failed)
     if q.failed != {"logprobs"} or not {"loss", "grad"} <= q.agreed:
         return None
-    arms = sorted({c.arms.arm for c in failed if c.quantity == "logprobs"})
-    inconsistent = self_inconsistent(j, [name for name in arms if name in j.results])
-    why = (f" (the reported loss of {', '.join(inconsistent)} is not the mean of its own reported log-probs)" if inconsistent else "")
-    return ("only the reported log-probs differ (between arms, or from the golden); the loss, token count, token weights and every gradient agree: "
-            "the engine trains on the right log-probs and reports others, misaligned (shifted, or gathered from the wrong "
-            f"positions when rows are cut back into samples){why}: a reporting bug, not the forward (not cross-document attention)")
+    inconsistent = _inconsistent_in(j, failed, "logprobs")
+    if not inconsistent:  # log-probs that differ outside the loss only, with every loss consistent: no reporting claim
+        return None
+    return ("only the reported log-probs differ (between arms, or from the golden); the loss, token count, token weights and every "
+            f"gradient agree, and the reported loss of {', '.join(inconsistent)} is not the mean of its own reported log-probs: "
+            "the engine trains on the right log-probs and reports others, misaligned (shifted, or gathered from the wrong positions "
+            "when rows are cut back into samples): a reporting bug, not the forward (not cross-document attention)")
 
 
 def loss_disagrees_with_logprobs(j: Judgement, failed: list[Comparison], baseline: str | None) -> str | None:
@@ -90,12 +97,15 @@ def loss_disagrees_with_logprobs(j: Judgement, failed: list[Comparison], baselin
 
 def reported_loss(j: Judgement, failed: list[Comparison], baseline: str | None) -> str | None:
     q = quantities(j, failed)
-    if q.failed != {"loss"} or "grad" not in q.agreed or any(c.item == "implied by logprobs" for c in failed):
+    if q.failed != {"loss"} or not {"logprobs", "grad"} <= q.agreed or any(c.item == "implied by logprobs" for c in failed):
         return None
-    arms = ", ".join(sorted({c.arms.arm for c in failed}))
-    return (f"only the reported loss differs ({arms}); log-probs, token count, token weights and every gradient agree: the loss "
-            "the engine trains on is right and the one it reports is not (logged with another normaliser: a mean of per-micro-batch, "
-            "per-rank or per-shard means), a reporting bug, not the normalisation of the training loss or a per-shard count")
+    inconsistent = _inconsistent_in(j, failed, "loss")
+    if not inconsistent:
+        return None
+    return (f"only the reported loss differs; log-probs, token count, token weights and every gradient agree, and the reported loss "
+            f"of {', '.join(inconsistent)} is not the mean of its own reported log-probs: the loss the engine trains on is right and "
+            "the one it reports is not (logged with another normaliser: a mean of per-micro-batch, per-rank or per-shard means), "
+            "a reporting bug, not the normalisation of the training loss or a per-shard count")
 
 
 def baseline_against_golden(j: Judgement, failed: list[Comparison], baseline: str | None) -> str | None:
