@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Callable
 
 from packcheck.harness.compare import Comparison
+from packcheck.harness.contract import LayoutKind
 from packcheck.harness.scenarios.base import Judgement
 from packcheck.harness.scenarios.evidence import (baseline_vs_golden, odd_one_out, quantities, self_inconsistent, token_set_problems,
                                                     token_weight_problems, weights_verified)
@@ -49,8 +50,9 @@ def wrong_count(j: Judgement, failed: list[Comparison], baseline: str | None) ->
                    else "this rank's or shard's own, not summed over the data-parallel group"))
     if "fewer" in counts[0].where:
         return f"the engine counted fewer loss tokens than the batch has on {', '.join(arms)} ({counts[0].where}): samples (a tail pack, overflow) dropped or truncated"
-    return (f"the engine counted more loss tokens than the batch has on {', '.join(arms)} ({counts[0].where}): padding or labels across "
-            "document boundaries are in the loss")
+    packed_only = all(j.cases[name].layout.kind is LayoutKind.PACKED for name in arms)  # an unpacked row has no boundary to cross
+    what = "labels across document boundaries, or padding," if packed_only else "padding tokens (not only packed rows: not boundary labels)"
+    return f"the engine counted more loss tokens than the batch has on {', '.join(arms)} ({counts[0].where}): {what} in the loss"
 
 
 def wrong_token_weights(j: Judgement, failed: list[Comparison], baseline: str | None) -> str | None:
