@@ -49,3 +49,21 @@ def test_diagnosis_names_the_bug_class(verdict_of, scenario_name, bug, phrase):
     assert phrase in verdict.diagnosis, f"mutant.{bug} in {scenario_name}: expected {phrase!r} in the diagnosis:\n{verdict.diagnosis}"
     wrong = WRONG_BEFORE.get((scenario_name, bug))
     assert wrong is None or wrong not in verdict.diagnosis, verdict.diagnosis
+
+
+def test_a_crashing_diagnosis_leaves_the_verdict_standing():
+    from packcheck.harness.compare import Arms, Comparison, tolerance_for
+    from packcheck.harness.run.scenario_runner import judge, setting_for
+    from packcheck.harness.run.verdict import Verdict
+    from packcheck.harness.scenarios import Judgement, Scenario
+
+    def broken_diagnosis(j, failed):
+        raise KeyError("an arm the rule expected")
+
+    failing = Comparison(arms=Arms("a", "b"), quantity="loss", item="", metric="rel", observed=1.0, threshold=0.0)
+    scenario = Scenario(name="s", invariant="", catches=(), build=dict, judge=lambda j: [failing], diagnose=broken_diagnosis)
+    verdict = Verdict(engine="e", engine_spec="e", family="llama", scenario="s", dtype="float64", device="cpu", status="pass")
+    judgement = Judgement(setting=setting_for("llama", "float64", "cpu"), cases={}, results={}, tolerance=tolerance_for("float64"))
+    judge(verdict, scenario, judgement)
+    assert verdict.status == "fail" and verdict.comparisons == [failing]
+    assert "diagnosis of this failure crashed" in verdict.diagnosis and "KeyError" in verdict.detail
