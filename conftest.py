@@ -39,7 +39,7 @@ def pytest_configure(config):
 # proof judge the same reference cells: each family's go to one worker, which runs each cell once (the verdict_of
 # cache) in the reference's warm launches; each mutant's cells go to one worker together.
 REFERENCE_CELL_TESTS = {"test_scenario", "test_reference_passes_with_a_wide_margin", "test_reference_passes_every_mesh_with_a_clean_margin"}
-MUTANT_CELL_TESTS = {"test_scenario_flags_its_mutant": "bug"}
+MUTANT_CELL_TESTS = {"test_scenario_flags_its_mutant": "bug", "test_diagnosis_names_the_bug_class": "bug"}
 
 
 def engine_group(item) -> str | None:
