@@ -84,7 +84,7 @@ class RingmasterCP(Engine):
             upstream=ROUNDED_COUNT_UPSTREAM,
             min_margin=8e6,
             measured=("count 112 vs 113, grad rel 8.9e-3 (margin 8.9e7) on cp2_ulysses; the clipping, frozen parameters and "
-                      "the step itself agree (dp1, dp1_uneven, dp2_replicate, dp1_frozen), llama float64, 2026-12-01"),
+                      "the step itself agree (dp1, dp1_uneven, dp2_replicate, dp1_frozen), llama and qwen3 float64, 2026-12-01"),
         ),
         FLOAT32_INSIDE_FLOAT64,
     )
