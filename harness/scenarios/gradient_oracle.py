@@ -61,7 +61,8 @@ def diagnose(j: Judgement, failed: list) -> str:
     if failing(failed, "logprobs"):
         return ("the engine's forward differs from the float64 reference's on the same checkpoint and rows, so its gradient "
                 "is of another function: a model, attention or position bug, or a precision below the case's dtype in the "
-                "forward (logits cast to float32), not the backward (see packed_vs_unpacked and golden_regression)")
+                "forward (logits, RMSNorm or RoPE angles in float32, as transformers computes them), not the backward (see "
+                "packed_vs_unpacked and golden_regression)")
     if failing(failed, "dloss_dlogprobs"):
         return ("the engine weighs tokens that no position of this layout's rows predicts (a document's token 0 at the start of "
                 f"a row: {failing(failed, 'dloss_dlogprobs')[0].where}): its rows are not the contract's layout")
