@@ -138,7 +138,8 @@ def run_oracle_arms(scenario: Scenario, cases: dict[str, Case], results: dict[st
         return None
     oracle_results = run_arms(oracle, scenario, cases, verdict, pool)
     if oracle_results is None:
-        verdict.diagnosis = f"the oracle engine {ORACLE_ENGINE!r} failed on its arm (a packcheck problem, not the engine's): {verdict.diagnosis}"
+        verdict.diagnosis = (f"the oracle engine {ORACLE_ENGINE!r} failed on its arm (a packcheck problem, not the engine's): "
+                             f"{verdict.diagnosis}")
         return None
     return results | oracle_results
 
