@@ -125,6 +125,17 @@ def test_the_oracle_mutant_passes_mask_alignment(verdict_of, bug):
     assert "the backward into the logits disagrees with the dloss_dlogprobs it reports" in oracle.diagnosis
 
 
+@pytest.mark.parametrize(("bug", "diagnosis"), [  # with each mutant's proof cells (conftest.py)
+    ("cross-doc-attention", "the engine's forward differs from the float64 reference's"),
+    ("pad-in-loss", "the engine's loss-token count differs from the loss mask's"),
+])
+def test_the_oracle_names_the_class_of_what_it_flags(verdict_of, bug, diagnosis):
+    """Bugs that are not in the backward fail the oracle too; the diagnosis must not blame the backward."""
+    verdict = verdict_of(f"mutant.{bug}", "gradient_oracle", "llama")
+    assert verdict.failed and verdict.worst.margin >= 1e6, verdict.message()
+    assert verdict.diagnosis.startswith(diagnosis), verdict.diagnosis
+
+
 @pytest.mark.slow
 def test_a_moe_aux_loss_bug_is_named_as_the_router_term(verdict_of):
     verdict = verdict_of("mutant.moe-router-counts-local", "gradient_oracle", "qwen3_moe")
