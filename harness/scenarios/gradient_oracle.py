@@ -18,11 +18,12 @@ mutant.boundary-label). The arms are single-process, packed and unpacked, two un
 
 from __future__ import annotations
 
-from packcheck.harness.compare import Arms, compare_logprobs, compare_tensors
+from packcheck.harness.compare import Arms, Tolerance, compare_logprobs, compare_tensors, tolerance_from_floor
 from packcheck.harness.compare.arms import compare_dloss_dlogprobs
 from packcheck.harness.compare.router import compare_router
 from packcheck.harness.contract import UNPACKED, Partition, packed
 from packcheck.harness.data.samples import MIXED_DOCUMENTS
+from packcheck.harness.golden import GoldenProblem, load_noise_floor
 from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
 from packcheck.harness.scenarios.building import COUNT_MISMATCH, arm, failing, samples_for
 from packcheck.harness.scenarios.oracle_arms import is_oracle, oracle_arms, oracle_name
@@ -43,17 +44,30 @@ def oracle(setting: Setting, cases, results) -> dict:
     return oracle_arms(cases, results)
 
 
+def tolerance(j: Judgement) -> Tolerance:
+    """float64: the table's. Lower precision is judged against float64 truth, not another arm of its own precision: k x
+    the reference's own error at that precision against its float64 golden (golden_regression's calibration, measured
+    on these samples, packed, in this partition); the table's where a family has no golden."""
+    if j.setting.dtype == "float64":
+        return j.tolerance
+    try:
+        return tolerance_from_floor(load_noise_floor(j.setting.family, j.setting.dtype), j.setting.dtype)
+    except GoldenProblem:
+        return j.tolerance
+
+
 def judge(j: Judgement) -> list:
     rows = []
+    tol = tolerance(j)
     for name, result in j.results.items():
         if is_oracle(name) or oracle_name(name) not in j.results:
             continue
         truth = j.results[oracle_name(name)]
         arms = Arms(name, oracle_name(name))
-        rows.append(compare_logprobs(arms, result, truth, j.tolerance, j.locate(name)))
-        rows += compare_dloss_dlogprobs(arms, result, truth, j.tolerance, j.locate(name))
-        rows += compare_router(arms, result, truth, j.tolerance)
-        rows += compare_tensors(arms, "grad", result.grads, truth.grads, j.tolerance.grad)
+        rows.append(compare_logprobs(arms, result, truth, tol, j.locate(name)))
+        rows += compare_dloss_dlogprobs(arms, result, truth, tol, j.locate(name))
+        rows += compare_router(arms, result, truth, tol)
+        rows += compare_tensors(arms, "grad", result.grads, truth.grads, tol.grad)
     return rows
 
 
