@@ -136,6 +136,11 @@ def test_the_oracle_names_the_class_of_what_it_flags(verdict_of, bug, diagnosis)
     assert verdict.diagnosis.startswith(diagnosis), verdict.diagnosis
 
 
+def test_an_engine_without_weights_is_unsupported_not_passed(verdict_of):
+    verdict = verdict_of("tests.engines.no_weights:ReferenceWithoutWeights", "gradient_oracle", "llama")
+    assert verdict.status == "unsupported" and "does not report dloss_dlogprobs" in verdict.detail, verdict.message()
+
+
 @pytest.mark.slow
 def test_a_moe_aux_loss_bug_is_named_as_the_router_term(verdict_of):
     verdict = verdict_of("mutant.moe-router-counts-local", "gradient_oracle", "qwen3_moe")
