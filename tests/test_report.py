@@ -110,7 +110,7 @@ def test_margins_print_in_scientific_notation():
 
 def test_html_has_matrix_diagnosis_and_reproduce(run_dir):
     html = render_html(run_dir)
-    assert 'class="matrix"' in html and ">packed_vs_unpacked</th>" in html and ">golden_regression</th>" in html
+    assert 'class="matrix"' in html and ">packed_<wbr>vs_<wbr>unpacked</th>" in html and ">golden_<wbr>regression</th>" in html
     for cls in ("cell pass", "cell fail", "cell unsupported", "cell error"):
         assert cls in html
     assert "2.6e-05" in html  # the passing cell's margin

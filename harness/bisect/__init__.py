@@ -11,7 +11,7 @@ own verdicts (tolerances, not log text).
 - driver.py: per family, check both endpoints, then `git bisect run` where it regressed.
 """
 
-from packcheck.harness.bisect.driver import FamilyResult, bisect_families
+from packcheck.harness.bisect.driver import SWAPPED, FamilyResult, bisect_families
 from packcheck.harness.bisect.judge import Probe
 
-__all__ = ["FamilyResult", "Probe", "bisect_families"]
+__all__ = ["SWAPPED", "FamilyResult", "Probe", "bisect_families"]

@@ -21,6 +21,8 @@ from packcheck.harness.bisect.step import BOOTSTRAP
 from packcheck.harness.bisect.worktree import scratch_worktree
 
 REGRESSED, NOT_REGRESSED, ALREADY_BAD, UNJUDGED, AMBIGUOUS = "regressed", "not regressed", "already bad", "cannot judge", "ambiguous"
+# --good fails and --bad passes: the labels are the wrong way round for this history (it fixed the engine)
+SWAPPED = "bad at --good, good at --bad: --good and --bad swapped?"
 HASH = re.compile(r"^[0-9a-f]{40}$")
 
 
@@ -57,6 +59,8 @@ def _bisect_family(repo: Path, worktree: Path, good: str, bad: str, probe: Probe
         outcome, cached = judge(probe, worktree, commit, family, cache)
         print(f"  {family} @ {commit[:12]} (--{name}): {describe(outcome, cached)}", file=log, flush=True)
         ends[name] = outcome
+    if ends["good"].status == BAD and ends["bad"].status == GOOD:
+        return FamilyResult(family=family, status=ALREADY_BAD, flipped=ends["good"].failing, note=SWAPPED)
     if ends["good"].status == BAD:
         return FamilyResult(family=family, status=ALREADY_BAD, flipped=ends["good"].failing, note="bad at --good already")
     if ends["good"].status != GOOD or ends["bad"].status not in (GOOD, BAD):

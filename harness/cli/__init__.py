@@ -1,1 +1,1 @@
-"""The `packcheck` command line: list | run | report | bisect | golden."""
+"""The `packcheck` command line: list | explain | run | report | bisect | golden."""

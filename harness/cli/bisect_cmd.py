@@ -8,6 +8,7 @@ that cannot be judged, skipped commits hiding the answer), 2 on a usage error.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from packcheck.harness.cli.errors import UsageError
@@ -61,7 +62,7 @@ def format_table(results) -> str:
 
 
 def handle(args) -> int:
-    from packcheck.harness.bisect import Probe, bisect_families
+    from packcheck.harness.bisect import SWAPPED, Probe, bisect_families
     from packcheck.harness.bisect.cache import VerdictCache, default_cache_path
     from packcheck.harness.bisect.git import GitError, git
     from packcheck.harness.contract import DTYPES
@@ -87,4 +88,10 @@ def handle(args) -> int:
     cache = VerdictCache(Path(args.cache) if args.cache else default_cache_path())
     results = bisect_families(repo, args.good, args.bad, probe, cache)
     print(format_table(results))
+    swapped = [r.family for r in results if r.note == SWAPPED]
+    if swapped:
+        print(f"packcheck bisect: {', '.join(swapped)} fail{'s' * (len(swapped) == 1)} at --good {args.good} and pass{'es' * (len(swapped) == 1)} "
+              f"at --bad {args.bad}: did you swap them? --good is a revision where the engine passes, --bad a later one where "
+              "it fails. In this history the range goes from failing to passing: it fixed the engine, there is no first bad "
+              "commit in it", file=sys.stderr)
     return 1 if any(r.status in UNDECIDED for r in results) else 0

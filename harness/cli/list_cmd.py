@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 import textwrap
 
@@ -20,6 +21,7 @@ def handle(args) -> int:
     if args.what == "scenarios":
         for s in SCENARIOS.values():
             print(f"{s.name}\n{textwrap.indent(textwrap.fill(s.invariant, 90), '    ')}\n    catches: {', '.join(s.catches)}")
+        print("(packcheck explain SCENARIO: its arms, the tolerance per quantity and dtype, the mutants it catches)")
     elif args.what == "families":
         for f in FAMILIES.values():
             print(f"{f.name:10} {f.description}")
@@ -37,7 +39,23 @@ def handle(args) -> int:
                       f"reports {','.join(sorted(caps.reports)) or '-'}")
         print(f"(and {len(mutant_names())} mutants: packcheck list mutants)")
     else:
-        for name in mutant_names():
-            summary = (sys.modules[type(resolve_engine(name)).__module__].__doc__ or "").strip().partition("\n")[0]
-            print(f"{name:32} {summary.split(': ', 1)[-1]}")
+        print(mutant_table({name: mutant_summary(resolve_engine(name)) for name in mutant_names()}))
     return 0
+
+
+def mutant_summary(engine) -> str:
+    """The first paragraph of the mutant's module docstring (the bug in a sentence or two), without its `name: ` prefix."""
+    doc = (sys.modules[type(engine).__module__].__doc__ or "").strip()
+    first = " ".join(doc.split("\n\n", 1)[0].split())
+    return first.split(": ", 1)[-1] if first.startswith("mutant.") else first
+
+
+def mutant_table(summaries: dict[str, str], width: int | None = None) -> str:
+    """Two aligned columns, names and whole descriptions, wrapped to the terminal's width (never cut)."""
+    width = width or shutil.get_terminal_size((100, 24)).columns
+    column = max(map(len, summaries), default=0) + 2
+    lines = []
+    for name, summary in summaries.items():
+        wrapped = textwrap.wrap(summary, width=max(width - column, 30), break_long_words=False, break_on_hyphens=False) or [""]
+        lines += [f"{name:{column}}{wrapped[0]}", *(" " * column + line for line in wrapped[1:])]
+    return "\n".join(lines)

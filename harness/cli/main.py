@@ -9,19 +9,53 @@ import argparse
 import sys
 import traceback
 
-from packcheck.harness.cli import bisect_cmd, golden_cmd, list_cmd, report_cmd, run_cmd
+from packcheck.harness.cli import bisect_cmd, explain_cmd, golden_cmd, list_cmd, report_cmd, run_cmd
 from packcheck.harness.errors import InputError
 from packcheck.harness.contract import ContractError
 
 USAGE_ERROR = 2
 
 
+EPILOG = """\
+examples:
+  # every scenario on the reference trainer, llama only (HTML report in reports/latest)
+  packcheck run --engine reference --family llama
+  # your engine: class MyEngine in ./my_engine.py
+  packcheck run --engine my_engine:MyEngine --family llama --out reports/mine
+  # what a scenario compares, its tolerance per dtype, the bugs it is proven to catch
+  packcheck explain microbatch_invariance
+  # the HTML report against an earlier run, and a Markdown summary for a pull-request comment
+  packcheck report reports/mine --baseline reports/main --markdown pr.md
+  # the known bugs (mutants) the suite is proven to catch
+  packcheck list mutants
+
+exit status:
+  0  every supported case passes
+  1  a case fails, errors or hangs
+  2  a usage error (bad option, unknown name, an engine that does not start), every case
+     unsupported, an interrupted run, or an internal error
+
+`packcheck COMMAND --help` describes each command. Docs: README.md, docs/adapters.md, docs/report.md.
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="packcheck", description="Conformance suite and numerics harness for packed LM training.")
+    parser = argparse.ArgumentParser(prog="packcheck", description="Conformance suite and numerics harness for packed LM training.",
+                                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"packcheck {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
-    for module in (list_cmd, run_cmd, report_cmd, bisect_cmd, golden_cmd):
+    for module in (list_cmd, explain_cmd, run_cmd, report_cmd, bisect_cmd, golden_cmd):
         module.add_parser(commands)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("packcheck")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def main(argv: list[str] | None = None) -> int:

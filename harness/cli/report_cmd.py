@@ -8,7 +8,7 @@ from pathlib import Path
 def add_parser(commands) -> None:
     parser = commands.add_parser("report", help="render a run's results as one self-contained HTML file")
     parser.add_argument("run_dir", help="the --out directory of a `packcheck run`")
-    parser.add_argument("--baseline", default=None, help="another run directory to compare against (default: none)")
+    parser.add_argument("--baseline", default=None, help="another run directory to compare against, in the HTML and the Markdown (default: none)")
     parser.add_argument("-o", "--output", default=None, help="HTML file to write (default: RUN_DIR/report.html)")
     parser.add_argument("--markdown", default=None, help="also write a Markdown summary for a PR comment (default: no)")
     parser.add_argument("--junit", default=None, help="also write JUnit XML, one testcase per verdict, for CI test reports (default: no)")
@@ -21,10 +21,11 @@ def handle(args) -> int:
 
     run_dir = Path(args.run_dir)
     output = Path(args.output) if args.output else run_dir / "report.html"
-    write_html(run_dir, output, baseline_dir=Path(args.baseline) if args.baseline else None)
+    baseline = Path(args.baseline) if args.baseline else None
+    write_html(run_dir, output, baseline_dir=baseline)
     print(output)
     if args.markdown:
-        write_atomically(Path(args.markdown), render_markdown(run_dir))
+        write_atomically(Path(args.markdown), render_markdown(run_dir, baseline_dir=baseline))
         print(args.markdown)
     if args.junit:
         print(write_junit(run_dir, args.junit))

@@ -76,7 +76,7 @@ def _interrupt(signum, frame) -> None:
 
 def handle(args) -> int:
     from packcheck.harness.contract import DTYPES
-    from packcheck.harness.engines import engine_names
+    from packcheck.harness.engines import engine_names, unknown_engine
     from packcheck.harness.launch import LaunchPool
     from packcheck.harness.models import get_family
     from packcheck.harness.provenance import provenance
@@ -95,10 +95,7 @@ def handle(args) -> int:
     known = set(engine_names())
     for spec in engines:
         if ":" not in spec and spec not in known:
-            from packcheck.harness.registry import suggest
-
-            raise UsageError(f"--engine {spec!r}: no engine registered under that name{suggest(spec, known)} "
-                             "(or give package.module:Class)")
+            raise UsageError(f"--engine {spec}: {unknown_engine(spec, known)}")
     for family in args.family or ():
         get_family(family)
     scenarios = [get_scenario(name) for name in args.scenario] if args.scenario else list(SCENARIOS.values())

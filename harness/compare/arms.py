@@ -56,10 +56,12 @@ def compare_params_after(arms: Arms, observed: StepResult, reference: StepResult
     """Every parameter after the optimizer step: relative L2 and max-relative as for gradients, each
     element's error weighted by the step's conditioning there (harness/compare/conditioning.py)."""
     rows = []
+    # the step sees the gradient clipped by the reference's norm: condition on what it saw
+    clip = optimizer.clip_coefficient(reference.grad_norm) if optimizer is not None and reference.grad_norm is not None else 1.0
     for name in sorted(reference.params_after):
         a, b = observed.params_after[name], reference.params_after[name]
         # a frozen parameter has no gradient: nothing conditions it (and it must not move at all)
-        weights = error_weights(b, reference.grads[name], optimizer) if name in reference.grads else None
+        weights = error_weights(b, clip * reference.grads[name], optimizer) if name in reference.grads else None
         worst, index = max_rel(a, b, weights)
         where = f"element {flat_index_to_position(index, tuple(b.shape))}" if index >= 0 else ""
         rows.append(Comparison(arms=arms, quantity="params_after", item=name, metric="cond_rel_l2",

@@ -65,5 +65,5 @@ class Comparison:
         where = f" at {self.where}" if self.where else ""
         return (
             f"{self.quantity}{item} ({self.arms}): {self.metric} {self.observed:.3g} > allowed {self.threshold:.3g}"
-            f" (margin {self.margin:.3g}){where}"
+            f" (error/tolerance {self.margin:.3g}){where}"
         )

@@ -14,6 +14,9 @@
   says which tokens), reported beside `loss`, which stays the loss spec's loss.
 - `router_tokens_per_expert` (optional, MoE): int64 tensor [sparse layers, experts], the global number
   of top-k assignments of real (non-padding) tokens to each expert.
+- `grad_norm` (optional; required when the Case's optimizer clips): the global L2 norm of the gradient
+  before clipping, over every trainable parameter and every rank/shard, as the engine computed it
+  for clipping (harness/contract/optimizer.py).
 
 Serialised as safetensors (tensors) + JSON (everything else); never pickle.
 """
@@ -28,7 +31,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 SCHEMA = "packcheck.step_result/1"
-OPTIONAL_REPORTS = ("dloss_dlogprobs", "params_after", "collectives", "aux_loss", "router_tokens_per_expert")
+OPTIONAL_REPORTS = ("dloss_dlogprobs", "params_after", "collectives", "aux_loss", "router_tokens_per_expert", "grad_norm")
 
 
 @dataclass(kw_only=True, slots=True)
@@ -42,6 +45,7 @@ class StepResult:
     collectives: list[list[dict]] | None = None
     aux_loss: float | None = None
     router_tokens_per_expert: torch.Tensor | None = None
+    grad_norm: float | None = None
     notes: dict = field(default_factory=dict)
 
     def save(self, directory: str | Path) -> None:
@@ -65,6 +69,7 @@ class StepResult:
             "has_params_after": self.params_after is not None,
             "collectives": self.collectives,
             "aux_loss": self.aux_loss,
+            "grad_norm": self.grad_norm,
             "notes": self.notes,
         }
         (directory / "result.json").write_text(json.dumps(meta, indent=1))
@@ -91,5 +96,6 @@ class StepResult:
             collectives=meta["collectives"],
             aux_loss=meta.get("aux_loss"),  # absent from results saved before MoE families
             router_tokens_per_expert=tensors.get("router_tokens_per_expert"),
+            grad_norm=meta.get("grad_norm"),  # absent from results saved before clipping was in the contract
             notes=meta["notes"],
         )

@@ -4,10 +4,10 @@ from packcheck.harness.engines.capabilities import Capabilities
 from packcheck.harness.engines.findings import KnownFinding, finding_for
 from packcheck.harness.engines.info import EngineInfo, describe
 from packcheck.harness.engines.protocol import Engine, UnsupportedCase
-from packcheck.harness.engines.registry import EngineNotFound, engine_names, mutant_names, resolve_engine
+from packcheck.harness.engines.registry import EngineNotFound, engine_names, mutant_names, resolve_engine, unknown_engine
 from packcheck.harness.engines.validate import InvalidResult, validate_result
 
 __all__ = [
     "Capabilities", "Engine", "EngineInfo", "KnownFinding", "describe", "finding_for", "EngineNotFound", "InvalidResult", "UnsupportedCase",
-    "engine_names", "mutant_names", "resolve_engine", "validate_result",
+    "engine_names", "mutant_names", "resolve_engine", "unknown_engine", "validate_result",
 ]

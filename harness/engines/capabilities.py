@@ -25,6 +25,7 @@ class Capabilities:
     max_dp: int = 1
     max_cp: int = 1
     cp_styles: frozenset[str] = frozenset()
+    dp_styles: frozenset[str] = frozenset({"replicate"})  # parallel.dp_style values it honours (None always is)
     optimizer_step: bool = True
     reports: frozenset[str] = frozenset()
     images: bool = False  # samples with image inputs (vision-language families); an engine without it never gets one
@@ -43,6 +44,7 @@ class Capabilities:
             (case.parallel.dp <= self.max_dp, f"dp={case.parallel.dp} (max {self.max_dp})"),
             (case.parallel.cp <= self.max_cp, f"cp={case.parallel.cp} (max {self.max_cp})"),
             (case.parallel.cp == 1 or case.parallel.cp_style in self.cp_styles, f"cp_style {case.parallel.cp_style!r}"),
+            (case.parallel.dp_style is None or case.parallel.dp_style in self.dp_styles, f"dp_style {case.parallel.dp_style!r}"),
             (case.optimizer is None or self.optimizer_step, "an optimizer step"),
             (not case.has_images or self.images, "image inputs (samples with images; declare Capabilities(images=True))"),
             (case.attention in self.attention, f"attention backend {case.attention!r} (known: {sorted(self.attention)})"),
@@ -69,6 +71,7 @@ class Capabilities:
             "max_dp": self.max_dp,
             "max_cp": self.max_cp,
             "cp_styles": sorted(self.cp_styles),
+            "dp_styles": sorted(self.dp_styles),
             "optimizer_step": self.optimizer_step,
             "reports": sorted(self.reports),
             "images": self.images,
@@ -84,6 +87,7 @@ class Capabilities:
             devices=words("devices"), losses=frozenset(LossKind(k) for k in data["losses"]),
             aggregations=frozenset(Aggregation(k) for k in data["aggregations"]), loss_terms=words("loss_terms"),
             max_dp=int(data["max_dp"]), max_cp=int(data["max_cp"]), cp_styles=words("cp_styles"),
+            dp_styles=words("dp_styles") if "dp_styles" in data else frozenset({"replicate"}),
             optimizer_step=bool(data["optimizer_step"]), reports=words("reports"), images=bool(data.get("images", False)),
             attention={str(name): frozenset(LayoutKind(k) for k in kinds) for name, kinds in data["attention"].items()},
         )

@@ -60,6 +60,16 @@ def _load_class(spec: str) -> type:
     return obj
 
 
+def unknown_engine(spec: str, registered) -> str:
+    """Why `spec` names no engine: the closest few registered names (never all of them), and the other way to name one."""
+    close = suggest(spec, registered)
+    hint = ("An engine's `name` attribute is only its label: pass its class as 'package.module:Class' "
+            "(e.g. --engine my_engine:MyEngine for class MyEngine in my_engine.py). " if "." in spec and not close else "")
+    return (f"no engine named {spec!r} in this environment{close or '.'} {hint}`packcheck list engines` lists the "
+            f"{len(registered)} registered here; or pass 'package.module:Class'. An engine registered by another package "
+            "needs that package installed here (a nox session builds its own environment)")
+
+
 def resolve_engine(spec: str | Engine | type) -> Engine:
     """Return an Engine instance for a name, a "module:Class" string, an Engine class or instance."""
     if isinstance(spec, Engine):
@@ -70,11 +80,7 @@ def resolve_engine(spec: str | Engine | type) -> Engine:
         return _instantiate(_load_class(spec), spec)
     registered = _entry_points()
     if spec not in registered:
-        raise EngineNotFound(
-            f"no engine named {spec!r} in this environment{suggest(spec, registered)}. Known engines: "
-            f"{', '.join(sorted(registered))}; or pass 'package.module:Class'. An engine registered by another package "
-            "needs that package installed here (a nox session builds its own environment)"
-        )
+        raise EngineNotFound(unknown_engine(spec, registered))
     try:
         cls = registered[spec].load()
     except Exception as err:  # noqa: BLE001 - e.g. an adapter whose extra (its engine) is not installed here

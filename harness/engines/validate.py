@@ -110,6 +110,7 @@ def validate_result(engine: str, case: Case, result: object) -> StepResult:
         else:
             _check_named("params_after", result.params_after, expected, case, problems)
             _check_frozen_unchanged(result.params_after, case, problems)
+        _check_grad_norm(case, result.grad_norm, problems)
     check_router_reports(case, result, problems)
     if not isinstance(result.notes, dict):
         problems.append(f"result.notes is {type(result.notes).__name__}, expected a dict of JSON values")
@@ -171,6 +172,17 @@ def _without_frozen_grads(grads: object, case: Case, problems: list[str]) -> obj
         problems.append(f"result.grads has gradients for {len(frozen)} frozen parameters, e.g. {frozen[:3]}: parameters under "
                         f"ModelSpec.frozen {list(case.model.frozen)} take no gradient; report the trainable parameters only")
     return {name: g for name, g in grads.items() if not case.model.is_frozen(name)}
+
+
+def _check_grad_norm(case: Case, grad_norm: object, problems: list[str]) -> None:
+    """A clipping step reports the norm it clipped by: a finite, non-negative float."""
+    if grad_norm is None:
+        if case.optimizer.clips:
+            problems.append("result.grad_norm is None but the case's optimizer clips (max_grad_norm is set): report the global "
+                            "gradient norm before clipping")
+        return
+    if isinstance(grad_norm, bool) or not isinstance(grad_norm, (int, float)) or not math.isfinite(grad_norm) or grad_norm < 0:
+        problems.append(f"result.grad_norm is {grad_norm!r:.80}, expected a finite non-negative float")
 
 
 def _check_frozen_unchanged(params_after: object, case: Case, problems: list[str]) -> None:

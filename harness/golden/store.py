@@ -1,8 +1,8 @@
 """Golden fixtures: the reference trainer's float64 results, stored with provenance.
 
 Lifecycle (after pytest-regressions): a missing golden fails and says how to write one; a
-mismatch writes the obtained result beside the golden (`<family>.obtained/`, git-ignored) so the
-two can be diffed; goldens change only through `packcheck golden regen`, and a golden whose case
+mismatch writes the obtained result beside the golden (`<family>.obtained/`, git-ignored; from
+outside packcheck's checkout, `./packcheck-obtained/<family>.obtained/`) so the two can be diffed; goldens change only through `packcheck golden regen`, and a golden whose case
 no longer matches the code that builds it is *stale* and fails with the same hint.
 """
 
@@ -110,10 +110,23 @@ def write_golden(family: str, case: Case, result: StepResult, provenance: dict, 
     return path
 
 
+OBTAINED_DIR = "packcheck-obtained"
+
+
 def obtained_path(family: str) -> Path:
-    """Where a failing run's result goes beside the golden, for a diff (git-ignored)."""
-    return golden_path(family).with_name(f"{family}.obtained")
+    """Where a failing run's result goes for a diff with the golden, as an absolute path: beside the
+    golden (git-ignored) when the goldens are the user's own (PACKCHECK_GOLDEN_DIR) or the user works
+    in packcheck's checkout; else in the working directory, ./packcheck-obtained/<family>.obtained:
+    never into an installed package, or a checkout of packcheck the user is not working in."""
+    beside = golden_path(family).with_name(f"{family}.obtained").absolute()
+    cwd = Path.cwd().resolve()
+    checkout = golden_dir().resolve().parents[1]  # <checkout>/fixtures/goldens
+    if os.environ.get("PACKCHECK_GOLDEN_DIR") or cwd == checkout or checkout in cwd.parents:
+        return beside
+    return cwd / OBTAINED_DIR / f"{family}.obtained"
 
 
 def write_obtained(family: str, case: Case, result: StepResult, provenance: dict) -> Path:
-    return write_golden(family, case, result, provenance, path=obtained_path(family))
+    path = obtained_path(family)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write_golden(family, case, result, provenance, path=path)

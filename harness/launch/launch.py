@@ -29,6 +29,7 @@ from packcheck.harness.launch.guard import GuardedProcess
 from packcheck.harness.launch.job import Job
 from packcheck.harness.launch.layout import CaseDir, LaunchDir
 from packcheck.harness.launch.outcome import CaseOutcome
+from packcheck.harness.launch.quiet import quiet
 
 STARTUP_SECONDS = 180.0  # from starting the agent to the engine built on every rank: torch imports on a loaded machine
 TEARDOWN_SECONDS = 10.0  # the ranks' reports and the agent's teardown, on top of the case's timeout
@@ -204,8 +205,8 @@ def _new_launch_dir(workdir: Path) -> LaunchDir:
 
 def _environment(world_size: int, device: str) -> dict[str, str]:
     """The caller's environment, plus its import path (an engine importable here is importable
-    in the ranks) and, on CPU, the cores shared out between the ranks."""
-    env = dict(os.environ)
+    in the ranks), third-party progress bars off (quiet.py) and, on CPU, the cores shared out between the ranks."""
+    env = quiet(dict(os.environ))
     env["PYTHONPATH"] = os.pathsep.join(_import_roots() + [p for p in [env.get("PYTHONPATH")] if p])
     if device == "cpu":
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // world_size)))

@@ -46,8 +46,9 @@ def _chromium(url: str, *flags: str, timeout: float = 60) -> subprocess.Complete
     return done
 
 
-def load(html: Path, anchor: str = "") -> Page:
-    done = _chromium(html.resolve().as_uri() + anchor, "--dump-dom")
+def load(html: Path, anchor: str = "", size: str | None = None) -> Page:
+    """The DOM after scripts ran; `size` ("1400,1000") sets the window the page is laid out in."""
+    done = _chromium(html.resolve().as_uri() + anchor, "--dump-dom", *([f"--window-size={size}"] if size else []))
     return Page(dom=done.stdout, console=[line for line in done.stderr.splitlines() if ":CONSOLE" in line])
 
 

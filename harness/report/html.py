@@ -24,6 +24,7 @@ import jinja2
 import markupsafe
 import pandas as pd
 
+from packcheck.harness.report.baseline import compare_runs, margin_text, sort_key
 from packcheck.harness.report.evidence import arm_evidence
 from packcheck.harness.files import write_atomically
 from packcheck.harness.report.load import Run, describe, format_margin, format_number, load_run, status_counts
@@ -37,11 +38,6 @@ EMBEDDING = re.compile(r"embed|wte|wpe")
 CHART = {"label": 96, "bar": 460, "row": 18, "top": 22}  # SVG geometry, px
 
 
-def _sort_key(margin: float) -> float:
-    """Worst first: a NaN margin (observed NaN) ranks with inf."""
-    return math.inf if math.isnan(margin) else margin
-
-
 def _comparison_line(c: dict) -> str:
     item = f" {c['item']}" if c.get("item") else ""
     where = f" at {c['where']}" if c.get("where") else ""
@@ -49,15 +45,10 @@ def _comparison_line(c: dict) -> str:
             f" vs allowed {format_number(c['threshold'])}{where}")
 
 
-def _margin(v) -> str:
-    """A verdict's max margin as text; blank when it has no comparison (unsupported, crashed)."""
-    return format_margin(v.max_margin) if v.worst else ""
-
-
 def _cell(v) -> dict:
     status = v.status
     shade = status
-    if status == "pass" and _sort_key(v.max_margin) >= NEAR:
+    if status == "pass" and sort_key(v.max_margin) >= NEAR:
         shade = "near"
     title = f"{v.scenario} [{describe(v)}]: {status.upper()}"
     if v.worst:
@@ -66,7 +57,7 @@ def _cell(v) -> dict:
         title += "\n" + v.diagnosis
     return {
         "status": status, "shade": shade, "anchor": v.anchor, "title": title,
-        "margin": _margin(v),
+        "margin": margin_text(v),
     }
 
 
@@ -86,7 +77,7 @@ def _matrix(run: Run) -> dict:
 
 
 def _worst_rows(rows: pd.DataFrame, n: int = TOP_COMPARISONS) -> list[dict]:
-    order = sorted(rows.to_dict("records"), key=lambda r: (bool(r["passed"]), -_sort_key(r["margin"])))
+    order = sorted(rows.to_dict("records"), key=lambda r: (bool(r["passed"]), -sort_key(r["margin"])))
     return [r | {"observed_text": format_number(r["observed"]), "threshold_text": format_number(r["threshold"]),
                  "margin_text": format_margin(r["margin"])} for r in order[:n]]
 
@@ -111,7 +102,7 @@ def _layer_chart(rows: pd.DataFrame) -> dict | None:
     for r in grads.itertuples(index=False):
         rank0, rank1, label = _depth(r.item)
         g = groups.get((rank0, rank1))
-        if g is None or _sort_key(r.observed) > _sort_key(g["observed"]):
+        if g is None or sort_key(r.observed) > sort_key(g["observed"]):
             failed = g is not None and g["failed"]
             g = groups[rank0, rank1] = {"label": label, "observed": r.observed, "threshold": r.threshold,
                                         "item": r.item, "arms": r.arms, "failed": failed}
@@ -157,45 +148,16 @@ def _detail(run: Run, v) -> dict:
 
 def _all_verdicts(verdicts: pd.DataFrame) -> list[dict]:
     return [{"anchor": v.anchor, "status": v.status, "scenario": v.scenario, "label": describe(v),
-             "margin": _margin(v), "seconds": v.seconds,
+             "margin": margin_text(v), "seconds": v.seconds,
              "comparisons": v.comparisons, "failing": v.failing,
              "worst": _comparison_line(v.worst) if v.worst else v.diagnosis}
             for v in verdicts.itertuples(index=False)]
 
 
-def _factor(before: float, after: float) -> tuple[str, str, float]:
-    """after / before as text, a class (worse: 10x up, better: 10x down, same), and a sort key."""
-    if math.isfinite(before) and math.isfinite(after) and before > 0 and after > 0:
-        ratio = after / before
-        return f"x{ratio:.2g}", "worse" if ratio >= 10 else "better" if ratio <= 0.1 else "same", ratio
-    if format_margin(before) == format_margin(after):
-        return "", "same", 1.0
-    worse = _sort_key(after) > _sort_key(before)
-    return ("up" if worse else "down"), ("worse" if worse else "better"), (math.inf if worse else 0.0)
-
-
-def _baseline(run: Run, base: Run) -> dict:
-    """Verdicts whose status changed (or that appear in one run only), and margins before and after.
-
-    Verdicts are matched on the key fields both files carry, so a baseline written before a key
-    field existed still lines up.
-    """
-    fields = [f for f in run.key_fields if f in base.key_fields]
-    before = {tuple(getattr(v, f) for f in fields): v for v in base.verdicts.itertuples(index=False)}
-    after = {tuple(getattr(v, f) for f in fields): v for v in run.verdicts.itertuples(index=False)}
-    changed, both = [], []
-    for key in list(after) + [k for k in before if k not in after]:
-        b, a = before.get(key), after.get(key)
-        entry = {"key": " / ".join(map(str, key)), "anchor": a.anchor if a is not None else None,
-                 "before": b.status if b is not None else "absent", "after": a.status if a is not None else "absent",
-                 "before_margin": _margin(b) if b is not None else "", "after_margin": _margin(a) if a is not None else ""}
-        if entry["before"] != entry["after"]:
-            changed.append(entry)
-        if a is not None and b is not None:
-            entry["factor"], entry["trend"], entry["order"] = _factor(b.max_margin, a.max_margin)
-            both.append(entry)
-    both.sort(key=lambda e: -e["order"])
-    return {"directory": str(base.directory), "provenance": base.provenance, "changed": changed, "both": both}
+def _breakable(text: str) -> markupsafe.Markup:
+    """A name that may wrap only after '.', '-', '_' or ':' (engine and scenario names), never inside a word:
+    each part escaped, a <wbr> between them."""
+    return markupsafe.Markup("<wbr>").join(markupsafe.escape(part) for part in re.split(r"(?<=[._:-])", str(text)))
 
 
 def _environment() -> jinja2.Environment:
@@ -204,6 +166,7 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
     )
     env.filters["seconds"] = lambda s: "" if s is None or math.isnan(s) else f"{s:.2f} s"
+    env.filters["breakable"] = _breakable
     return env
 
 
@@ -227,7 +190,7 @@ def render_html(run_dir: str | Path, baseline_dir: str | Path | None = None) -> 
         matrix=_matrix(run),
         details=[_detail(run, v) for v in verdicts.itertuples(index=False) if v.status != "pass"],
         verdicts=_all_verdicts(verdicts),
-        baseline=None if baseline_dir is None else _baseline(run, load_run(baseline_dir)),
+        baseline=None if baseline_dir is None else compare_runs(run, load_run(baseline_dir)),
     )
 
 

@@ -1,5 +1,13 @@
 """A run directory's results.json as pandas tables: one row per verdict, one row per comparison.
 
+The public API for results as data (docs/report.md, "Results as data"):
+
+    from packcheck.harness.report import load_run
+    run = load_run("reports/latest")
+    run.verdicts      # DataFrame, one row per verdict: engine, family, scenario, ..., status, max_margin, reproduce
+    run.comparisons   # DataFrame, one row per comparison: arm, against, quantity, item, metric, observed, threshold, margin, passed
+    run.provenance    # dict: versions, device, git commit, command, time
+
 Reports read runs only through `load_run`, so the schema (`packcheck.results/1`, written by
 harness/run/results.py) is decoded in one place: "inf"/"nan" strings become floats again, and
 each verdict gets `key` (its VERDICT_KEYS values: engine, family, scenario, dtype, device, ...)
@@ -32,6 +40,11 @@ class Run:
     key_fields: tuple[str, ...]  # the VERDICT_KEYS this file carries
     verdicts: pd.DataFrame  # VERDICT_COLUMNS + key, anchor; in the order the run wrote them
     rows: pd.DataFrame  # ROW_COLUMNS + key
+
+    @property
+    def comparisons(self) -> pd.DataFrame:
+        """One row per comparison (the results schema calls them `rows`)."""
+        return self.rows
 
     def rows_of(self, key: tuple) -> pd.DataFrame:
         # Not `rows["key"] == key`: pandas compares a tuple element-wise when the lengths happen to match.
@@ -89,6 +102,9 @@ def _anchor(index: int, key: tuple) -> str:
 
 
 def load_run(directory: str | Path) -> Run:
+    """The run in `directory` (a `packcheck run --out`): results.json, or what results.jsonl kept of an
+    unfinished run. Non-finite numbers are floats again; a file that is not a packcheck results file
+    raises ResultsProblem naming the file and what is wrong."""
     data = load_results(directory)
     present = {k for record in data.get("verdicts", []) for k in record}
     verdicts = _frame(data.get("verdicts", []), VERDICT_COLUMNS)

@@ -1,8 +1,10 @@
 """The Markdown summary for a pull-request comment: a status table and the failing verdicts.
 
 Rows are engine x family (with dtype, device, ... where the run has several), columns are scenarios,
-each cell `PASS 2.6e-05` / `FAIL 3.4e+10` / `UNSUPPORTED` / `ERROR`. Below it, one line per
-failing or erroring verdict with its diagnosis and the command that reproduces it.
+each cell `PASS 2.6e-05` / `FAIL 3.4e+10` / `UNSUPPORTED` / `ERROR`. With a baseline run, the
+verdicts whose status changed and those whose worst error/tolerance moved 10x or more (what a pull request
+changed against the main branch). Below it, one line per failing or erroring verdict with its
+diagnosis and the command that reproduces it.
 """
 
 from __future__ import annotations
@@ -10,8 +12,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from packcheck.harness.report.baseline import compare_runs
 from packcheck.harness.report.load import describe, format_margin, load_run, status_counts
 
+ERROR_OVER_TOLERANCE = ("Each cell: the status and the worst error/tolerance, the observed error of the verdict's worst "
+                        "comparison divided by the allowed error (< 1 passes; a clean float64 engine reads 1e-3 or less, a bug 1e6 and up).")
 DIAGNOSIS_CHARS = 240  # a PR comment wants the gist; the HTML report has the rest
 LISTED = 40  # failing verdicts listed one by one; GitHub caps a comment at 65536 characters
 
@@ -37,7 +42,37 @@ def _clip(text: str, limit: int = DIAGNOSIS_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
-def render_markdown(run_dir: str | Path) -> str:
+def _baseline_section(run, base_dir: str | Path) -> list[str]:
+    """What the HTML's "Against baseline" shows: status changes, and worst error/tolerance that moved 10x or more."""
+    base = compare_runs(run, load_run(base_dir))
+    prov = base["provenance"]
+    origin = "".join(f" {label} {_code(str(prov[k]))}" for k, label in (("git_commit", "at commit"), ("time", "from")) if prov.get(k))
+    lines = ["", "### Against baseline", "", f"Baseline {_code(base['directory'])}{origin}.", ""]
+    changed = base["changed"]
+    lines += [f"**Status changes ({len(changed)})**", ""]
+    if changed:
+        lines += ["| verdict | before | after | error/tolerance before | error/tolerance after |", "|---|---|---|---|---|"]
+        lines += [f"| {_text(e['key'])} | {e['before'].upper()} | {e['after'].upper()} | {e['before_margin'] or '-'} | "
+                  f"{e['after_margin'] or '-'} |" for e in changed[:LISTED]]
+        if len(changed) > LISTED:
+            lines.append(f"\n... and {len(changed) - LISTED} more: see the HTML report")
+    else:
+        lines.append("No verdict changed status.")
+    moved = [e for e in base["both"] if e["trend"] != "same"]
+    lines += ["", f"**Worst error/tolerance moved 10x or more ({len(moved)}, largest increase first)**", ""]
+    if moved:
+        lines += ["| verdict | error/tolerance before | error/tolerance after | change |", "|---|---|---|---|"]
+        lines += [f"| {_text(e['key'])} | {e['before_margin'] or '-'} | {e['after_margin'] or '-'} | {e['factor']} ({e['trend']}) |"
+                  for e in moved[:LISTED]]
+        if len(moved) > LISTED:
+            lines.append(f"\n... and {len(moved) - LISTED} more: see the HTML report")
+    else:
+        lines.append("No verdict's worst error/tolerance moved by 10x or more.")
+    return lines
+
+
+def render_markdown(run_dir: str | Path, baseline_dir: str | Path | None = None) -> str:
+    """The summary of the run in `run_dir`; with `baseline_dir`, a section against that run (for a PR: the main branch's)."""
     run = load_run(run_dir)
     verdicts = run.verdicts
     counts = status_counts(verdicts)
@@ -56,15 +91,18 @@ def render_markdown(run_dir: str | Path) -> str:
     for v in verdicts.itertuples(index=False):
         table.setdefault((v.engine, v.family, *(getattr(v, f) for f in extra)), {})[v.scenario] = _cell(v)
     header = ["engine", "family", *extra, *scenarios]
-    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += [ERROR_OVER_TOLERANCE, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row, cells in table.items():
         lines.append("| " + " | ".join([*(_text(x) for x in row), *(cells.get(s, "-") for s in scenarios)]) + " |")
+
+    if baseline_dir is not None:
+        lines += _baseline_section(run, baseline_dir)
 
     failing = verdicts[~verdicts["status"].isin(["pass", "unsupported"])]  # fail, error, and newer failing statuses (hang)
     if not failing.empty:
         lines += ["", f"### Failing ({len(failing)})", ""]
         for v in failing.head(LISTED).itertuples(index=False):
-            lines.append(f"- **{v.status.upper()}** {_text(v.scenario)} [{_text(describe(v))}], max margin {format_margin(v.max_margin)}: "
+            lines.append(f"- **{v.status.upper()}** {_text(v.scenario)} [{_text(describe(v))}], worst error/tolerance {format_margin(v.max_margin)}: "
                          f"{_clip(_text(v.diagnosis)) or 'no diagnosis'}")
             lines.append(f"  reproduce: {_code(v.reproduce)}")
         if len(failing) > LISTED:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from packcheck.harness.errors import InputError
 from packcheck.harness.files import write_atomically
+from packcheck.harness.run.tables import write_tables
 from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.text import path_name
 
@@ -65,6 +66,7 @@ class ResultsFile:
         data = {"schema": SCHEMA, "provenance": self.provenance, "verdicts": [_finite(v.to_json()) for v in self.verdicts],
                 "rows": [row for v in self.verdicts for row in rows_of(v)]}
         write_atomically(self.path, json.dumps(data, indent=1))
+        write_tables(self.directory, data["verdicts"], data["rows"])  # the same records, one flat table per file
 
 
 def rows_of(verdict: Verdict) -> list[dict]:

@@ -239,7 +239,11 @@ def judge(verdict: Verdict, scenario: Scenario, judgement: Judgement) -> None:
         verdict.detail += "no arm beyond the baseline is supported by the engine: nothing to compare"
     elif failed:
         verdict.status = FAIL
-        verdict.diagnosis = scenario.diagnose(judgement, failed)
+        try:
+            verdict.diagnosis = scenario.diagnose(judgement, failed)
+        except Exception:  # noqa: BLE001 - a bug in packcheck's diagnosis must not end the run: the verdict stands
+            verdict.diagnosis = "packcheck's diagnosis of this failure crashed (a packcheck bug, not the engine's): read the comparisons"
+            verdict.detail += traceback.format_exc(limit=8)
         keep_obtained(verdict, scenario, dict(judgement.cases), dict(judgement.results))
 
 

@@ -81,7 +81,7 @@ def not_started(matrix: Matrix, spec: str, family: str, scenario: Scenario, fail
 
 def report_progress(verdict: Verdict, out: TextIO) -> None:
     worst = verdict.worst
-    margin = "" if worst is None else f" (max margin {worst.margin:.2g})"
+    margin = "" if worst is None else f" (worst error/tolerance {worst.margin:.2g})"
     print(f"{verdict.status.upper()}{margin} {verdict.seconds:.2f}s{why_not_all(verdict)}", file=out, flush=True)
     if verdict.failed:
         print(safe_text(verdict.message()), file=out, flush=True)

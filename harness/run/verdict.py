@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from packcheck.harness.compare import Comparison
+from packcheck.harness.run.reproduce import reproduce_command
 from packcheck.harness.text import safe_text
 
 PASS, FAIL, UNSUPPORTED, ERROR, HANG = "pass", "fail", "unsupported", "error", "hang"
@@ -35,10 +36,9 @@ class Verdict:
 
     @property
     def reproduce(self) -> str:
-        return (
-            f"packcheck run --engine {self.engine_spec or self.engine} --family {self.family} --scenario {self.scenario} "
-            f"--dtype {self.dtype} --device {self.device}" + ("" if self.attention == "auto" else f" --attention {self.attention}")
-        )
+        return reproduce_command(self.engine_spec or self.engine, f"--family {self.family} --scenario {self.scenario} "
+                                 f"--dtype {self.dtype} --device {self.device}"
+                                 + ("" if self.attention == "auto" else f" --attention {self.attention}"))
 
     @property
     def failed(self) -> bool:

@@ -16,6 +16,7 @@ from packcheck.harness.contract.parallel import CP_STYLES
 from packcheck.harness.data.samples import CP_CUTS, CP_CUTS_SEQ_LEN
 from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
 from packcheck.harness.scenarios.building import arm, every_arm_against, failing, samples_for
+from packcheck.harness.scenarios.diagnoses import shared_diagnosis
 
 SINGLE = "single"
 INDIVISIBLE_SEQ_LEN = 50  # not a multiple of 4
@@ -40,6 +41,8 @@ def judge(j: Judgement) -> list:
 
 
 def diagnose(j: Judgement, failed: list) -> str:
+    if shared := shared_diagnosis(j, failed, baseline=SINGLE):
+        return shared
     if failing(failed, "logprobs"):
         return (
             "per-token log-probs change under context parallelism: a document straddling a shard cut is not one document "

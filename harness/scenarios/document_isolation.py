@@ -13,6 +13,7 @@ from packcheck.harness.contract import packed
 from packcheck.harness.data.samples import MIXED_DOCUMENTS, perturbed
 from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
 from packcheck.harness.scenarios.building import arm, for_model, samples_for
+from packcheck.harness.scenarios.diagnoses import shared_diagnosis
 
 SEQ_LEN = 48
 PERTURBED = range(0, len(MIXED_DOCUMENTS), 2)
@@ -43,6 +44,8 @@ def judge(j: Judgement) -> list:
 
 
 def diagnose(j: Judgement, failed: list) -> str:
+    if shared := shared_diagnosis(j, failed):
+        return shared
     arms = {c.arms.arm for c in failed}
     if arms == {"other_lengths"}:
         return (

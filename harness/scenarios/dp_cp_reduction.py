@@ -14,6 +14,7 @@ from packcheck.harness.contract import ParallelPlan, Partition, packed
 from packcheck.harness.data.samples import SKEWED_LENGTHS
 from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
 from packcheck.harness.scenarios.building import arm, every_arm_against, failing, samples_for
+from packcheck.harness.scenarios.diagnoses import shared_diagnosis
 from packcheck.harness.scenarios.router_diagnosis import router_diagnosis
 
 SEQ_LEN = 48
@@ -40,6 +41,8 @@ def judge(j: Judgement) -> list:
 
 
 def diagnose(j: Judgement, failed: list) -> str:
+    if shared := shared_diagnosis(j, failed, baseline=SINGLE):
+        return shared
     if moe := router_diagnosis(failed):
         return moe
     counts = failing(failed, "num_loss_tokens")

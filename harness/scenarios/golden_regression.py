@@ -13,7 +13,9 @@ from packcheck.harness.contract import OptimizerSpec, Partition, packed
 from packcheck.harness.data.samples import MIXED_DOCUMENTS
 from packcheck.harness.golden import GoldenProblem, load_golden, load_noise_floor, obtained_path
 from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
-from packcheck.harness.scenarios.building import arm, samples_for
+from packcheck.harness.scenarios.building import arm, failing, samples_for
+from packcheck.harness.scenarios.diagnoses import shared_diagnosis
+from packcheck.harness.scenarios.document_drift import drift_by_document
 
 SEQ_LEN = 48
 ARM = "golden_case"
@@ -40,16 +42,28 @@ def judge(j: Judgement) -> list:
 def diagnose(j: Judgement, failed: list) -> str:
     if any(c.quantity == "golden" for c in failed):
         return failed[0].where
-    return (
-        f"the engine's numbers differ from the stored float64 golden of the reference trainer; the obtained result "
-        f"goes beside the golden ({obtained_path(j.setting.family)}) for a diff"
-    )
+    obtained = f"; the obtained result goes beside the golden ({obtained_path(j.setting.family)}) for a diff"
+    if shared := shared_diagnosis(j, failed):
+        return shared + obtained
+    if failing(failed, "logprobs"):
+        first, later = drift_by_document(j.cases[ARM], j.results[ARM], load_golden(j.setting.family, j.cases[ARM]))
+        if first <= j.tolerance.logprobs < later:
+            return (f"the first document of every packed row matches the golden (error {first:.2g}) but later documents do not "
+                    f"(error {later:.2g}): documents see their predecessors in the row (cross-document attention, positions not reset)"
+                    + obtained)
+        return (f"the forward differs from the golden in every document, the first of each row included (errors {first:.2g}, "
+                f"{later:.2g}): the model math (RoPE, norms, attention, the loaded weights) differs in every arm, which the scenarios "
+                "that compare arms of the engine with each other cannot see" + obtained)
+    if failing(failed, "params_after") and not (failing(failed, "grad") or failing(failed, "loss")):
+        return "gradients agree with the golden but the parameters after AdamW do not: the optimizer step differs" + obtained
+    return ("log-probs agree with the golden but the loss or gradients do not: the loss is normalised differently (this case "
+            "has two micro-batches of uneven token counts: per-micro-batch normalisation?)" + obtained)
 
 
 GOLDEN_REGRESSION = Scenario(
     name="golden_regression",
     invariant="log-probs, loss, count, every gradient and the post-AdamW parameters equal the reference's stored float64 goldens",
-    catches=("cross-doc-attention", "const-microbatch-scale", "ga-mean-of-means", "moe-router-counts-local"),
+    catches=("cross-doc-attention", "const-microbatch-scale", "ga-mean-of-means", "moe-router-counts-local", "rope-theta-default"),
     build=build,
     judge=judge,
     diagnose=diagnose,

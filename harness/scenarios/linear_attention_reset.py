@@ -35,6 +35,7 @@ from packcheck.harness.data.samples import perturbed
 from packcheck.harness.models import model_spec
 from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
 from packcheck.harness.scenarios.building import arm, every_arm_against, failing, samples_for
+from packcheck.harness.scenarios.diagnoses import shared_diagnosis
 
 SEQ_LEN = 48  # cp=2 cuts each row at token 24
 # (length, loss mask): row 1 = A | B with the cut inside B; row 2 = B | A | B | B with the cut inside A
@@ -82,6 +83,8 @@ def judge(j: Judgement) -> list:
 
 
 def diagnose(j: Judgement, failed: list) -> str:
+    if shared := shared_diagnosis(j, failed, baseline=BASE):
+        return shared
     if any(c.arms.arm in CP_ARMS for c in failed):
         return ("the same rows give other results under context parallelism: a shard cut inside a document is treated as a "
                 "boundary (conv or recurrent state reset, or boundaries recomputed per shard) or the shard's state is not carried")

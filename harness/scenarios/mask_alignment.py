@@ -14,7 +14,8 @@ from packcheck.harness.compare import compare_loss_with_logprobs, compare_superv
 from packcheck.harness.contract import Layout, LayoutKind, packed
 from packcheck.harness.data.samples import MASK_EDGE_CASES
 from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
-from packcheck.harness.scenarios.building import arm, failing, samples_for
+from packcheck.harness.scenarios.building import arm, samples_for
+from packcheck.harness.scenarios.diagnoses import shared_diagnosis
 
 SEQ_LEN = 40
 
@@ -39,17 +40,8 @@ def judge(j: Judgement) -> list:
 
 
 def diagnose(j: Judgement, failed: list) -> str:
-    sets = failing(failed, "supervised_set")
-    sides = sorted({c.arms.arm for c in failed})
-    if sets and all(j.cases[s].layout.padding_side == "left" for s in sides):
-        return (
-            f"only left-padded arms ({', '.join(sides)}) train on the wrong tokens: the loss mask is sliced from the "
-            "wrong end when a padded row is unpacked (e.g. full_mask[-n:] = row_mask[:n])"
-        )
-    if sets and "token 0" in sets[0].where:
-        return "a document's first token is in the loss: a label crosses the packed boundary (previous document predicts it)"
-    if sets:
-        return "the engine's loss covers a different token set than the loss mask: mask misaligned (shifted, sliced or padded)"
+    if shared := shared_diagnosis(j, failed):  # the token-set lines live there, shared with every scenario
+        return shared
     return "the reported loss is not the mean negative log-prob over the loss mask: tokens outside the mask (padding, boundaries) are in it, or some are missing"
 
 

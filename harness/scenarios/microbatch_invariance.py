@@ -15,6 +15,7 @@ from packcheck.harness.contract import UNPACKED, ParallelPlan, Partition, packed
 from packcheck.harness.data.samples import SKEWED_LENGTHS
 from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
 from packcheck.harness.scenarios.building import arm, failing, samples_for
+from packcheck.harness.scenarios.diagnoses import shared_diagnosis
 from packcheck.harness.scenarios.router_diagnosis import router_diagnosis
 
 SEQ_LEN = 48
@@ -58,6 +59,8 @@ def judge(j: Judgement) -> list:
 
 
 def diagnose(j: Judgement, failed: list) -> str:
+    if shared := shared_diagnosis(j, failed, baseline=REFERENCE_ARM):
+        return shared
     if moe := router_diagnosis(failed):
         return moe
     if failing(failed, "logprobs"):
@@ -74,7 +77,7 @@ def diagnose(j: Judgement, failed: list) -> str:
 MICROBATCH_INVARIANCE = Scenario(
     name="microbatch_invariance",
     invariant="loss, count, per-token loss weights and every gradient are independent of the (uneven) partition into micro-batches",
-    catches=("const-microbatch-scale", "ga-mean-of-means", "moe-router-counts-local"),
+    catches=("const-microbatch-scale", "ga-mean-of-means", "moe-router-counts-local", "loss-reported-wrong"),
     build=build,
     judge=judge,
     diagnose=diagnose,

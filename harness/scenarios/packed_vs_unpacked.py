@@ -9,6 +9,7 @@ from packcheck.harness.contract import UNPACKED, Layout, LayoutKind, packed
 from packcheck.harness.data.samples import MIXED_DOCUMENTS
 from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
 from packcheck.harness.scenarios.building import arm, failing, samples_for
+from packcheck.harness.scenarios.diagnoses import shared_diagnosis
 from packcheck.harness.scenarios.document_drift import drift_by_document
 
 SEQ_LEN = 48
@@ -31,6 +32,8 @@ def judge(j: Judgement) -> list:
 
 
 def diagnose(j: Judgement, failed: list) -> str:
+    if shared := shared_diagnosis(j, failed, baseline="unpacked"):
+        return shared
     if failing(failed, "logprobs") and j.has("packed"):
         first, later = drift_by_document(j.cases["packed"], j.results["packed"], j.results["unpacked"])
         if first <= j.tolerance.logprobs < later:
@@ -49,7 +52,7 @@ def diagnose(j: Judgement, failed: list) -> str:
 PACKED_VS_UNPACKED = Scenario(
     name="packed_vs_unpacked",
     invariant="unpacked, packed and length-bucketed layouts of the same samples give the same log-probs, loss, count and every gradient",
-    catches=("cross-doc-attention", "positions-not-reset", "linear-attn-state-leak"),
+    catches=("cross-doc-attention", "positions-not-reset", "linear-attn-state-leak", "logprobs-reported-shifted"),
     build=build,
     judge=judge,
     diagnose=diagnose,

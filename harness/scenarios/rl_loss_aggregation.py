@@ -29,6 +29,7 @@ from packcheck.harness.data.rl import off_policy_samples, rollout_samples
 from packcheck.harness.data.samples import SKEWED_LENGTHS
 from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
 from packcheck.harness.scenarios.building import COUNT_MISMATCH, arm, failing, samples_for
+from packcheck.harness.scenarios.diagnoses import shared_diagnosis
 from packcheck.harness.scenarios.router_diagnosis import router_diagnosis
 
 SEQ_LEN = 48
@@ -114,6 +115,8 @@ def judge(j: Judgement) -> list:
 
 
 def diagnose(j: Judgement, failed: list) -> str:
+    if shared := shared_diagnosis(j, failed):
+        return shared
     if moe := router_diagnosis(failed):
         return moe
     arms = [j.cases[name] for name in sorted({c.arms.arm for c in failed})]

@@ -21,6 +21,7 @@ from packcheck.harness.data.rl import on_policy_samples, rollout_samples
 from packcheck.harness.data.samples import MIXED_DOCUMENTS
 from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
 from packcheck.harness.scenarios.building import COUNT_MISMATCH, arm, failing, samples_for
+from packcheck.harness.scenarios.diagnoses import shared_diagnosis
 from packcheck.harness.scenarios.document_drift import drift_by_document
 
 SEQ_LEN = 48
@@ -71,7 +72,13 @@ def judge(j: Judgement) -> list:
 
 
 def diagnose(j: Judgement, failed: list) -> str:
+    if shared := shared_diagnosis(j, failed):
+        return shared
     ratios = failing(failed, "ratio")
+    if ratios and all(j.cases[c.arms.arm].parallel.cp > 1 for c in ratios):
+        return (f"the ratio is not 1 at step 0 on the context-parallel arms only ({', '.join(sorted({c.arms.arm for c in ratios}))}): "
+                "their new log-probs differ from the rollout's: a document straddling a shard cut is not one document "
+                "(boundaries or RoPE positions computed per shard), or the key/value exchange misses part of the sequence")
     if ratios:
         name = ratios[0].arms.arm
         _, layout, _, _ = ARMS[name]

@@ -15,6 +15,7 @@ from packcheck.harness.contract import UNPACKED, LayoutKind, ParallelPlan, Parti
 from packcheck.harness.data.samples import CONSERVATION, CONSERVATION_SEQ_LEN
 from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
 from packcheck.harness.scenarios.building import arm, samples_for
+from packcheck.harness.scenarios.diagnoses import shared_diagnosis
 
 
 DP_ARM = "packed_dp2"
@@ -40,6 +41,8 @@ def judge(j: Judgement) -> list:
 
 
 def diagnose(j: Judgement, failed: list) -> str:
+    if shared := shared_diagnosis(j, failed):
+        return shared
     for c in failed:
         if c.quantity == "num_loss_tokens" and "fewer" in c.where:
             return "the engine counted fewer loss tokens than the batch has: samples (a tail pack, overflow) dropped or truncated"

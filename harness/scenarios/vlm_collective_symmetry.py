@@ -20,6 +20,7 @@ from packcheck.harness.compare import HARNESS, Arms, Comparison
 from packcheck.harness.contract import Layout, LayoutKind, ParallelPlan, Partition, packed
 from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
 from packcheck.harness.scenarios.building import arm, every_arm_against, failing, samples_for
+from packcheck.harness.scenarios.diagnoses import shared_diagnosis
 
 SEQ_LEN = 48
 SINGLE = "single"
@@ -55,6 +56,10 @@ def diagnose(j: Judgement, failed: list) -> str:
     if diverged:
         return (f"the ranks issued different collective sequences on {diverged[0].arms.arm}: a rank skipped a collective the others "
                 f"issued (the vision tower on a text-only micro-batch?):\n  {diverged[0].where}")
+    if shared := shared_diagnosis(j, failed, baseline=SINGLE):
+        return shared
+    if not j.cases[SINGLE].has_images:
+        return "log-probs, loss or gradients differ from the single-process run: the forward or the reduction depends on the rank's micro-batches"
     if failing(failed, "logprobs"):
         return "log-probs differ from the single-process run: the image features or MRoPE positions depend on the rank's micro-batches"
     return "loss or gradients differ from the single-process run: the dummy image of a text-only micro-batch contributes, or the reduction is wrong"

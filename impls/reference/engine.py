@@ -19,6 +19,7 @@ from packcheck.impls.reference import step
 from packcheck.impls.reference.model import HybridCausalLM
 from packcheck.impls.reference.model.linear_attention import LinearAttentionBackend, default_linear_attention
 from packcheck.impls.reference.model.loading import load_model
+from packcheck.impls.reference.parallel.fully_sharded import shard_model
 from packcheck.impls.reference.parallel.mesh import Mesh
 from packcheck.impls.reference.parallel.ring import ring_backend
 from packcheck.impls.reference.parallel.sharded_tower import shard_tower
@@ -39,6 +40,7 @@ class ReferenceEngine(Engine):
         max_dp=8,
         max_cp=8,
         cp_styles=frozenset(CONTEXT_PARALLEL),
+        dp_styles=frozenset({"replicate", "shard"}),
         losses=frozenset(LossKind),
         reports=frozenset({"dloss_dlogprobs", "params_after", "aux_loss", "router_tokens_per_expert"}),
         images=True,
@@ -98,5 +100,7 @@ class ReferenceEngine(Engine):
             parameter.requires_grad_(not case.model.is_frozen(name))
         if mesh.dp > 1 and hasattr(model, "encode_images"):  # ranks with other micro-batches: the tower's collectives must match
             shard_tower(model.model.visual, mesh)
+        if case.parallel.dp_style == "shard" and mesh.dp > 1:  # FSDP2; "replicate" and None: DDP
+            shard_model(model, mesh)
         attention = CONTEXT_PARALLEL[case.parallel.cp_style](mesh) if case.parallel.cp > 1 else self.attention_backend(case)
         return step.train_step(model, case, self.pipeline, attention, mesh)

@@ -12,8 +12,9 @@ from typing import Callable, Sequence
 
 import torch
 
-from packcheck.harness.contract import Case, LossSpec
+from packcheck.harness.contract import Case, LossSpec, OptimizerSpec
 from packcheck.impls.reference import aggregation, collate, layouts, loss, mesh_steps, packing, policy_inputs, router_aux, rows, vision_step
+from packcheck.impls.reference import grad_clip, parameters
 from packcheck.impls.reference.counts import Counts
 from packcheck.impls.reference.parallel.mesh import Mesh
 from packcheck.impls.reference.policy_inputs import PolicyInputs
@@ -43,6 +44,12 @@ class Pipeline:
     router_balance_counts: Callable[[RouterCounts, RouterCounts], RouterCounts]
     # vision-language models: a micro-batch's forwards -> the image features each takes (the tower runs here)
     image_features: Callable[[torch.nn.Module, Sequence[Predictions]], list[torch.Tensor | None]]
+    # the optimizer step (optimizer_step.py): after each micro-batch's backward, what happens to the accumulating
+    # .grad of the trainable parameters (the reference: nothing); the reduced trainable gradients -> their global
+    # norm; the model -> the parameters AdamW updates
+    after_micro_batch: Callable[[Sequence[torch.nn.Parameter], OptimizerSpec | None, Mesh], None]
+    grad_norm: Callable[[Sequence[torch.Tensor], Mesh], float]
+    optimizer_parameters: Callable[[torch.nn.Module], list[torch.nn.Parameter]]
 
 
 REFERENCE = Pipeline(
@@ -60,4 +67,7 @@ REFERENCE = Pipeline(
     aggregation_weights=aggregation.aggregation_weights,
     router_balance_counts=router_aux.balance_counts,
     image_features=vision_step.encode_micro_batch,
+    after_micro_batch=grad_clip.nothing_between_micro_batches,
+    grad_norm=grad_clip.global_grad_norm,
+    optimizer_parameters=parameters.trainable,
 )

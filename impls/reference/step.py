@@ -1,7 +1,8 @@
 """One training step of the reference trainer over a Case, on one process or on every rank of a
 dp x cp mesh: each micro-batch's forwards and backwards, gradients summed over the mesh by
-DistributedDataParallel (parallel/data_parallel.py), an
-optional AdamW step, and the StepResult (on rank 0).
+DistributedDataParallel (parallel/data_parallel.py) or, for `dp_style="shard"`, reduce-scattered by
+FSDP2 (parallel/fully_sharded.py), an optional optimizer step (clipping by the global norm, AdamW:
+optimizer_step.py), and the StepResult (on rank 0).
 
 `accumulate_gradients` is the forward/backward half on its own, so that `packcheck.impls.reference.train`
 runs many steps through exactly this code with its own model and optimizer persisting.
@@ -28,8 +29,11 @@ from packcheck.impls.reference.layouts import plan_forwards
 from packcheck.impls.reference.model import CausalLM
 from packcheck.impls.reference.model.moe import record_routing
 from packcheck.impls.reference.objective import forward_loss
+from packcheck.impls.reference.optimizer_step import take_optimizer_step
 from packcheck.impls.reference.parallel.data_parallel import GradientSync
+from packcheck.impls.reference.parallel.fully_sharded import ShardedGradientSync, is_fully_sharded
 from packcheck.impls.reference.parallel.mesh import Mesh
+from packcheck.impls.reference.parameters import full_tensor, trainable
 from packcheck.impls.reference.pipeline import Pipeline
 from packcheck.impls.reference.predictions import Predictions
 from packcheck.impls.reference.router_aux import aux_loss_share, real_tokens_N, routing_prepass
@@ -65,7 +69,7 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention,
     if moe:
         micro_router, global_router = routing_prepass(model, shards, attention, mesh, model.config.num_experts)
     model.zero_grad(set_to_none=True)
-    sync = GradientSync(model, mesh)
+    sync = ShardedGradientSync(model) if is_fully_sharded(model) else GradientSync(model, mesh)
     last = (len(shards) - 1, len(shards[-1]) - 1)
     local_loss, local_aux = 0.0, 0.0
     for m, (forwards, micro_counts) in enumerate(zip(shards, counts)):
@@ -88,6 +92,7 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention,
             local_loss += loss.item()
             if scatter is not None:
                 scatter.add(predictions, lp_BT, lp_BT.grad)
+        pipe.after_micro_batch(trainable(model), case.optimizer, mesh)
     for parameter in trainable(model):  # a rank whose rows reach no parameter still contributes zeros
         if parameter.grad is None:
             parameter.grad = torch.zeros_like(parameter)
@@ -98,25 +103,14 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention,
     return total_loss, global_tokens, (total_aux, global_router.tokens_per_expert_LE)
 
 
-def trainable(model: torch.nn.Module) -> list[torch.nn.Parameter]:
-    """The parameters that train: frozen ones (ModelSpec.frozen) take no gradient and stay out of the optimizer."""
-    return [p for p in model.parameters() if p.requires_grad]
-
-
-def full_tensor(parameter: torch.Tensor) -> torch.Tensor:
-    """A parameter whole: an FSDP-sharded one (a DTensor) all-gathered."""
-    return parameter.full_tensor() if hasattr(parameter, "full_tensor") else parameter
-
-
 def train_step(model: CausalLM, case: Case, pipe: Pipeline, attention, mesh: Mesh = SINGLE_PROCESS) -> StepResult | None:
     scatter = SampleScatter([len(s.input_ids) for s in case.samples], next(model.parameters()).dtype)
     total_loss, global_tokens, router = accumulate_gradients(model, case, pipe, attention, scatter, mesh)
     scatter.reduce(mesh)
-    grads = {name: p.grad.detach().cpu().clone() for name, p in model.named_parameters() if p.requires_grad}
-    params_after = None
+    grads = {name: full_tensor(p.grad).detach().cpu().clone() for name, p in model.named_parameters() if p.requires_grad}
+    params_after, grad_norm = None, None
     if case.optimizer is not None:
-        spec = case.optimizer
-        torch.optim.AdamW(trainable(model), lr=spec.lr, betas=spec.betas, eps=spec.eps, weight_decay=spec.weight_decay).step()
+        grad_norm = take_optimizer_step(model, case.optimizer, pipe, mesh)
         params_after = {name: full_tensor(p).detach().cpu().clone() for name, p in model.named_parameters()}
     if mesh.rank != 0:
         return None
@@ -129,4 +123,5 @@ def train_step(model: CausalLM, case: Case, pipe: Pipeline, attention, mesh: Mes
         params_after=params_after,
         aux_loss=None if router is None else router[0],
         router_tokens_per_expert=None if router is None else router[1],
+        grad_norm=grad_norm,
     )

@@ -7,8 +7,10 @@
 - `_get_num_items_in_batch` (wrapped by the trainer mixin) records the token count the trainer
   divides by;
 - for a MoE model, the micro-batch's own `aux_loss` and its router counts (hf_common/router.py);
-- a TrainerCallback copies every gradient in `on_pre_optimizer_step` (after accumulation and the
-  disabled clipping, before the step) and every parameter in `on_optimizer_step`.
+- every gradient as the accumulated backward left it: copied by `_clip_grad_norm` (wrapped by the
+  trainer mixin `RecordsGradNorm`) before the trainer clips, or, when it does not clip, by a
+  TrainerCallback in `on_pre_optimizer_step`; the pre-clip global norm the trainer computed
+  (`_get_grad_norm`); every parameter in `on_optimizer_step`.
 
 The per-token log-probs of every position are `log_softmax(lm_head(hidden))` of the very hidden
 states the training forward produced, computed in the hook before any parameter changes; they are
@@ -42,6 +44,7 @@ class StepCapture:
     counts: list[int | None] = field(default_factory=list)  # the trainer's num_items_in_batch per optimizer step
     grads: dict[str, torch.Tensor] = field(default_factory=dict)
     params_after: dict[str, torch.Tensor] = field(default_factory=dict)
+    grad_norm: float | None = None  # the trainer's own pre-clip global gradient norm
     aux_coef: float = 0.0  # MoE: router_aux_loss_coef, what the model multiplies each aux_loss by in its loss
     _hidden: torch.Tensor | None = None
 
@@ -75,12 +78,16 @@ class StepCapture:
         return [backbone.register_forward_hook(on_backbone, with_kwargs=True),
                 model.register_forward_hook(on_model, with_kwargs=True)]
 
+    def record_grads(self, model: torch.nn.Module) -> None:
+        self.grads = {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+
     def callback(self) -> TrainerCallback:
         capture = self
 
         class Capture(TrainerCallback):
             def on_pre_optimizer_step(self, args, state, control, **kwargs):
-                capture.grads = {n: p.grad.detach().clone() for n, p in kwargs["model"].named_parameters() if p.grad is not None}
+                if not capture.grads:  # not clipped: nothing recorded them before
+                    capture.record_grads(kwargs["model"])
 
             def on_optimizer_step(self, args, state, control, **kwargs):
                 capture.params_after = {n: p.detach().clone() for n, p in kwargs["model"].named_parameters()}
@@ -98,3 +105,19 @@ class CountsItems:
         if batch_samples:
             self.capture.counts.append(None if count is None else int(count))
         return count
+
+
+class RecordsGradNorm:
+    """Mixin before a transformers Trainer class: records the gradients before the trainer clips them,
+    and the pre-clip global norm it computed (clipping or not)."""
+
+    capture: StepCapture
+
+    def _clip_grad_norm(self, model):
+        self.capture.record_grads(self.model)  # `model` may be the launcher's DDP wrapper, its names prefixed 'module.'
+        return super()._clip_grad_norm(model)
+
+    def _get_grad_norm(self, model, grad_norm=None):
+        norm = super()._get_grad_norm(model, grad_norm=grad_norm)
+        self.capture.grad_norm = float(norm)
+        return norm

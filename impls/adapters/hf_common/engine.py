@@ -4,8 +4,10 @@ engine's own trainer, translate what it computed back.
 A subclass says which trainer and collator the engine uses (`build_trainer`) and what it can do
 (`capabilities`, `unsupported_reason`). Every Trainer setting fixed here follows from the Case:
 one optimizer step (`max_steps=1`) accumulating one micro-step per micro-batch of the partition,
-no gradient clipping (the Case asks for none), no mixed precision, AdamW with the Case's hyper-parameters at a
-constant learning rate, CPU, nothing logged or saved.
+the trainer's own gradient clipping at the Case's `max_grad_norm` (off when it asks for none), no
+mixed precision, AdamW with the Case's hyper-parameters at a constant learning rate, CPU, nothing
+logged or saved. The Case's frozen parameters are frozen the way a Trainer user freezes them
+(`requires_grad_(False)` before training: the Trainer leaves them out of its optimizer).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ TRAINER_CAPABILITIES = Capabilities(
     families=frozenset({"llama", "qwen3"}),
     layouts=PACKED_AND_PADDED,
     dtypes=frozenset({"float32"}),
-    reports=frozenset({"dloss_dlogprobs", "params_after"}),
+    reports=frozenset({"dloss_dlogprobs", "params_after", "grad_norm"}),
     attention={name: PACKED_AND_PADDED for name in ATTENTION},
 )
 
@@ -40,7 +42,7 @@ def training_arguments(case: Case, output_dir: str) -> dict:
         max_steps=1,
         per_device_train_batch_size=1,  # the partition's batch sampler decides the micro-batches
         gradient_accumulation_steps=len(case.partition.micro_batches),
-        max_grad_norm=0.0,
+        max_grad_norm=opt.max_grad_norm if opt is not None and opt.clips else 0.0,  # 0: the Trainer does not clip
         optim="adamw_torch",
         lr_scheduler_type="constant",
         **({} if opt is None else dict(learning_rate=opt.lr, adam_beta1=opt.betas[0], adam_beta2=opt.betas[1],
@@ -72,6 +74,8 @@ class TrainerEngine(Engine):
         capture = StepCapture()
         with tempfile.TemporaryDirectory(prefix=f"packcheck-{self.name}-") as output_dir:
             trainer = self.build_trainer(case, capture, output_dir)
+            for name, parameter in trainer.model.named_parameters():
+                parameter.requires_grad_(not case.model.is_frozen(name))
             handles = capture.attach(trainer.model)
             try:
                 output = trainer.train()

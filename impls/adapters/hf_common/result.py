@@ -89,6 +89,7 @@ def step_result(case: Case, capture: StepCapture, loss: float, partition: tuple[
         grads=capture.grads,
         dloss_dlogprobs=weights if with_weights else None,
         params_after=capture.params_after if case.optimizer is not None else None,
+        grad_norm=capture.grad_norm if case.optimizer is not None else None,
         notes={"engine_output_vs_captured_logprobs": worst},
         aux_loss=sum(aux) if moe else None,
         router_tokens_per_expert=sum(mb.router_tokens_LE for mb in capture.micro_batches) if moe else None,

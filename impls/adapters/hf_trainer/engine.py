@@ -17,7 +17,7 @@ from __future__ import annotations
 from transformers import AutoModelForCausalLM, DataCollatorForSeq2Seq, DataCollatorWithFlattening, Trainer, TrainingArguments
 
 from packcheck.harness.contract import Case, LayoutKind
-from packcheck.impls.adapters.hf_common.capture import CountsItems, StepCapture
+from packcheck.impls.adapters.hf_common.capture import CountsItems, RecordsGradNorm, StepCapture
 from packcheck.impls.adapters.hf_common.engine import ATTENTION, DTYPES, TRAINER_CAPABILITIES, TrainerEngine, training_arguments
 from packcheck.impls.adapters.hf_common.partition import PartitionedTrainer, PartitionSampler
 from packcheck.impls.adapters.hf_common.samples import examples
@@ -25,7 +25,7 @@ from packcheck.impls.adapters.hf_common.tokenizer import tokenizer_for
 
 
 
-class HfTrainer(CountsItems, PartitionedTrainer, Trainer):
+class HfTrainer(CountsItems, RecordsGradNorm, PartitionedTrainer, Trainer):
     """transformers.Trainer with the Case's micro-batches and the count recorded."""
 
 

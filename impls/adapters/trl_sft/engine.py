@@ -21,14 +21,14 @@ from datasets import Dataset
 from trl import SFTConfig, SFTTrainer
 
 from packcheck.harness.contract import Case, LayoutKind
-from packcheck.impls.adapters.hf_common.capture import CountsItems, StepCapture
+from packcheck.impls.adapters.hf_common.capture import CountsItems, RecordsGradNorm, StepCapture
 from packcheck.impls.adapters.hf_common.engine import ATTENTION, DTYPES, TRAINER_CAPABILITIES, TrainerEngine, training_arguments
 from packcheck.impls.adapters.hf_common.partition import PartitionedTrainer, PartitionSampler
 from packcheck.impls.adapters.hf_common.tokenizer import tokenizer_for
 
 
 
-class TrlSftTrainer(CountsItems, PartitionedTrainer, SFTTrainer):
+class TrlSftTrainer(CountsItems, RecordsGradNorm, PartitionedTrainer, SFTTrainer):
     """trl.SFTTrainer with the Case's micro-batches and the count recorded."""
 
 

@@ -14,7 +14,11 @@ Settings that matter for an exact comparison (and why):
 - `attn_implementation="sdpa"`: verl defaults to flash-attention 2, which has no CPU kernel;
   documents in a packed row are kept apart by transformers' own position-id packing detection;
 - no gradient checkpointing, no torch.compile: neither changes the result; both cost CPU time;
-- gradient clipping at an unreachable norm, no warm-up: the AdamW step is the contract's AdamW step.
+- verl's own gradient clipping (`clip_grad`, FSDP2's global norm over the shards) at the Case's
+  `max_grad_norm`, or at an unreachable norm when it asks for none; no warm-up: the AdamW step is the
+  contract's AdamW step. The norm verl returns from `optimizer_step` is the reported `grad_norm`;
+- no frozen parameters: verl freezes a vision tower only (`freeze_vision_tower`), so a Case that
+  freezes text parameters is declined.
 
 Under data parallelism (the harness's launcher, gloo) every rank calls `run` and rank 0 returns.
 """
@@ -62,7 +66,8 @@ class VerlFSDP(Engine):
         devices=frozenset({"cpu"}),
         losses=frozenset(LossKind),
         max_dp=2,
-        reports=frozenset({"dloss_dlogprobs", "params_after"}),
+        dp_styles=frozenset({"shard"}),  # FSDP2: parameters, gradients and optimizer state sharded over dp
+        reports=frozenset({"dloss_dlogprobs", "params_after", "grad_norm"}),
         attention={"auto": LAYOUTS, "sdpa": LAYOUTS},
     )
 
@@ -72,6 +77,8 @@ class VerlFSDP(Engine):
             return reason
         if case.layout.kind is LayoutKind.UNPACKED and case.layout.padding_side == "left":
             return "verl's padded path pads rows on the right only (torch.nested.to_padded_tensor); left padding cannot be asked for"
+        if case.model.frozen:
+            return f"verl cannot freeze text-model parameters ({', '.join(case.model.frozen)}): it freezes a vision tower only"
         return None
 
     def token_mask(self, sample) -> tuple[int, ...]:
@@ -104,7 +111,7 @@ class VerlFSDP(Engine):
             betas=tuple(spec.betas) if spec else (0.9, 0.999),
             weight_decay=spec.weight_decay if spec else 0.0,
             override_optimizer_config={"eps": spec.eps} if spec else None,
-            clip_grad=NO_CLIP,
+            clip_grad=spec.max_grad_norm if spec is not None and spec.clips else NO_CLIP,
             total_training_steps=1,
             lr_warmup_steps=0,
         )
@@ -153,7 +160,7 @@ class VerlFSDP(Engine):
             engine.optimizer_zero_grad()
             output = engine.forward_backward_batch(data, tap)
             grads = results.full_gradients(engine.module)
-            params_after = None
+            params_after, grad_norm = None, None
             if case.optimizer is not None:
                 grad_norm = engine.optimizer_step()
                 if not math.isfinite(grad_norm):
@@ -173,5 +180,6 @@ class VerlFSDP(Engine):
             grads=grads,
             dloss_dlogprobs=dloss,
             params_after=params_after,
+            grad_norm=grad_norm,
             notes={"verl": results.verl_version(), "micro_batch_size_per_gpu": batch.micro_batch_size},
         )

@@ -1,0 +1,49 @@
+"""The command that reproduces a verdict, runnable as printed from any directory.
+
+It names the engine as the user passed it to --engine (a registered name, or `package.module:Class`).
+A `module:Class` engine whose module lives outside the Python installation (a file in the
+directory the run started from, a folder on PYTHONPATH) imports only from that folder, so the
+command starts with `cd FOLDER &&`: an engine process adds its working directory to the import
+path (harness/engines/registry.py), and the reports, written elsewhere or read later, then hold a
+command that works from any shell. The folder is found without importing the engine (the harness
+never runs an engine's code in its own process).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from importlib.machinery import PathFinder
+from pathlib import Path
+
+
+def import_root(spec: str) -> Path | None:
+    """The folder a `module:Class` spec's top-level module is imported from, when that folder is not
+    part of the Python installation (site-packages, the standard library); None otherwise."""
+    module, colon, _ = spec.partition(":")
+    if not colon or not module:
+        return None
+    top = module.split(".")[0]
+    try:
+        found = PathFinder.find_spec(top, [*(p or os.getcwd() for p in sys.path), os.getcwd()])
+    except (ImportError, ValueError, OSError):
+        return None
+    if found is None:
+        return None
+    where = found.origin if found.origin not in (None, "namespace") else next(iter(found.submodule_search_locations or ()), None)
+    if where is None or not os.path.exists(where):  # e.g. an editable install's import hook, not a folder
+        return None
+    location = Path(where).resolve()
+    root = location.parent.parent if location.name == "__init__.py" else location.parent
+    installation = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    if any(root == p or p in root.parents for p in installation):
+        return None
+    return root
+
+
+def reproduce_command(spec: str, arguments: str) -> str:
+    """`packcheck run --engine SPEC ARGUMENTS`, behind a `cd` into the engine's folder where it needs one."""
+    command = f"packcheck run --engine {shlex.quote(spec)} {arguments}"
+    root = import_root(spec)
+    return command if root is None else f"cd {shlex.quote(str(root))} && {command}"

@@ -1,0 +1,50 @@
+"""Gradient clipping by the global norm, the pipeline steps of it (impls/reference/pipeline.py).
+
+The norm is the L2 norm of the gradient of the global loss over every trainable parameter of the
+whole model (harness/contract/optimizer.py), computed where it lives: under DDP every rank holds
+the reduced gradient whole, so the rank's own squared sum is the global one; under FSDP2 each
+data-parallel rank holds 1/dp of every gradient (a DTensor), so each rank sums the squares of its
+shard and the sums are all-reduced over the data-parallel group, as torchtitan and torch's own
+`clip_grad_norm_` on DTensors do. The context-parallel ranks of one data-parallel rank hold the
+same shard: summing over WORLD instead would count every square cp times. The squares are summed
+in float64 whatever the dtype.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+
+from packcheck.harness.contract import OptimizerSpec
+from packcheck.impls.reference.parallel.mesh import Mesh
+from packcheck.impls.reference.parameters import is_sharded, local_part
+
+
+def local_squares(grads: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The sum of the squares of what this rank holds of `grads`, in float64, as a 1-element tensor."""
+    total = torch.zeros(1, dtype=torch.float64)
+    for g in grads:
+        total += local_part(g).detach().double().pow(2).sum().cpu()
+    return total
+
+
+def global_grad_norm(grads: Sequence[torch.Tensor], mesh: Mesh) -> float:
+    """The global L2 norm of the trainable gradients, after the data-parallel reduction."""
+    squares = local_squares(grads)
+    if any(is_sharded(g) for g in grads):
+        mesh.all_reduce(squares, "dp")
+    return math.sqrt(squares.item())
+
+
+def clip_(grads: Sequence[torch.Tensor], spec: OptimizerSpec, grad_norm: float) -> None:
+    """Scale every gradient in place by the contract's clip coefficient for `grad_norm` (1: untouched)."""
+    coefficient = spec.clip_coefficient(grad_norm)
+    if coefficient < 1.0:
+        for g in grads:
+            g.mul_(coefficient)
+
+
+def nothing_between_micro_batches(parameters: Sequence[torch.nn.Parameter], spec: OptimizerSpec | None, mesh: Mesh) -> None:
+    """The reference clips once per step, after the reduction: the accumulating gradient is left alone."""

@@ -1,0 +1,30 @@
+"""Which parameters train, and a parameter (or gradient) whole however the mesh holds it.
+
+Frozen parameters (ModelSpec.frozen) have requires_grad False: no gradient, not in the optimizer.
+Under FSDP2 (parallel/fully_sharded.py) every parameter and gradient is a DTensor holding this
+rank's shard; `full_tensor` all-gathers it (a collective: every rank calls it, in the same order).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.distributed.tensor import DTensor
+
+
+def trainable(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """The parameters that train: frozen ones (ModelSpec.frozen) take no gradient and stay out of the optimizer."""
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def full_tensor(parameter: torch.Tensor) -> torch.Tensor:
+    """A parameter whole: an FSDP-sharded one (a DTensor) all-gathered."""
+    return parameter.full_tensor() if isinstance(parameter, DTensor) else parameter
+
+
+def local_part(tensor: torch.Tensor) -> torch.Tensor:
+    """What this rank holds of `tensor`: its shard of a DTensor, else the tensor itself."""
+    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
+
+
+def is_sharded(tensor: torch.Tensor) -> bool:
+    return isinstance(tensor, DTensor)

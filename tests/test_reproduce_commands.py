@@ -1,0 +1,73 @@
+"""Every reproduce command packcheck prints runs as printed: an engine the user wrote in a module
+outside the repository (`--engine my_engine:LabelBug`, run from the module's folder) gets the same
+verdict again when the command from the console, report.html, the Markdown summary or the JUnit
+XML is pasted into a shell in another directory."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+from packcheck.harness.cli.main import main
+
+ENGINE = '''
+from packcheck.impls.mutants.boundary_label import BoundaryLabel
+
+
+class LabelBug(BoundaryLabel):
+    name = "my_engine.label_bug"
+'''
+RUN = ["--engine", "my_engine:LabelBug", "--family", "llama", "--scenario", "mask_alignment"]
+
+
+def printed_commands(console: str, out) -> dict[str, str]:
+    """The reproduce command as each output prints it."""
+    assert main(["report", str(out), "--markdown", str(out / "summary.md"), "--junit", str(out / "junit.xml")]) == 0
+    failure = ET.parse(out / "junit.xml").find(".//failure").get("message")
+    return {
+        "console": re.search(r"^  reproduce: (.+)$", console, re.M).group(1),
+        "markdown": re.search(r"reproduce: `(.+)`", (out / "summary.md").read_text()).group(1),
+        "junit": re.search(r"reproduce: (.+)$", failure).group(1),
+        "html": html.unescape(re.search(r'<pre class="cmd">([^<]+)</pre>', (out / "report.html").read_text()).group(1)),
+    }
+
+
+def shell(command: str, cwd) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    env.pop("PYTHONPATH", None)
+    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_every_printed_reproduce_command_runs_for_an_engine_outside_the_repository(tmp_path, monkeypatch, capsys):
+    user, elsewhere, out = tmp_path / "user project", tmp_path / "elsewhere", tmp_path / "out"
+    user.mkdir(), elsewhere.mkdir()
+    (user / "my_engine.py").write_text(ENGINE)
+    monkeypatch.chdir(user)
+    assert main(["run", *RUN, "--out", str(out)]) == 1
+    commands = printed_commands(capsys.readouterr().err, out)
+
+    expected = f"cd '{user.resolve()}' && packcheck run --engine my_engine:LabelBug --family llama --scenario mask_alignment"
+    assert all(c.startswith(expected) for c in commands.values()), commands
+    assert len(set(commands.values())) == 1, f"the outputs print different commands: {commands}"
+
+    reproduced = shell(commands["console"], cwd=elsewhere)
+    assert reproduced.returncode == 1, reproduced.stderr[-3000:]
+    verdicts = json.loads((user / "reports" / "latest" / "results.json").read_text())["verdicts"]
+    assert [(v["engine"], v["scenario"], v["status"]) for v in verdicts] == [("my_engine.label_bug", "mask_alignment", "fail")]
+    assert json.loads((out / "results.json").read_text())["verdicts"][0]["status"] == "fail"
+
+    # the negative control: without the `cd`, the same command cannot import the engine from elsewhere
+    bare = shell(commands["console"].split(" && ", 1)[1] + " --out here", cwd=elsewhere)
+    assert bare.returncode == 2 and "No module named 'my_engine'" in bare.stderr
+
+
+def test_a_registered_engine_needs_no_directory():
+    from packcheck.harness.run.reproduce import import_root, reproduce_command
+
+    assert reproduce_command("mutant.boundary-label", "--family llama").startswith("packcheck run --engine mutant.boundary-label ")
+    assert import_root("packcheck.impls.mutants.boundary_label:BoundaryLabel") is None  # installed: importable anywhere
