@@ -98,7 +98,8 @@ def test_the_oracle_follows_a_boundary_weight_in_its_own_layout_and_names_it_els
     """mutant.boundary-label trains a document's token 0 in a packed row (the previous document predicts it) and
     not unpacked. The oracle arm keeps the layout, puts the weight on the same row position and agrees: the
     backward is right, the token set is not (mask_alignment's finding). The same weights in the unpacked layout,
-    where the first position of a document is not a target, have no position to land on: the oracle says so."""
+    where the first position of a document is not a target, have no position to land on: the oracle's weights and
+    gradients differ, and the diagnosis names the label across the boundary."""
     scenario = get_scenario("gradient_oracle")
     setting = setting_for("llama", "float64", "cpu")
     cases = scenario.build(setting)
@@ -113,7 +114,7 @@ def test_the_oracle_follows_a_boundary_weight_in_its_own_layout_and_names_it_els
     judgement = Judgement(setting=setting, cases={"packed": cases["packed"], "oracle/packed": moved}, results=judged, tolerance=TOL)
     failed = [c for c in scenario.judge(judgement) if not c.passed]
     assert {c.quantity for c in failed} >= {"dloss_dlogprobs", "grad"}
-    assert "no position of this layout's rows predicts" in scenario.diagnose(judgement, failed)
+    assert "a label crosses the packed boundary" in scenario.diagnose(judgement, failed)
 
 
 @pytest.mark.parametrize("bug", get_scenario("gradient_oracle").catches)  # with the mutant's proof cells (conftest.py)
@@ -127,7 +128,7 @@ def test_the_oracle_mutant_passes_mask_alignment(verdict_of, bug):
 
 @pytest.mark.parametrize(("bug", "diagnosis"), [  # with each mutant's proof cells (conftest.py)
     ("cross-doc-attention", "the engine's forward differs from the float64 reference's"),
-    ("pad-in-loss", "the engine's loss-token count differs from the loss mask's"),
+    ("pad-in-loss", "the engine counted more loss tokens than the batch has"),
 ])
 def test_the_oracle_names_the_class_of_what_it_flags(verdict_of, bug, diagnosis):
     """Bugs that are not in the backward fail the oracle too; the diagnosis must not blame the backward."""

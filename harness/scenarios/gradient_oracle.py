@@ -25,7 +25,8 @@ from packcheck.harness.contract import UNPACKED, Partition, packed
 from packcheck.harness.data.samples import MIXED_DOCUMENTS
 from packcheck.harness.golden import GoldenProblem, load_noise_floor
 from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
-from packcheck.harness.scenarios.building import COUNT_MISMATCH, arm, failing, samples_for
+from packcheck.harness.scenarios.building import arm, failing, samples_for
+from packcheck.harness.scenarios.diagnoses import shared_diagnosis
 from packcheck.harness.scenarios.oracle_arms import is_oracle, oracle_arms, oracle_name
 
 SEQ_LEN = 48
@@ -72,19 +73,15 @@ def judge(j: Judgement) -> list:
 
 
 def diagnose(j: Judgement, failed: list) -> str:
+    # a wrong token set or count (docs/diagnoses.md) explains a gradient too; a weight the oracle could not place
+    # (a document's token 0 where nothing precedes it) is outside the loss mask, so the token-set rule names it
+    if shared := shared_diagnosis(j, failed):
+        return shared
     if failing(failed, "logprobs"):
         return ("the engine's forward differs from the float64 reference's on the same checkpoint and rows, so its gradient "
                 "is of another function: a model, attention or position bug, or a precision below the case's dtype in the "
                 "forward (logits, RMSNorm or RoPE angles in float32, as transformers computes them), not the backward (see "
                 "packed_vs_unpacked and golden_regression)")
-    if failing(failed, "dloss_dlogprobs"):
-        return ("the engine weighs tokens that no position of this layout's rows predicts (a document's token 0 at the start of "
-                f"a row: {failing(failed, 'dloss_dlogprobs')[0].where}): its rows are not the contract's layout")
-    miscounted = sorted(name for name, result in j.results.items()
-                        if not is_oracle(name) and result.num_loss_tokens != j.cases[name].num_loss_tokens)
-    if miscounted:
-        return (f"{COUNT_MISMATCH}; in arms {', '.join(miscounted)} the loss then holds terms of positions that no sample's "
-                "dloss_dlogprobs can show (padding), so the gradient carries more than the reported weights imply")
     if failing(failed, "aux_loss") or failing(failed, "router_tokens_per_expert"):
         return ("the MoE load-balancing term differs from the contract's (its aux loss or routing counts): the gradient above "
                 "each router carries it (see microbatch_invariance for a per-micro-batch normalisation)")
