@@ -87,7 +87,7 @@ class Case:
         return (
             f"{self.name}: {self.model.family} {self.dtype} {self.device} {self.layout.describe()} "
             f"micro-batches {self.partition.describe()} {self.parallel.describe()} attention={self.attention}"
-        ) + (f" loss={self.loss.describe()}" if self.loss.is_policy else "")
+        ) + (f" loss={self.loss.describe()}" if self.loss != SFT_TOKEN_MEAN else "")
 
     def to_json(self) -> dict:
         return {

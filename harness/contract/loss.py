@@ -34,6 +34,16 @@ none of N, G. `dloss_dlogprobs[i][t]` is d loss / d logp[i, t] with the entropy 
 function of the whole distribution, not of logp[i, t]): w * (d pg / d logp + kl_coef * (1 - exp(ref - logp))),
 where d pg / d logp is -A r on the unclipped branch and 0 where the clip (or the dual clip) is active.
 docs/rl-losses.md has the derivations and the per-engine checklist.
+
+`weighted_logprob_sum` (the gradient oracle's loss, harness/scenarios/gradient_oracle.py): each sample
+carries `logprob_weights` w[i, t], aligned to input_ids, and
+
+    loss = sum_{i, t} w[i, t] logp[i, t]
+
+with no normalisation and no loss mask (a weight on a masked token counts), so d loss / d logp = w
+exactly. logp[i, 0] is the prediction of token 0 from whatever precedes the sample in its row of the
+layout (another document, padding); where nothing does (the sample starts a row), w[i, 0] multiplies
+nothing. Micro-batches and ranks each contribute their tokens' terms; gradients are summed.
 """
 
 from __future__ import annotations
@@ -49,6 +59,7 @@ from packcheck.harness.contract.errors import ContractError
 class LossKind(StrEnum):
     SFT_TOKEN_MEAN = "sft_token_mean"
     PPO_CLIP = "ppo_clip"
+    WEIGHTED_LOGPROB_SUM = "weighted_logprob_sum"
 
 
 class Aggregation(StrEnum):
@@ -64,6 +75,9 @@ POLICY_FIELDS = {
     "old_logprobs": "the behaviour (rollout) policy's log-prob of every token, aligned to input_ids",
     "ref_logprobs": "the reference policy's log-prob of every token, for the KL penalty (loss.kl_coef > 0)",
 }
+# The per-sample field `weighted_logprob_sum` reads.
+WEIGHTS_FIELD = "logprob_weights"
+WEIGHTS_MEANING = "the weight of every token's log-prob in the loss (d loss / d logp), aligned to input_ids"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -80,11 +94,11 @@ class LossSpec:
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", LossKind(self.kind))
         object.__setattr__(self, "aggregation", Aggregation(self.aggregation))
-        if self.kind is LossKind.SFT_TOKEN_MEAN:
+        if self.kind is not LossKind.PPO_CLIP:
             changed = [f.name for f in fields(self) if f.name != "kind" and getattr(self, f.name) != f.default]
             if changed:
                 raise ContractError(
-                    f"loss.{changed[0]} is set but loss.kind is 'sft_token_mean', which has no such parameter: "
+                    f"loss.{changed[0]} is set but loss.kind is {self.kind.value!r}, which has no such parameter: "
                     "use kind='ppo_clip' for a policy loss, or drop it"
                 )
             return
@@ -124,9 +138,21 @@ class LossSpec:
             return ()
         return ("advantages", "old_logprobs") + (("ref_logprobs",) if self.kl_coef else ())
 
+    @property
+    def is_weighted(self) -> bool:
+        return self.kind is LossKind.WEIGHTED_LOGPROB_SUM
+
     def check_samples(self, samples: Sequence, where: str) -> None:
         """Every sample carries exactly the per-token fields this loss reads (ref_logprobs may ride along unused)."""
         for i, sample in enumerate(samples):
+            weighted = getattr(sample, WEIGHTS_FIELD) is not None
+            if weighted != self.is_weighted:
+                raise ContractError(
+                    f"{where}: samples[{i}].{WEIGHTS_FIELD} is missing: loss.kind 'weighted_logprob_sum' needs {WEIGHTS_MEANING} "
+                    "on every sample" if self.is_weighted else
+                    f"{where}: samples[{i}].{WEIGHTS_FIELD} is set but loss.kind is {self.kind.value!r}: per-token weights need "
+                    "LossSpec(kind='weighted_logprob_sum'); drop them or change the loss"
+                )
             present = [name for name in POLICY_FIELDS if getattr(sample, name) is not None]
             if not self.is_policy and present:
                 raise ContractError(

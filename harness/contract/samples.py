@@ -10,6 +10,9 @@ RL fields, read by a policy loss (`LossSpec(kind='ppo_clip')`, see loss.py) and 
 - `ref_logprobs[t]`: the same for the reference policy of the KL penalty.
 An SFT sample serialises exactly as it did before these fields existed.
 
+`logprob_weights[t]`: the weight of logp[t] in a `weighted_logprob_sum` loss (the gradient oracle's),
+absent otherwise and from the JSON of every other sample.
+
 `images` (vision-language families only): the sample's images in the order of their placeholder
 runs in input_ids (images.py); absent from the JSON of a text-only sample.
 """
@@ -21,7 +24,7 @@ from dataclasses import dataclass
 
 from packcheck.harness.contract.errors import ContractError
 from packcheck.harness.contract.images import Image, VisionSpec, check_images
-from packcheck.harness.contract.loss import POLICY_FIELDS
+from packcheck.harness.contract.loss import POLICY_FIELDS, WEIGHTS_FIELD, WEIGHTS_MEANING
 
 
 def _floats(values) -> tuple[float, ...] | None:
@@ -36,6 +39,7 @@ class Sample:
     old_logprobs: tuple[float, ...] | None = None
     ref_logprobs: tuple[float, ...] | None = None
     images: tuple[Image, ...] = ()
+    logprob_weights: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "images", tuple(i if isinstance(i, Image) else Image.from_json(i) for i in self.images))
@@ -45,6 +49,7 @@ class Sample:
         object.__setattr__(self, "advantages", float(self.advantages) if per_sample else _floats(self.advantages))
         object.__setattr__(self, "old_logprobs", _floats(self.old_logprobs))
         object.__setattr__(self, "ref_logprobs", _floats(self.ref_logprobs))
+        object.__setattr__(self, "logprob_weights", _floats(self.logprob_weights))
 
     def check(self, where: str, vocab_size: int, vision: VisionSpec | None = None) -> None:
         """Raise ContractError naming `where` (e.g. "samples[3]") if this sample is malformed."""
@@ -70,14 +75,14 @@ class Sample:
         check_images(where, self.input_ids, self.loss_mask, self.images, vision)
 
     def _check_policy_fields(self, where: str, n: int) -> None:
-        for name in POLICY_FIELDS:
+        for name, meaning in (POLICY_FIELDS | {WEIGHTS_FIELD: WEIGHTS_MEANING}).items():
             values = getattr(self, name)
             if values is None:
                 continue
             if isinstance(values, float):
                 values = (values,)
             elif len(values) != n:
-                raise ContractError(f"{where}.{name} has {len(values)} entries but input_ids has {n}: give {POLICY_FIELDS[name]}")
+                raise ContractError(f"{where}.{name} has {len(values)} entries but input_ids has {n}: give {meaning}")
             bad = [t for t, v in enumerate(values) if not math.isfinite(v)]
             if bad:
                 raise ContractError(f"{where}.{name} has non-finite values at tokens {bad[:3]}: every entry must be a finite float")
@@ -102,6 +107,8 @@ class Sample:
                 data[name] = value if isinstance(value, float) else list(value)
         if self.images:
             data["images"] = [image.to_json() for image in self.images]
+        if self.logprob_weights is not None:
+            data[WEIGHTS_FIELD] = list(self.logprob_weights)
         return data
 
     @classmethod

@@ -129,17 +129,20 @@ def validate_result(engine: str, case: Case, result: object) -> StepResult:
 
 def _not_computed(case: Case, result: StepResult) -> list[str]:
     """What no computed result can look like: the same log-prob for every supervised token of
-    samples that differ, or (for SFT: a policy loss may clip every token) no gradient at all behind
-    a loss that is not zero."""
+    samples that differ, or no gradient at all behind a loss that is not zero (a policy loss may clip
+    every token: there, behind per-token weights the engine itself reports as non-zero)."""
     problems = []
     supervised = [float(result.logprobs[i][t]) for i, t in sorted(case.supervised)]
     distinct_samples = len({tuple(s.input_ids) for s in case.samples if s.num_targets})
     if distinct_samples > 1 and len(supervised) > 1 and len(set(supervised)) == 1:
         problems.append(f"result.logprobs: every one of the {len(supervised)} supervised tokens of {distinct_samples} different "
                         f"samples has log-prob {supervised[0]!r}: the log-probs do not depend on the tokens (not computed)")
-    if case.loss.kind is LossKind.SFT_TOKEN_MEAN and result.loss != 0.0 and all(not bool(t.any()) for t in result.grads.values()):
-        problems.append(f"result.grads: every gradient is exactly zero while the loss is {result.loss:.6g}: the backward "
-                        "did not reach the parameters (detached loss, or gradients read before backward or after zero_grad)")
+    if result.grads and all(not bool(t.any()) for t in result.grads.values()):
+        weighed = sum(int(w.count_nonzero()) for w in result.dloss_dlogprobs or [])
+        if weighed or (case.loss.kind is not LossKind.PPO_CLIP and result.loss != 0.0):
+            said = f" and its own dloss_dlogprobs weighs {weighed} tokens" if weighed else ""
+            problems.append(f"result.grads: every gradient is exactly zero while the loss is {result.loss:.6g}{said}: the backward "
+                            "did not reach the parameters (detached loss, or gradients read before backward or after zero_grad)")
     return problems
 
 

@@ -5,7 +5,9 @@ For a case and the engine's own log-probs, `expected_loss` gives the loss and d 
 every token as the case's loss defines them: for SFT, the token mean -sum(w logp) with w = 1/N on
 the loss mask (d loss / d logprob = -1/N there, 0 elsewhere); for a policy loss, the aggregation
 weights times each token's clipped-surrogate (+ KL) loss and its derivative (the entropy bonus
-held fixed: it is a function of the whole distribution, which an engine does not report).
+held fixed: it is a function of the whole distribution, which an engine does not report); for the
+gradient oracle's weighted log-prob sum, the sample's own weights (the reported log-prob of token 0
+is 0.0, so a weight on token 0 adds nothing to the loss implied by the reported log-probs).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ class Expected:
 
     def describe(self, case: Case) -> str:
         """The expectation in words, for a report's legend."""
+        if case.loss.is_weighted:
+            return "the case's own per-token weights (logprob_weights)"
         if self.token_losses is None:
             return "-1/N on the loss mask, 0 elsewhere"
         return f"the {case.loss.aggregation.value} weight times each token's clipped-surrogate derivative at its log-prob"
@@ -36,6 +40,9 @@ class Expected:
 
 def expected_loss(case: Case, logprobs: Sequence[torch.Tensor]) -> Expected:
     """The definition of `case.loss` evaluated at `logprobs`."""
+    if case.loss.is_weighted:
+        given = [torch.tensor(s.logprob_weights, dtype=torch.float64) for s in case.samples]
+        return Expected(math.fsum(float((w * lp.double()).sum()) for w, lp in zip(given, logprobs)), given, None)
     weights = token_weights(case)
     if case.loss.kind is LossKind.SFT_TOKEN_MEAN:
         loss = -math.fsum(float((w * lp.double()).sum()) for w, lp in zip(weights, logprobs))

@@ -35,6 +35,7 @@ from packcheck.harness.models import model_spec
 from packcheck.harness.provenance import provenance
 from packcheck.harness.run.verdict import ERROR, FAIL, HANG, PASS, UNSUPPORTED, Verdict
 from packcheck.harness.scenarios import Judgement, Scenario, Setting
+from packcheck.harness.scenarios.base import ORACLE_ENGINE
 
 DEFAULT_TIMEOUT = 600.0
 
@@ -126,6 +127,23 @@ def run_arms(engine: EngineInfo, scenario: Scenario, cases: dict[str, Case], ver
     return {name: results[name] for name in cases if name in results}
 
 
+def run_oracle_arms(scenario: Scenario, cases: dict[str, Case], results: dict[str, StepResult], verdict: Verdict,
+                    pool: LaunchPool) -> dict[str, StepResult] | None:
+    """The oracle's arms on ORACLE_ENGINE, added to the engine's results; a failure there is packcheck's, and says so."""
+    try:
+        oracle = pool.engine_info(ORACLE_ENGINE, "cpu")
+    except LaunchFailed as failed:
+        verdict.status, verdict.detail = ERROR, verdict.detail + failed.text
+        verdict.diagnosis = f"the oracle engine {ORACLE_ENGINE!r} did not start: a packcheck problem, not the engine's"
+        return None
+    oracle_results = run_arms(oracle, scenario, cases, verdict, pool)
+    if oracle_results is None:
+        verdict.diagnosis = (f"the oracle engine {ORACLE_ENGINE!r} failed on its arm (a packcheck problem, not the engine's): "
+                             f"{verdict.diagnosis}")
+        return None
+    return results | oracle_results
+
+
 def skip(verdict: Verdict, scenario: Scenario, name: str, reason: str) -> bool:
     """Skip an optional arm (named in the verdict) and go on; a required one makes the verdict unsupported."""
     if name in scenario.optional_arms:
@@ -164,13 +182,20 @@ def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dty
         return verdict
     verdict.engine = info.name
     setting = setting_for(family, dtype, device, attention)
-    cases = scenario.build(setting)
-    results = run_arms(info, scenario, cases, verdict, pool)
+    missing = sorted(scenario.needs_reports - info.capabilities.reports)
+    if missing:
+        verdict.status, verdict.detail = UNSUPPORTED, f"the engine does not report {', '.join(missing)}, which {scenario.name} judges"
+    cases = {} if missing else scenario.build(setting)
+    results = None if missing else run_arms(info, scenario, cases, verdict, pool)
     if results is not None and scenario.follow_up is not None:
         later = scenario.follow_up(setting, results)
         cases |= later
         later_results = run_arms(info, scenario, later, verdict, pool)
         results = None if later_results is None else results | later_results
+    if results is not None and scenario.oracle is not None:
+        oracle_cases = scenario.oracle(setting, cases, results)
+        cases |= oracle_cases
+        results = run_oracle_arms(scenario, oracle_cases, results, verdict, pool)
     if results is not None:
         judge(verdict, scenario, Judgement(setting=setting, cases=cases, results=results, tolerance=tolerance_for(dtype)))
         if save_dir is not None and (save_passing or verdict.failed):

@@ -5,6 +5,7 @@ from packcheck.harness.scenarios.cp_vs_nocp import CP_VS_NOCP
 from packcheck.harness.scenarios.dp_cp_reduction import DP_CP_REDUCTION
 from packcheck.harness.scenarios.document_isolation import DOCUMENT_ISOLATION
 from packcheck.harness.scenarios.golden_regression import GOLDEN_REGRESSION
+from packcheck.harness.scenarios.gradient_oracle import GRADIENT_ORACLE
 from packcheck.harness.scenarios.linear_attention_reset import LINEAR_ATTENTION_RESET
 from packcheck.harness.scenarios.mask_alignment import MASK_ALIGNMENT
 from packcheck.harness.scenarios.microbatch_invariance import MICROBATCH_INVARIANCE
@@ -18,7 +19,7 @@ from packcheck.harness.scenarios.vlm_collective_symmetry import VLM_COLLECTIVE_S
 
 for _scenario in (PACKED_VS_UNPACKED, DOCUMENT_ISOLATION, MICROBATCH_INVARIANCE, MASK_ALIGNMENT, TOKEN_CONSERVATION, GOLDEN_REGRESSION,
                   CP_VS_NOCP, DP_CP_REDUCTION, RL_LOSS_AGGREGATION, RL_STEP0_RATIO, LINEAR_ATTENTION_RESET,
-                  VLM_COLLECTIVE_SYMMETRY, OPTIMIZER_STEP):
+                  VLM_COLLECTIVE_SYMMETRY, OPTIMIZER_STEP, GRADIENT_ORACLE):
     register_scenario(_scenario)
 
 __all__ = ["SCENARIOS", "Judgement", "Scenario", "Setting", "get_scenario", "register_scenario"]

@@ -2,7 +2,8 @@
 
 Everything is aligned to what each position predicts (impls/reference/predictions.py).
 SFT token-mean: -sum(lp * label_mask) * token_weight. Policy loss: sum(l * w), the per-token
-PPO/GRPO loss l weighted by its aggregation weight w. Summed over every forward of every
+PPO/GRPO loss l weighted by its aggregation weight w. Weighted log-prob sum (the gradient oracle's):
+sum(lp * w) with the weights the samples carry (weighted_loss.py). Summed over every forward of every
 micro-batch, both give the global loss (harness/contract/loss.py).
 """
 
@@ -15,11 +16,14 @@ from packcheck.impls.reference import policy_loss
 from packcheck.impls.reference.counts import Counts
 from packcheck.impls.reference.pipeline import Pipeline
 from packcheck.impls.reference.predictions import Predictions
+from packcheck.impls.reference.weighted_loss import weighted_logprob_sum
 
 
 def forward_loss(case: Case, pipe: Pipeline, predictions: Predictions, logits_BTV: torch.Tensor, lp_BT: torch.Tensor, counts: Counts) -> torch.Tensor:
     if case.loss.is_policy:
         loss_BT = policy_loss.token_loss(lp_BT, logits_BTV, pipe.policy_inputs(case, predictions), case.loss)
         return (loss_BT * pipe.aggregation_weights(case.loss, predictions, counts).to(loss_BT)).sum()
+    if case.loss.is_weighted:
+        return weighted_logprob_sum(case, predictions, lp_BT)
     weight = pipe.token_weight(counts.micro_tokens, counts.global_tokens, counts.micro_steps)
     return -(lp_BT * predictions.label_mask_BT.to(lp_BT)).sum() * weight

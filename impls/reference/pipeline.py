@@ -18,7 +18,7 @@ from packcheck.impls.reference import grad_clip, parameters
 from packcheck.impls.reference.counts import Counts
 from packcheck.impls.reference.parallel.mesh import Mesh
 from packcheck.impls.reference.policy_inputs import PolicyInputs
-from packcheck.impls.reference.predictions import Predictions
+from packcheck.impls.reference.predictions import Predictions, label_logprobs
 from packcheck.impls.reference.router_aux import RouterCounts
 from packcheck.impls.reference.rows import RowPlan
 
@@ -36,6 +36,7 @@ class Pipeline:
     global_token_count: Callable[[list[int], int, Mesh], int]  # micro-batch targets, shard targets -> N
     global_sequence_count: Callable[[int, Mesh], int]  # this rank's samples with targets -> G
     # the loss
+    label_logprobs: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # logits [B, T, V], labels [B, T] -> log p(label) [B, T]
     token_weight: Callable[[int, int, int], float]  # micro-batch targets, N, micro-steps -> weight of a token's loss
     policy_inputs: Callable[[Case, Predictions], PolicyInputs]  # per-token advantages and old/ref log-probs of rows
     aggregation_weights: Callable[[LossSpec, Predictions, Counts], torch.Tensor]  # a policy loss's per-token weights
@@ -60,6 +61,7 @@ REFERENCE = Pipeline(
     shard=mesh_steps.shard,
     global_token_count=mesh_steps.global_token_count,
     global_sequence_count=mesh_steps.global_sequence_count,
+    label_logprobs=label_logprobs,
     token_weight=loss.token_weight,
     policy_inputs=policy_inputs.policy_inputs,
     aggregation_weights=aggregation.aggregation_weights,

@@ -35,7 +35,7 @@ from packcheck.impls.reference.parallel.fully_sharded import ShardedGradientSync
 from packcheck.impls.reference.parallel.mesh import Mesh
 from packcheck.impls.reference.parameters import full_tensor, trainable
 from packcheck.impls.reference.pipeline import Pipeline
-from packcheck.impls.reference.predictions import Predictions, label_logprobs
+from packcheck.impls.reference.predictions import Predictions
 from packcheck.impls.reference.router_aux import aux_loss_share, real_tokens_N, routing_prepass
 from packcheck.impls.reference.rows import build_rows
 from packcheck.impls.reference.scatter import SampleScatter
@@ -79,7 +79,7 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention,
             images = () if image_features[f] is None else (image_features[f], p.image_index_BT)
             with sync.backward_context(last=(m, f) == last), record_routing(model) as routing:
                 logits_BTV = sync.forward_module(p.input_ids_BT, p.position_ids_BT, p.segment_ids_BT, attention, *images)
-                lp_BT = label_logprobs(logits_BTV, p.label_BT)
+                lp_BT = pipe.label_logprobs(logits_BTV, p.label_BT)
                 lp_BT.retain_grad()
                 loss = forward_loss(case, pipe, p, logits_BTV, lp_BT, micro_counts)
                 objective = loss

@@ -34,4 +34,7 @@ class Float64Engine(HfTrainerEngine):
         # params_after is compared in the AdamW step's conditioning (issue 11): the amplified 2.8e-4 is gone
         pinned("golden_regression", 3.4e2, "grad max_rel 3.4e-7 (margin 3.4e3) llama, logprobs max_abs 4.7e-7 (4.7e3) qwen3, "
                "float64, 2026-12-01"),
+        pinned("gradient_oracle", 3.0e2, "logprobs max_abs 3.0e-7 (margin 3.0e3) llama, 4.7e-7 (4.7e3) qwen3; grad max_rel 3.1e-7 "
+               "llama, 4.2e-7 qwen3 against the float64 reference (HF's float32 RMSNorm and RoPE angles add to the cast here), "
+               "float64, 2026-12-01"),
     )

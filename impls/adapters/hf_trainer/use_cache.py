@@ -30,6 +30,9 @@ class UseCacheEngine(HfTrainerEngine):
                      min_margin=2.5e3, measured="logprobs max_abs 2.60 llama (margin 2.6e4), 2.55 qwen3 (2.6e4), float32"),
         KnownFinding(scenario="golden_regression", upstream=UPSTREAM, summary=LEAK,
                      min_margin=3.0e4, measured="logprobs max_abs 3.40 llama (margin 3.0e5), 3.69 qwen3 (3.9e5), float32"),
+        KnownFinding(scenario="gradient_oracle", upstream=UPSTREAM, summary=LEAK,
+                     min_margin=2.9e4, measured="logprobs max_abs 3.40 llama (margin 2.9e5), 3.69 qwen3 (3.2e5) against the float64 "
+                                                "reference's oracle arm; grad max_rel 1.19 (1.1e5), float32, 2026-12-01"),
     )
 
     def arguments(self, case: Case, output_dir: str) -> TrainingArguments:

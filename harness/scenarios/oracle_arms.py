@@ -1,0 +1,43 @@
+"""The gradient oracle's arm for an engine's arm: the same Case, with the engine's own per-token
+weights as a `weighted_logprob_sum` loss, in float64 on the CPU.
+
+The arm keeps the checkpoint (and its frozen parameters), the samples, the layout, the partition and
+the parallel plan, so every weight lands on the same row position the engine's did, including a
+document's token 0 predicted from what precedes it in a packed row; the reference (ORACLE_ENGINE)
+then backpropagates exactly those weights through its float64 model. A MoE model keeps its
+load-balancing loss: the contract adds it to whatever loss is backpropagated, in the oracle as in
+the engine, so the two gradients differ by nothing but the backward through the log-probs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping
+
+from packcheck.harness.contract import Case, LossKind, LossSpec, StepResult
+
+ORACLE_PREFIX = "oracle/"
+WEIGHTED = LossSpec(kind=LossKind.WEIGHTED_LOGPROB_SUM)
+
+
+def oracle_name(arm: str) -> str:
+    return ORACLE_PREFIX + arm
+
+
+def is_oracle(arm: str) -> bool:
+    return arm.startswith(ORACLE_PREFIX)
+
+
+def oracle_case(case: Case, result: StepResult) -> Case:
+    """`case` with loss sum(w logp), w = the engine's reported dloss_dlogprobs, in float64 on the CPU."""
+    assert result.dloss_dlogprobs is not None, "only an arm whose engine reports dloss_dlogprobs has an oracle"
+    samples = tuple(dataclasses.replace(sample, logprob_weights=tuple(w.double().tolist()))
+                    for sample, w in zip(case.samples, result.dloss_dlogprobs))
+    return case.with_(name=oracle_name(case.name), samples=samples, loss=WEIGHTED, dtype="float64", device="cpu", attention="auto",
+                      optimizer=None)
+
+
+def oracle_arms(cases: Mapping[str, Case], results: Mapping[str, StepResult]) -> dict[str, Case]:
+    """One oracle arm per engine arm that reported its per-token weights."""
+    return {oracle_name(name): oracle_case(cases[name], result) for name, result in results.items()
+            if not is_oracle(name) and result.dloss_dlogprobs is not None}
