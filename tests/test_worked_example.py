@@ -9,22 +9,24 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SUPPORTED = ("packed_vs_unpacked", "document_isolation", "microbatch_invariance", "mask_alignment", "token_conservation")
+SUPPORTED = ("packed_vs_unpacked", "document_isolation", "microbatch_invariance", "mask_alignment", "token_conservation",
+             "gradient_oracle")
+DTYPE = "float32"  # the example declares what an HF model computes in (impls/example/minimal_engine.py)
 
 
 @pytest.mark.parametrize("scenario", SUPPORTED)
 def test_the_worked_example_passes(verdict_of, scenario):
-    verdict = verdict_of("packcheck.impls.example.minimal_engine:MinimalEngine", scenario, "llama")
+    verdict = verdict_of("packcheck.impls.example.minimal_engine:MinimalEngine", scenario, "llama", dtype=DTYPE)
     assert verdict.status == "pass", verdict.message()
 
 
 def test_the_worked_example_declares_the_rest_unsupported(verdict_of):
     for scenario in ("golden_regression", "cp_vs_nocp", "rl_loss_aggregation"):
-        assert verdict_of("packcheck.impls.example.minimal_engine:MinimalEngine", scenario, "llama").status == "unsupported"
+        assert verdict_of("packcheck.impls.example.minimal_engine:MinimalEngine", scenario, "llama", dtype=DTYPE).status == "unsupported"
 
 
 def test_a_mean_of_means_in_the_example_is_flagged(verdict_of):
-    verdict = verdict_of("tests.engines.example_variants:MinimalEngineMeanOfMeans", "microbatch_invariance", "llama")
+    verdict = verdict_of("tests.engines.example_variants:MinimalEngineMeanOfMeans", "microbatch_invariance", "llama", dtype=DTYPE)
     assert verdict.status == "fail" and verdict.worst.margin > 1e3, verdict.message()
 
 
@@ -33,7 +35,7 @@ def test_a_mean_of_means_in_the_example_is_flagged(verdict_of):
     ("packed_vs_unpacked", "unsupported"), ("document_isolation", "unsupported"),
 ])
 def test_an_engine_that_never_packs_is_judged_on_its_unpacked_arms(verdict_of, scenario, status):
-    verdict = verdict_of("tests.engines.example_variants:MinimalEngineUnpackedOnly", scenario, "llama")
+    verdict = verdict_of("tests.engines.example_variants:MinimalEngineUnpackedOnly", scenario, "llama", dtype=DTYPE)
     assert verdict.status == status, verdict.message()
     if status == "pass":
         assert "skipped: engine does not support layout 'packed'" in verdict.detail

@@ -42,7 +42,7 @@ def judge(j: Judgement) -> list:
 def diagnose(j: Judgement, failed: list) -> str:
     if any(c.quantity == "golden" for c in failed):
         return failed[0].where
-    obtained = f"; the obtained result goes beside the golden ({obtained_path(j.setting.family)}) for a diff"
+    obtained = f"; the obtained result is written to {obtained_path(j.setting.family)} for a diff with the golden"
     if shared := shared_diagnosis(j, failed):
         return shared + obtained
     if failing(failed, "logprobs"):

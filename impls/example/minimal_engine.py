@@ -5,10 +5,13 @@ It is the smallest complete adapter: it builds the rows the Case's layout prescr
 per padded row, or several documents per packed row told apart by position_ids alone), runs every
 micro-batch forward and backward with the global token-mean loss, and reports per-token log-probs,
 the loss, the token count, every gradient and d loss / d log-probs. Single process, SFT loss,
-no optimizer step: everything else it declares unsupported, so the harness reports those cases as
-such instead of judging them.
+no optimizer step, float32: everything else it declares unsupported, so the harness reports those
+cases as such instead of judging them. float32 because transformers computes RMSNorm, the RoPE
+angles and its loss in float32 whatever the model's dtype: in a float64 run the arms agree with
+each other, but the gradient oracle (the float64 reference on the same rows) sees a forward of
+float32 precision, at 3e3 times the float64 tolerance (docs/adapters.md).
 
-    packcheck run --engine packcheck.impls.example.minimal_engine:MinimalEngine --family llama
+    packcheck run --engine packcheck.impls.example.minimal_engine:MinimalEngine --family llama --dtype float32
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ class MinimalEngine(Engine):
     capabilities = Capabilities(
         families=frozenset({"llama", "qwen3"}),
         layouts=frozenset({LayoutKind.UNPACKED, LayoutKind.PACKED}),
+        dtypes=frozenset({"float32"}),  # what an HF model computes in, whatever its parameters' dtype
         optimizer_step=False,
         reports=frozenset({"dloss_dlogprobs"}),
         # transformers' sdpa path isolates packed documents from position_ids when no attention

@@ -93,10 +93,11 @@ def main(wheel: str) -> int:
     if sorted(v["family"] for v in golden) != GOLDEN_FAMILIES or any(v["status"] != "pass" for v in golden):
         problems.append(f"golden_regression did not pass for every family ({GOLDEN_FAMILIES}) from the wheel's package data: {golden}")
     suite = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q", "--pyargs", "packcheck.conformance"]
-    good = run([*suite, "--engine", "example_pkg:MinimalEngine"], scratch)
+    good = run([*suite, "--engine", "example_pkg:MinimalEngine", "--dtype", "float32"], scratch)
     if good.returncode != 0 or " passed" not in good.stdout:
         problems.append(f"the conformance suite did not pass for the worked example (exit {good.returncode})")
-    bad = run([*suite, "--engine", "example_pkg:MeanOfMeans", "--family", "llama", "-k", "microbatch_invariance"], scratch)
+    bad = run([*suite, "--engine", "example_pkg:MeanOfMeans", "--dtype", "float32", "--family", "llama", "-k", "microbatch_invariance"],
+              scratch)
     if bad.returncode != 1 or "FAILED" not in bad.stdout or "microbatch_invariance" not in bad.stdout:
         problems.append(f"the conformance suite did not fail the mean-of-means variant on microbatch_invariance (exit {bad.returncode})")
     for problem in problems:
