@@ -56,7 +56,21 @@ def engine_group(item) -> str | None:
     return None
 
 
+# Scenarios whose cells cost a world 1, 2 and 4 launch's worth of arms per family: llama in the default run, every
+# other family in nox -s slow (optimizer_step: qwen2_5_vl 43 s, qwen3_5 28 s on 2 cores; docs/margins.md).
+SLOW_BEYOND_LLAMA = frozenset({"optimizer_step"})
+
+
+def slow_cell(item) -> bool:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    scenario = params.get("scenario_name", getattr(params.get("scenario"), "name", None))
+    return scenario in SLOW_BEYOND_LLAMA and params.get("family", "llama") != "llama"
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if slow_cell(item):
+            item.add_marker(pytest.mark.slow)
     groups = {id(item): engine_group(item) for item in items}
     # one engine's cells next to each other (a stable sort keeps everything else in place), so a
     # serial run reuses the engine's launches too

@@ -27,7 +27,7 @@ CLEAN = 1e-3  # the clean margin issue 15 demands of optimizer_step (tighter tha
 
 
 # stacked: length buckets give rank 0 three forwards and rank 1 two, so FSDP2 may reduce only at each rank's last backward
-@pytest.mark.parametrize("layout", [None, Layout(kind=LayoutKind.STACKED)], ids=["packed", "stacked"])
+@pytest.mark.parametrize("layout", [None, pytest.param(Layout(kind=LayoutKind.STACKED), marks=pytest.mark.slow)], ids=["packed", "stacked"])
 def test_fsdp2_gives_the_gradients_norm_and_step_of_ddp(run_arm, layout):
     cases = build(setting_for(FAMILY, "float64", "cpu"))
     if layout is not None:
