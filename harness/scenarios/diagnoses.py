@@ -2,8 +2,10 @@
 (harness/scenarios/evidence.py) and names a bug class only when the evidence singles it out;
 `shared_diagnosis` returns the first that applies, or None, and the scenario's own lines follow.
 
-Order (docs/diagnoses.md): 1. the trained tokens differ from the loss mask's; 2. the loss-token
-count differs from the harness's; 3. the trained tokens are right but weighted other than -1/N;
+Order (docs/diagnoses.md): 0. a float64 run off from float64 truth (the golden, the oracle) by float32
+rounding only, everywhere (harness/scenarios/rounding.py: no logic bug is that small and that spread,
+and the token rules would read float32-rounded weights as wrong ones); 1. the trained tokens differ
+from the loss mask's; 2. the loss-token count differs from the harness's; 3. the trained tokens are right but weighted other than -1/N;
 4. only the reported log-probs differ (training agrees); 5. the reported loss and the reported
 log-probs disagree while the trained tokens and weights are exact; 6. only the reported loss
 differs (training agrees); 7. the baseline disagrees with the stored golden; 8. the baseline is
@@ -19,8 +21,22 @@ from packcheck.harness.contract import LayoutKind
 from packcheck.harness.scenarios.base import Judgement
 from packcheck.harness.scenarios.evidence import (baseline_vs_golden, odd_one_out, quantities, self_inconsistent, token_set_problems,
                                                     token_weight_problems, weights_verified)
+from packcheck.harness.scenarios.rounding import is_float64_truth, rounding_pattern
 
 Rule = Callable[[Judgement, list[Comparison], "str | None"], "str | None"]
+
+
+def float32_inside(j: Judgement, failed: list[Comparison], baseline: str | None) -> str | None:
+    if not failed or not all(is_float64_truth(c.arms.against) for c in failed):
+        return None
+    patterns = [rounding_pattern(j, arm) for arm in sorted({c.arms.arm for c in failed})]
+    if not all(p is not None and p.holds for p in patterns):
+        return None
+    worst = max(patterns, key=lambda p: p.worst_of_float32)
+    return ("the engine computes in float32 internally: its float64 run differs from float64 truth by float32 rounding only, "
+            f"spread over every tensor and document, which no logic bug looks like ({worst.arm}: {worst.figures()}). transformers, "
+            "for one, computes RMSNorm, the RoPE angles and its loss in float32 even in a float64 model. Run the engine at "
+            "--dtype float32, or declare its internal precision (Capabilities(dtypes=frozenset({'float32'}))) and run with --dtype auto")
 
 
 def wrong_token_set(j: Judgement, failed: list[Comparison], baseline: str | None) -> str | None:
@@ -129,7 +145,7 @@ def baseline_odd_one_out(j: Judgement, failed: list[Comparison], baseline: str |
             "(e.g. its single-process attention or layout), not in what the other arms change")
 
 
-RULES: tuple[Rule, ...] = (wrong_token_set, wrong_count, wrong_token_weights, reported_logprobs, loss_disagrees_with_logprobs, reported_loss,
+RULES: tuple[Rule, ...] = (float32_inside, wrong_token_set, wrong_count, wrong_token_weights, reported_logprobs, loss_disagrees_with_logprobs, reported_loss,
                            baseline_against_golden, baseline_odd_one_out)
 
 

@@ -30,3 +30,11 @@ class MinimalEngineUnpackedOnly(MinimalEngine):
 class MinimalEngineSupportsNothing(MinimalEngine):
     name = "example.minimal.nothing"
     capabilities = replace(MinimalEngine.capabilities, families=frozenset({"no_such_family"}))
+
+
+class MinimalEngineFloat64(MinimalEngine):
+    """The worked example run at float64, as an author who has not read about transformers' float32 insides would:
+    the model's parameters are float64, its RMSNorm and RoPE angles are computed in float32 (tests/test_float32_inside.py)."""
+
+    name = "example.minimal.float64"
+    capabilities = replace(MinimalEngine.capabilities, dtypes=frozenset({"float64"}))
