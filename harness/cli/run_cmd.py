@@ -24,7 +24,9 @@ def add_parser(commands) -> None:
                         help="engine names, glob patterns ('mutant.*') or 'package.module:Class'")
     parser.add_argument("--family", nargs="+", default=None, help="model families (default: every family the engine supports)")
     parser.add_argument("--scenario", nargs="+", default=None, help="scenarios (default: all)")
-    parser.add_argument("--dtype", default="float64", help="float64 | float32 | bfloat16 (default: float64)")
+    parser.add_argument("--dtype", default="float64",
+                        help="float64 | float32 | bfloat16 | auto: per engine, the most precise dtype its Capabilities.dtypes declare "
+                             "(default: float64)")
     parser.add_argument("--device", default="cpu", help="cpu | cuda (default: cpu)")
     parser.add_argument("--attention", default="auto", help="attention backend every case asks for (default: auto, the engine's choice)")
     parser.add_argument("--out", default="reports/latest", help="output directory (default: reports/latest)")
@@ -66,6 +68,27 @@ def output_directory(out: str) -> Path:
     return path
 
 
+def auto_dtypes(engines: list[str], pool, device: str) -> dict:
+    """--dtype auto: each engine's choice (harness/run/dtype_choice.py), printed; an engine that does not start is
+    left to the run, which reports it; one that declares no dtype is a usage error naming the field."""
+    from packcheck.harness.launch import LaunchFailed
+    from packcheck.harness.run.dtype_choice import NoDtypeDeclared, choose_dtype
+
+    chosen = {}
+    for spec in engines:
+        try:
+            info = pool.engine_info(spec, device)
+        except LaunchFailed:
+            continue
+        try:
+            chosen[spec] = choose_dtype(info.name, info.capabilities)
+        except NoDtypeDeclared as err:
+            pool.close()
+            raise UsageError(str(err)) from None
+        print(f"engine {info.name}: dtype {chosen[spec].dtype} ({chosen[spec].why})", file=sys.stderr, flush=True)
+    return chosen
+
+
 class Interrupted(Exception):
     """SIGINT or SIGTERM: stop the run, keep what it judged."""
 
@@ -80,13 +103,14 @@ def handle(args) -> int:
     from packcheck.harness.launch import LaunchPool
     from packcheck.harness.models import get_family
     from packcheck.harness.provenance import provenance
+    from packcheck.harness.run.dtype_choice import AUTO
     from packcheck.harness.run.results import ResultsFile
     from packcheck.harness.run.scenario_runner import first_error_line
     from packcheck.harness.run.session import Matrix, exit_status, run_matrix, unsupported_reason
     from packcheck.harness.scenarios import SCENARIOS, get_scenario
 
-    if args.dtype not in DTYPES:
-        raise UsageError(f"--dtype {args.dtype!r} is not one of {', '.join(DTYPES)}")
+    if args.dtype not in (*DTYPES, AUTO):
+        raise UsageError(f"--dtype {args.dtype!r} is not one of {', '.join(DTYPES)}, {AUTO}")
     if args.device not in ("cpu", "cuda"):
         raise UsageError(f"--device {args.device!r}: use cpu or cuda")
     if not args.timeout > 0:
@@ -100,12 +124,15 @@ def handle(args) -> int:
         get_family(family)
     scenarios = [get_scenario(name) for name in args.scenario] if args.scenario else list(SCENARIOS.values())
     out = output_directory(args.out)
-    results = ResultsFile(out, provenance(args.device, ["packcheck", *args.argv]))
+    pool = LaunchPool(out / "launches", args.timeout)
+    chosen = auto_dtypes(engines, pool, args.device) if args.dtype == AUTO else {}
+    results = ResultsFile(out, provenance(args.device, ["packcheck", *args.argv])
+                          | {"dtype": args.dtype} | ({"dtype_choice": {spec: f"{c.dtype} ({c.why})" for spec, c in chosen.items()}}
+                                                     if chosen else {}))
     matrix = Matrix(engines=engines, families=args.family, scenarios=scenarios, dtype=args.dtype, device=args.device,
-                    attention=args.attention, save_arms=args.save_arms)
+                    attention=args.attention, save_arms=args.save_arms, dtype_for={spec: c.dtype for spec, c in chosen.items()})
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     interrupted = None
-    pool = LaunchPool(out / "launches", args.timeout)
     try:
         run_matrix(matrix, results, pool)
         pool.close()

@@ -32,6 +32,7 @@ class Matrix:
     device: str = "cpu"
     attention: str = "auto"
     save_arms: str = "failing"  # all | failing | none
+    dtype_for: dict[str, str] = field(default_factory=dict)  # engine spec -> its dtype where it is not `dtype` (--dtype auto)
     verdicts: list[Verdict] = field(default_factory=list)
     not_started: dict[str, LaunchFailed] = field(default_factory=dict)  # engine spec -> why its processes never came up
 
@@ -65,7 +66,7 @@ def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: Text
                 verdict = not_started(matrix, spec, family, scenario, failure)
             else:
                 save_dir = None if matrix.save_arms == "none" else arms_directory(results.directory, engine.name, family, scenario.name)
-                verdict = run_scenario(engine, scenario, family, matrix.dtype, matrix.device, save_dir=save_dir,
+                verdict = run_scenario(engine, scenario, family, matrix.dtype_for.get(spec, matrix.dtype), matrix.device, save_dir=save_dir,
                                        attention=matrix.attention, save_passing=matrix.save_arms == "all",
                                        options=RunOptions(timeout=pool.timeout, pool=pool))
             report_progress(verdict, out)

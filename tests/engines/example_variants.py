@@ -38,3 +38,10 @@ class MinimalEngineFloat64(MinimalEngine):
 
     name = "example.minimal.float64"
     capabilities = replace(MinimalEngine.capabilities, dtypes=frozenset({"float64"}))
+
+
+class MinimalEngineNoDtype(MinimalEngine):
+    """Declares no dtype: `--dtype auto` has nothing to choose from (tests/test_dtype_auto.py)."""
+
+    name = "example.minimal.no-dtype"
+    capabilities = replace(MinimalEngine.capabilities, dtypes=frozenset())

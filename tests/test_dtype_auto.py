@@ -1,0 +1,46 @@
+"""`packcheck run --dtype auto`: per engine, the most precise dtype its Capabilities declare
+(harness/run/dtype_choice.py), said on the console, in the provenance and in every verdict."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from packcheck.harness.cli.main import main
+from packcheck.harness.engines import Capabilities
+from packcheck.harness.run.dtype_choice import NoDtypeDeclared, choose_dtype
+
+
+@pytest.mark.parametrize(("declared", "chosen"), [({"float64", "float32", "bfloat16"}, "float64"), ({"bfloat16", "float32"}, "float32"),
+                                                  ({"bfloat16"}, "bfloat16")])
+def test_auto_takes_the_most_precise_declared_dtype(declared, chosen):
+    choice = choose_dtype("e", Capabilities(families=frozenset({"llama"}), dtypes=frozenset(declared)))
+    assert choice.dtype == chosen and "Capabilities.dtypes" in choice.why
+
+
+@pytest.mark.parametrize("declared", [set(), {"float16"}])
+def test_auto_without_a_known_dtype_names_the_field(declared):
+    with pytest.raises(NoDtypeDeclared, match=r"Capabilities\.dtypes.*frozenset\(\{'float32'\}\)"):
+        choose_dtype("e", Capabilities(families=frozenset({"llama"}), dtypes=frozenset(declared)))
+
+
+def test_run_auto_judges_each_engine_at_its_choice(tmp_path, capsys):
+    # the worked example declares float32 only, the reference float64 first; qwen3_moe is outside the example's families
+    code = main(["run", "--engine", "reference", "packcheck.impls.example.minimal_engine:MinimalEngine", "--dtype", "auto",
+                 "--family", "llama", "--scenario", "token_conservation", "--out", str(tmp_path), "--no-report"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "engine example.minimal: dtype float32 (--dtype auto: the most precise" in err
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert {v["engine"]: v["dtype"] for v in data["verdicts"]} == {"reference": "float64", "example.minimal": "float32"}
+    assert data["provenance"]["dtype"] == "auto" and "float32" in data["provenance"]["dtype_choice"][
+        "packcheck.impls.example.minimal_engine:MinimalEngine"]
+    assert "--dtype float32" in next(v["reproduce"] for v in data["verdicts"] if v["engine"] == "example.minimal")
+
+
+def test_run_auto_with_no_declared_dtype_is_a_usage_error(tmp_path, capsys):
+    code = main(["run", "--engine", "tests.engines.example_variants:MinimalEngineNoDtype", "--dtype", "auto", "--family", "llama",
+                 "--scenario", "token_conservation", "--out", str(tmp_path)])
+    assert code == 2
+    assert "declares no dtype packcheck runs in Capabilities.dtypes" in capsys.readouterr().err
