@@ -26,7 +26,8 @@ def add_parser(commands) -> None:
                         help="'package.module:Class' importable from the repository's root (or a registered name), at every revision")
     parser.add_argument("--family", nargs="+", default=None, help="families to bisect (default: every family packcheck has)")
     parser.add_argument("--scenario", nargs="+", default=None, help="the scenarios that judge a revision (default: all)")
-    parser.add_argument("--dtype", default="float64", help="float64 | float32 | bfloat16 (default: float64)")
+    parser.add_argument("--dtype", default="float64",
+                        help="float64 | float32 | bfloat16 | auto: the most precise dtype the engine declares at each revision (default: float64)")
     parser.add_argument("--device", default="cpu", help="cpu | cuda (default: cpu)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds one verdict may take at a revision (default: 600)")
     parser.add_argument("--cache", default=None, help="JSON file of judged revisions (default: ~/.cache/packcheck/bisect.json)")
@@ -67,14 +68,15 @@ def handle(args) -> int:
     from packcheck.harness.bisect.git import GitError, git
     from packcheck.harness.contract import DTYPES
     from packcheck.harness.models import FAMILIES, get_family
+    from packcheck.harness.run.dtype_choice import AUTO
     from packcheck.harness.scenarios import get_scenario
 
     try:
         repo = Path(git(Path(args.repo), "rev-parse", "--show-toplevel"))
     except GitError as err:
         raise UsageError(f"--repo {args.repo} is not a git repository: {err}") from err
-    if args.dtype not in DTYPES:
-        raise UsageError(f"--dtype {args.dtype!r} is not one of {', '.join(DTYPES)}")
+    if args.dtype not in (*DTYPES, AUTO):
+        raise UsageError(f"--dtype {args.dtype!r} is not one of {', '.join(DTYPES)}, {AUTO}")
     families = args.family or sorted(FAMILIES)
     for family in families:
         get_family(family)

@@ -143,6 +143,8 @@ def handle(args) -> int:
 
     scenario = get_scenario(args.scenario)
     get_family(args.family)
+    if args.dtype == "auto":
+        raise UsageError("--dtype auto picks an engine's dtype and explain runs no engine: give float64, float32 or bfloat16")
     if args.dtype not in DTYPES:
         raise UsageError(f"--dtype {args.dtype!r} is not one of {', '.join(DTYPES)}")
     out = [scenario.name, "", "Invariant (exact in real arithmetic):", _para(scenario.invariant), ""]
