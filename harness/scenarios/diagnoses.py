@@ -145,7 +145,8 @@ def baseline_odd_one_out(j: Judgement, failed: list[Comparison], baseline: str |
             "(e.g. its single-process attention or layout), not in what the other arms change")
 
 
-RULES: tuple[Rule, ...] = (float32_inside, wrong_token_set, wrong_count, wrong_token_weights, reported_logprobs, loss_disagrees_with_logprobs, reported_loss,
+RULES: tuple[Rule, ...] = (float32_inside,
+                           wrong_token_set, wrong_count, wrong_token_weights, reported_logprobs, loss_disagrees_with_logprobs, reported_loss,
                            baseline_against_golden, baseline_odd_one_out)
 
 

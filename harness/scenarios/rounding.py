@@ -19,7 +19,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from packcheck.harness.compare import GOLDEN, Arms, Comparison, compare_logprobs, compare_results, compare_tensors, tolerance_for, tolerance_from_floor
+from packcheck.harness.compare import (GOLDEN, Arms, Comparison, compare_logprobs, compare_results, compare_tensors, tolerance_for,
+                                       tolerance_from_floor)
 from packcheck.harness.compare.arms import compare_dloss_dlogprobs
 from packcheck.harness.golden import GoldenProblem, load_golden, load_noise_floor
 from packcheck.harness.scenarios.base import Judgement
