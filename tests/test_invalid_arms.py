@@ -18,7 +18,8 @@ from packcheck.harness.compare import HARNESS, Arms, Comparison
 from packcheck.harness.contract import ParallelPlan, Partition
 from packcheck.harness.provenance import provenance
 from packcheck.harness.report.html import render_html
-from packcheck.harness.run.invalid_arms import CONTRACT_SENTENCE, InvalidArm, InvalidArms, empty_micro_batches, invalid_diagnosis
+from packcheck.harness.run.invalid_arms import (CONTRACT_SENTENCE, InvalidArm, InvalidArms, empty_micro_batches, invalid_diagnosis,
+                                                summarise)
 from packcheck.harness.run.results import ResultsFile, arms_directory
 from packcheck.harness.run.scenario_runner import RunOptions, run_scenario, setting_for
 from packcheck.harness.run.verdict import Verdict
@@ -59,6 +60,15 @@ def test_the_diagnosis_points_at_the_empty_micro_batch_only_when_the_result_is_n
     other = InvalidArms(arms={"singletons": invalid_arm("singletons", ["result.num_loss_tokens is -1, expected a non-negative int"])})
     assert invalid_diagnosis(other, cases) == ("the engine broke the result contract on arm 'singletons': "
                                                "result.num_loss_tokens is -1, expected a non-negative int")
+
+
+def test_the_non_finite_tensors_of_a_field_are_one_line_and_every_other_problem_stays():
+    problems = ["result.loss is nan, expected a finite float",
+                *(f"result.grads['layer.{i}'] has {i + 1} non-finite values (NaN/inf)" for i in range(3)),
+                "result.logprobs[2] has 1 non-finite values (NaN/inf)", "result.notes is list, expected a dict of JSON values"]
+    assert summarise(problems) == ["result.loss is nan, expected a finite float",
+                                   "result.grads: 3 tensors have non-finite values (NaN/inf), e.g. ['layer.0'] (1 values)",
+                                   "result.logprobs[2] has 1 non-finite values (NaN/inf)", "result.notes is list, expected a dict of JSON values"]
 
 
 def test_an_invalid_required_arm_leaves_the_others_unjudged_and_says_why():

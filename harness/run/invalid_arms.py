@@ -26,6 +26,32 @@ INVALID_FILE = "invalid.json"  # beside an invalid arm's case.json in the run's 
 CONTRACT_SENTENCE = "the contract requires an engine to handle it (loss contribution 0, no division by zero)"
 
 
+NON_FINITE_TENSOR = re.compile(r"^(result\.\w+)\[(.+)\] has (\d+) non-finite values \(NaN/inf\)$")
+
+
+def summarise(problems: list[str]) -> list[str]:
+    """The problems, the non-finite tensors of one field in one line ("result.grads: 21 tensors have non-finite values
+    (NaN/inf), e.g. ['lm_head.weight'] (8192 values)"): a NaN loss reaches every gradient, and 21 lines hide the rest."""
+    order: list[str | tuple[str]] = []  # a problem as it is, or (field,): where that field's tensors go
+    tensors: dict[str, list[re.Match]] = {}
+    for problem in problems:
+        found = NON_FINITE_TENSOR.match(problem)
+        if found is None:
+            order.append(problem)
+            continue
+        if found.group(1) not in tensors:
+            tensors[found.group(1)] = []
+            order.append((found.group(1),))
+        tensors[found.group(1)].append(found)
+    return [entry if isinstance(entry, str) else _one_line(entry[0], tensors[entry[0]]) for entry in order]
+
+
+def _one_line(field: str, found: list[re.Match]) -> str:
+    if len(found) == 1:
+        return found[0].group(0)
+    return f"{field}: {len(found)} tensors have non-finite values (NaN/inf), e.g. [{found[0].group(2)}] ({found[0].group(3)} values)"
+
+
 @dataclass(kw_only=True, slots=True)
 class InvalidArm:
     problems: list[str]  # every way the result breaks the contract (validate_result's words)

@@ -33,7 +33,7 @@ from packcheck.harness.launch import CaseOutcome, LaunchFailed, LaunchPool, engi
 from packcheck.harness.launch.capacity import cannot_host
 from packcheck.harness.models import model_spec
 from packcheck.harness.provenance import provenance
-from packcheck.harness.run.invalid_arms import InvalidArm, InvalidArms, conclude, save_invalid_arms
+from packcheck.harness.run.invalid_arms import InvalidArm, InvalidArms, conclude, save_invalid_arms, summarise
 from packcheck.harness.run.verdict import ERROR, FAIL, HANG, PASS, UNSUPPORTED, Verdict
 from packcheck.harness.scenarios import Judgement, Scenario, Setting
 from packcheck.harness.scenarios.base import ORACLE_ENGINE
@@ -120,7 +120,8 @@ def run_arms(engine: EngineInfo, scenario: Scenario, cases: dict[str, Case], ver
             except ArmProblem as problem:
                 if invalid is None or problem.problems is None:
                     raise
-                invalid.arms[name] = InvalidArm(problems=problem.problems, comparison=problem.comparison, detail=problem.detail,
+                detail = f"arm {name!r}: the engine returned an invalid StepResult:\n  - " + "\n  - ".join(summarise(problem.problems))
+                invalid.arms[name] = InvalidArm(problems=problem.problems, comparison=problem.comparison, detail=detail,
                                                 result=outcome.invalid_result if outcome.result is None else outcome.result)
                 continue
             if result is None and not skip(verdict, scenario, name, f"the engine declines it: {outcome.unsupported}"):
