@@ -68,7 +68,8 @@ def test_the_non_finite_tensors_of_a_field_are_one_line_and_every_other_problem_
                 "result.logprobs[2] has 1 non-finite values (NaN/inf)", "result.notes is list, expected a dict of JSON values"]
     assert summarise(problems) == ["result.loss is nan, expected a finite float",
                                    "result.grads: 3 tensors have non-finite values (NaN/inf), e.g. ['layer.0'] (1 values)",
-                                   "result.logprobs[2] has 1 non-finite values (NaN/inf)", "result.notes is list, expected a dict of JSON values"]
+                                   "result.logprobs[2] has 1 non-finite values (NaN/inf)",
+                                   "result.notes is list, expected a dict of JSON values"]
 
 
 def test_an_invalid_required_arm_leaves_the_others_unjudged_and_says_why():
