@@ -60,6 +60,9 @@ def test_the_diagnosis_points_at_the_empty_micro_batch_only_when_the_result_is_n
     other = InvalidArms(arms={"singletons": invalid_arm("singletons", ["result.num_loss_tokens is -1, expected a non-negative int"])})
     assert invalid_diagnosis(other, cases) == ("the engine broke the result contract on arm 'singletons': "
                                                "result.num_loss_tokens is -1, expected a non-negative int")
+    alike = InvalidArms(arms={name: invalid_arm(name, ["result.loss is True, expected a finite float"]) for name in ("one", "uneven")})
+    assert invalid_diagnosis(alike, cases) == ("the engine broke the result contract on arms 'one', 'uneven': "
+                                               "result.loss is True, expected a finite float")
 
 
 def test_the_non_finite_tensors_of_a_field_are_one_line_and_every_other_problem_stays():
@@ -76,8 +79,11 @@ def test_an_invalid_required_arm_leaves_the_others_unjudged_and_says_why():
     scenario = SCENARIOS["packed_vs_unpacked"]
     required = sorted(set(scenario.build(setting_for("llama", "float64", "cpu"))) - scenario.optional_arms)
     arms = InvalidArms(arms={required[0]: invalid_arm(required[0], ["result.loss is nan, expected a finite float"])})
-    assert arms.blocks_judging(scenario) == f"arm {required[0]!r} is the one the others are judged against"
-    assert InvalidArms(arms={"singletons": arms.arms[required[0]]}).blocks_judging(SCENARIOS[SCENARIO]) is None
+    valid = {"other": None}
+    assert arms.blocks_judging(scenario, valid) == (f"The other arms were not compared: arm {required[0]!r} is the one they are "
+                                                    "judged against")
+    assert arms.blocks_judging(scenario, {}) == "No arm returned a valid result: nothing is left to compare"
+    assert InvalidArms(arms={"singletons": arms.arms[required[0]]}).blocks_judging(SCENARIOS[SCENARIO], valid) is None
 
 
 def test_a_nan_fails_the_verdict_names_the_empty_micro_batch_first_and_the_valid_arms_are_judged(verdict_of):

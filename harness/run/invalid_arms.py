@@ -71,13 +71,15 @@ class InvalidArms:
     def __bool__(self) -> bool:
         return bool(self.arms)
 
-    def blocks_judging(self, scenario: Scenario) -> str | None:
-        """Why the valid arms cannot be judged without the invalid ones, or None when they can."""
+    def blocks_judging(self, scenario: Scenario, valid: dict[str, StepResult]) -> str | None:
+        """Why the valid arms cannot be judged without the invalid ones (a sentence), or None when they can."""
         required = sorted(set(self.arms) - scenario.optional_arms)
+        if not valid:
+            return "No arm returned a valid result: nothing is left to compare"
         if required:
-            return f"arm {required[0]!r} is the one the others are judged against"
+            return f"The other arms were not compared: arm {required[0]!r} is the one they are judged against"
         if scenario.follow_up is not None or scenario.oracle is not None:
-            return "the scenario's later arms are built from every arm's result"
+            return "The other arms were not compared: the scenario's later arms are built from every arm's result"
         return None
 
 
@@ -94,19 +96,22 @@ def empty_micro_batches(case: Case) -> list[str]:
 
 
 def invalid_diagnosis(arms: InvalidArms, cases: dict[str, Case]) -> str:
-    """The likely cause of the invalid arms, most specific first: a NaN beside a micro-batch without loss tokens."""
-    lines = []
+    """The likely cause of the invalid arms, most specific first: a NaN beside a micro-batch without loss tokens; arms
+    broken the same way are named together."""
+    lines, alike = [], {}
     for name, arm in arms.arms.items():
         empty = empty_micro_batches(cases[name]) if arm.non_finite else []
         if empty:
             lines.append(f"{' and '.join(empty)} of arm {name!r} {'has' if len(empty) == 1 else 'have'} no loss tokens and the arm's "
                          f"result is not finite ({arm.problems[0]}); {CONTRACT_SENTENCE}")
-        elif arm.non_finite:
-            lines.append(f"arm {name!r} returned non-finite values ({arm.problems[0]}) although every micro-batch has loss tokens: "
-                         "look for a division by a count that can be zero on a rank or shard, or an overflow")
         else:
-            lines.append(f"the engine broke the result contract on arm {name!r}: {arm.problems[0]}")
-    return "; ".join(dict.fromkeys(lines))
+            alike.setdefault((arm.non_finite, arm.problems[0]), []).append(name)
+    for (non_finite, problem), names in alike.items():
+        which = f"arm{'s' * (len(names) > 1)} {', '.join(map(repr, names))}"
+        lines.append(f"{which} returned non-finite values ({problem}) although every micro-batch has loss tokens: look for a "
+                     "division by a count that can be zero on a rank or shard, or an overflow" if non_finite
+                     else f"the engine broke the result contract on {which}: {problem}")
+    return "; ".join(lines)
 
 
 def conclude(verdict: Verdict, arms: InvalidArms, cases: dict[str, Case], blocked: str | None) -> None:
@@ -115,15 +120,13 @@ def conclude(verdict: Verdict, arms: InvalidArms, cases: dict[str, Case], blocke
     judged = verdict.comparisons
     cause = invalid_diagnosis(arms, cases)
     if blocked is not None:
-        cause += f". The other arms were not compared: {blocked}"
+        cause += f". {blocked}"
     elif verdict.status == ERROR:
         cause += f". Judging the valid arms went wrong too: {verdict.diagnosis}"
     elif any(not c.passed for c in judged):
         cause += f". The valid arms disagree too: {verdict.diagnosis}"
-    elif judged:
-        cause += f". The valid arms agree within tolerance ({len(judged)} comparisons)"
     else:
-        cause += ". No valid arm is left to compare"
+        cause += f". The valid arms agree within tolerance ({len(judged)} comparisons)"
     verdict.status, verdict.diagnosis = FAIL, cause
     verdict.comparisons = judged + [arm.comparison for arm in arms.arms.values()]
     verdict.detail = "".join(arm.detail + "\n" for arm in arms.arms.values()) + verdict.detail

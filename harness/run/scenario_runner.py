@@ -198,7 +198,7 @@ def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dty
     cases = {} if missing else scenario.build(setting)
     invalid = InvalidArms()
     results = None if missing else run_arms(info, scenario, cases, verdict, pool, invalid)
-    valid, blocked = results, (invalid.blocks_judging(scenario) if invalid else None)
+    valid, blocked = results, (invalid.blocks_judging(scenario, results) if invalid and results is not None else None)
     if blocked is not None:
         results = None
     if results is not None and scenario.follow_up is not None:
