@@ -22,6 +22,9 @@ def test_the_eta_is_the_mean_time_per_finished_cell_times_the_cells_left():
     assert eta_seconds(elapsed=60.0, done=0, total=12) is None, "no cell finished: no mean to extrapolate"
     assert eta_seconds(elapsed=60.0, done=12, total=12) == 0.0
     assert eta_seconds(elapsed=60.0, done=5, total=4) == 0.0, "a total counted low never gives a negative ETA"
+    # a cell running for 5 s at a mean of 20 s: 15 s of it and 8 cells more; one running past the mean counts 0
+    assert eta_seconds(elapsed=60.0, done=3, total=12, running=5.0) == 15.0 + 8 * 20.0
+    assert eta_seconds(elapsed=60.0, done=3, total=12, running=50.0) == 8 * 20.0
 
 
 def test_durations_read_as_seconds_minutes_or_hours():
@@ -70,7 +73,7 @@ def test_on_a_terminal_one_status_line_is_rewritten_and_each_verdict_stays_above
         f"{CLEAR_LINE}[1/2] reference llama mask_alignment ... 0s | 0/2 done, elapsed 0s, ETA ?"
         f"{CLEAR_LINE}[1/2] reference llama mask_alignment ... PASS 30.00s | elapsed 30s, ETA 30s",
         f"{CLEAR_LINE}[2/2] reference llama token_conservation ... 0s | 1/2 done, elapsed 30s, ETA 30s{CLEAR_LINE}engine x: did not start",
-        f"{CLEAR_LINE}[2/2] reference llama token_conservation ... 5s | 1/2 done, elapsed 35s, ETA 35s{CLEAR_LINE}",
+        f"{CLEAR_LINE}[2/2] reference llama token_conservation ... 5s | 1/2 done, elapsed 35s, ETA 25s{CLEAR_LINE}",
     ]
 
 
@@ -82,4 +85,4 @@ def test_the_status_line_is_cut_to_the_terminal_width_so_it_can_be_rewritten(mon
     progress.start("reference", "llama", "mask_alignment")
     progress.close()
     drawn = out.getvalue().split(CLEAR_LINE)[1]
-    assert len(drawn) == 39 and drawn.endswith("…")
+    assert len(drawn) == 39 and drawn.endswith("...")

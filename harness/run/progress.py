@@ -6,13 +6,15 @@ verdict's report) is printed above it and stays. Anywhere else (CI logs, pipes, 
 rewritten: plain lines, each cell's "[k/N] engine family scenario ... STATUS ..." ending with the
 elapsed time and the ETA.
 
-ETA = the mean wall time per finished cell so far x the cells left. N is exact once every engine has
+ETA = the mean wall time per finished cell so far x the cells left (the running cell counted at what
+the mean leaves of it, 0 once it outlasts the mean). N is exact once every engine has
 started (the families an engine declares are known then); until then an engine not yet started counts
 as the families asked for (or every family) x the scenarios.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 import time
@@ -22,11 +24,16 @@ CLEAR_LINE = "\r\x1b[K"  # back to the start of the line and erase it
 REFRESH_SECONDS = 1.0
 
 
-def eta_seconds(elapsed: float, done: int, total: int) -> float | None:
-    """Seconds left at the mean time per finished cell so far; None before the first cell finishes."""
+def eta_seconds(elapsed: float, done: int, total: int, running: float = 0.0) -> float | None:
+    """Seconds left at the mean time per finished cell (`elapsed` when the last one finished / `done`): the cells
+    after the running one at the mean, the running one (`running` seconds in) at what the mean leaves of it;
+    None before the first cell finishes."""
     if done <= 0:
         return None
-    return elapsed / done * max(total - done, 0)
+    mean, left = elapsed / done, max(total - done, 0)
+    if left == 0 or not running:
+        return mean * left
+    return mean * (left - 1) + max(mean - running, 0.0)
 
 
 def duration(seconds: float | None) -> str:
@@ -42,14 +49,15 @@ def duration(seconds: float | None) -> str:
 
 
 class Progress:
-    """Progress of a matrix run on `out`; `tty` defaults to whether `out` is a terminal."""
+    """Progress of a matrix run on `out`; `tty` defaults to whether `out` is a terminal that takes escape sequences."""
 
     def __init__(self, out: TextIO, total: int, tty: bool | None = None, clock: Callable[[], float] = time.monotonic):
         self.out, self.total, self.clock = out, total, clock
-        self.tty = out.isatty() if tty is None else tty
-        self.started = clock()
+        self.tty = (out.isatty() and os.environ.get("TERM") != "dumb") if tty is None else tty  # a dumb terminal takes no escapes
+        self.started = self.finished = clock()  # the run's start; when the last cell finished
         self.done = 0
-        self.cell: str | None = None  # "[k/N] engine family scenario" while a cell runs
+        self.cell: str | None = None  # "[k/N] engine family scenario ..." while a cell runs
+        self.cell_text = ""  # the last cell's, for its verdict line
         self.cell_started = 0.0
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -60,12 +68,14 @@ class Progress:
         self.total += actual - expected
 
     def timing(self) -> str:
-        elapsed = self.clock() - self.started
-        return f"elapsed {duration(elapsed)}, ETA {duration(eta_seconds(elapsed, self.done, self.total))}"
+        now = self.clock()
+        running = now - self.cell_started if self.cell is not None else 0.0
+        eta = eta_seconds(self.finished - self.started, self.done, self.total, running)
+        return f"elapsed {duration(now - self.started)}, ETA {duration(eta)}"
 
     def start(self, engine: str, family: str, scenario: str) -> None:
         with self._lock:
-            self.cell = f"[{self.done + 1}/{self.total}] {engine} {family} {scenario} ..."
+            self.cell = self.cell_text = f"[{self.done + 1}/{self.total}] {engine} {family} {scenario} ..."
             self.cell_started = self.clock()
             if self.tty:
                 self._draw()
@@ -79,10 +89,10 @@ class Progress:
         """The cell's verdict `line` (and a failing verdict's `report` below it)."""
         with self._lock:
             self.done += 1
+            self.finished, self.cell = self.clock(), None
             ended = f"{line} | {self.timing()}"
-            text = f"{CLEAR_LINE}{self.cell} {ended}" if self.tty else ended
+            text = f"{CLEAR_LINE}{self.cell_text} {ended}" if self.tty else ended
             print(text + (f"\n{report}" if report else ""), file=self.out, flush=True)
-            self.cell = None
 
     def note(self, text: str) -> None:
         """A line of its own (an engine that did not start), above the status line."""
@@ -102,7 +112,7 @@ class Progress:
     def _draw(self) -> None:
         status = f"{self.cell} {duration(self.clock() - self.cell_started)} | {self.done}/{self.total} done, {self.timing()}"
         width = shutil.get_terminal_size().columns - 1  # a wrapped line could not be rewritten in place
-        print(CLEAR_LINE + (status if len(status) <= width else status[:max(width - 1, 0)] + "…"), end="", file=self.out, flush=True)
+        print(CLEAR_LINE + (status if len(status) <= width else status[:max(width - 3, 0)] + "..."), end="", file=self.out, flush=True)
 
     def _tick(self) -> None:
         while not self._stop.wait(REFRESH_SECONDS):
