@@ -23,10 +23,8 @@ from packcheck.harness.scenarios import Scenario
 
 NON_FINITE = re.compile(r"non-finite|\bis -?(nan|inf)\b")  # how validate_result words a NaN or inf value
 INVALID_FILE = "invalid.json"  # beside an invalid arm's case.json in the run's saved arms: its problems
+NON_FINITE_TENSOR = re.compile(r"^(result\.\w+)\[(.+)\] has (\d+) non-finite values \(NaN/inf\)$")  # one tensor's
 CONTRACT_SENTENCE = "the contract requires an engine to handle it (loss contribution 0, no division by zero)"
-
-
-NON_FINITE_TENSOR = re.compile(r"^(result\.\w+)\[(.+)\] has (\d+) non-finite values \(NaN/inf\)$")
 
 
 def summarise(problems: list[str]) -> list[str]:
