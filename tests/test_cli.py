@@ -16,7 +16,8 @@ def test_run_reference_passes_and_writes_results(tmp_path, capsys):
     assert {v["status"] for v in data["verdicts"]} == {"pass"}
     assert data["provenance"]["torch"] and data["provenance"]["command"].startswith("packcheck run")
     assert all(r["margin"] < 1 for r in data["rows"])
-    assert "[1/1: 2/2] reference llama mask_alignment ... PASS" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "[2/2] reference llama mask_alignment ... PASS" in err and "| elapsed " in err and ", ETA 0s" in err, err
 
 
 def test_run_mutant_fails_with_the_reproduce_command(tmp_path, capsys):

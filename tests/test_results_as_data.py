@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import sys
 
 import pandas as pd
 import pytest
@@ -79,10 +78,10 @@ def test_markdown_with_a_baseline_shows_status_changes_and_moved_margins(run_dir
     assert (tmp_path / "pr.md").read_text() == md
 
 
-def test_every_output_says_what_error_over_tolerance_is(run_dir, capsys):
+def test_every_output_says_what_error_over_tolerance_is(run_dir):
     """"margin" read backwards to newcomers: outputs name it error/tolerance, and define it where they print it."""
     from packcheck.harness.report import render_html
-    from packcheck.harness.run.session import report_progress
+    from packcheck.harness.run.session import verdict_line
     from packcheck.harness.run.verdict import Verdict
     from packcheck.harness.compare import Arms, Comparison
 
@@ -94,6 +93,5 @@ def test_every_output_says_what_error_over_tolerance_is(run_dir, capsys):
     assert ">margin<" not in page and "max margin" not in page.lower()
     bad = Comparison(arms=Arms("packed", "unpacked"), quantity="loss", item="", metric="rel", observed=3e-3, threshold=1e-10)
     assert "loss (packed vs unpacked): rel 0.003 > allowed 1e-10 (error/tolerance 3e+07)" in bad.headline()
-    report_progress(Verdict(engine="e", family="llama", scenario="s", dtype="float64", device="cpu", status="fail", comparisons=[bad]),
-                    sys.stdout)
-    assert capsys.readouterr().out.startswith("FAIL (worst error/tolerance 3e+07)")
+    line = verdict_line(Verdict(engine="e", family="llama", scenario="s", dtype="float64", device="cpu", status="fail", comparisons=[bad]))
+    assert line.startswith("FAIL (worst error/tolerance 3e+07)")

@@ -56,10 +56,21 @@ def _finished(case_dir: CaseDir, case_name: str, world_size: int, started: float
         outcome.asked_only = outcome.unsupported is None
     elif case_dir.invalid.exists():
         outcome.invalid = json.loads(case_dir.invalid.read_text())["problems"]
+        outcome.invalid_result = _invalid_result(case_dir)
     else:
         outcome.result = StepResult.load(case_dir.result)
         outcome.result.collectives = [json.loads(case_dir.collectives(r).read_text()) for r in range(world_size)]
     return outcome
+
+
+def _invalid_result(case_dir: CaseDir) -> StepResult | None:
+    """The invalid result rank 0 could still save (worker._keep_invalid), or None."""
+    if not (case_dir.result / "result.json").exists():
+        return None
+    try:
+        return StepResult.load(case_dir.result)
+    except Exception:  # noqa: BLE001 - a result that does not load back is not kept: invalid.json still says what is wrong
+        return None
 
 
 def _ended(reports: dict[int, dict], launch: LaunchDir) -> float:

@@ -20,7 +20,7 @@ between ranks, the launcher's store); nothing is pickled across processes.
         unsupported.json    rank 0's engine declined the case (its own unsupported_reason; or, forced, it raised UnsupportedCase)
         invalid.json        rank 0's result broke the contract: every problem, field by field
         collectives.rank1.json   rank 1's collective log, once it returned from engine.run
-        result/             rank 0's StepResult (safetensors + JSON)
+        result/             rank 0's StepResult (safetensors + JSON); beside invalid.json, the invalid one where it could be saved
         done.rank1          every rank finished the case and rank 1 passed the end barrier
         report.rank1.json   why rank 1 stopped in this case: raised, timeout or peer_failed
         stacks.rank1.txt    faulthandler's last-resort stack dump (the watchdog thread could not run)

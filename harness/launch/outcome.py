@@ -91,6 +91,7 @@ class CaseOutcome:
     asked_only: bool = False  # the engine was only asked whether it declines the case, and it does not
     raised_unsupported: bool = False  # forced on the case (Launch.run mode "force"), the engine raised UnsupportedCase
     invalid: list[str] | None = None  # every way rank 0's result breaks the contract
+    invalid_result: StepResult | None = None  # that result, when it could still be saved (e.g. NaN values): kept for the report
     error: str | None = None  # which rank failed, its traceback, and what the other ranks were doing
     error_type: str | None = None  # the failing rank's exception class, e.g. "packcheck.harness.engines.protocol.UnsupportedCase"
     hang: HangReport | None = None

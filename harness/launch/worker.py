@@ -25,6 +25,7 @@ from __future__ import annotations
 import faulthandler
 import json
 import os
+import shutil
 import sys
 import time
 import traceback
@@ -34,7 +35,7 @@ import torch
 import torch.distributed as dist
 
 from packcheck.harness.collectives import CollectiveRecorder, install_recorder
-from packcheck.harness.contract import Case
+from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.engines import Engine, InvalidResult, UnsupportedCase, describe, resolve_engine, validate_result
 from packcheck.harness.files import write_json_atomically
 from packcheck.harness.launch import exit_status
@@ -144,10 +145,23 @@ def _save_result(engine: str, case: Case, result: object, case_dir: CaseDir) -> 
     try:
         result = validate_result(engine, case, result)
     except InvalidResult as invalid:
+        _keep_invalid(result, case_dir)
         write_json_atomically(case_dir.invalid, {"problems": [safe_text(p, 2000) for p in invalid.problems]})
         return
     result.collectives = None  # the parent fills in every rank's recorded log
     result.save(case_dir.result)
+
+
+def _keep_invalid(result: object, case_dir: CaseDir) -> None:
+    """An invalid result that is still a StepResult of tensors (NaN values, say) is kept beside invalid.json, for
+    the run's saved arms and the report; one that cannot be saved is simply not kept."""
+    if not isinstance(result, StepResult):
+        return
+    try:
+        result.collectives = None
+        result.save(case_dir.result)
+    except Exception:  # noqa: BLE001 - whatever the engine put in it, invalid.json says what is wrong
+        shutil.rmtree(case_dir.result, ignore_errors=True)
 
 
 def _finish() -> None:

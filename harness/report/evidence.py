@@ -26,7 +26,8 @@ def arm_evidence(run_dir: Path, v, rows: pd.DataFrame) -> dict | None:
         if loaded is None:
             continue
         case, result = loaded
-        arms.append({"name": name, "case": case.describe()})
+        broken = saved.invalid(name)
+        arms.append({"name": name, "case": case.describe() + (f" (invalid result: {broken[0]})" if broken else "")})
         if result.collectives and not well_formed(result.collectives):
             saved.problems.append(f"arm {name!r}: collectives is not a list per rank of collective-recorder entries; not drawn")
         elif result.collectives and (table := collective_table(result.collectives)) is not None:

@@ -1,7 +1,8 @@
 """The arms a run kept for one verdict: DIR/cases/<engine>/<family>/<scenario>/<arm>/.
 
 `packcheck run` saves each arm's Case (case.json) and full StepResult (result.json +
-result.safetensors) for failing verdicts (all verdicts with --save-arms all). Reports read them
+result.safetensors) for failing verdicts (all verdicts with --save-arms all); beside an arm whose result broke the
+contract, its problems (invalid.json) and its result where the engine's processes could keep it. Reports read them
 here, each at most once; a verdict without saved arms (passing, --save-arms none, a run from
 elsewhere) simply has none, and an unreadable arm is named in `problems`, never a crash.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from packcheck.harness.contract import Case, StepResult
+from packcheck.harness.run.invalid_arms import INVALID_FILE
 
 
 class SavedArms:
@@ -24,6 +26,17 @@ class SavedArms:
         if not self.directory.is_dir():
             return []
         return sorted(p.name for p in self.directory.iterdir() if (p / "case.json").is_file() and (p / "result.json").is_file())
+
+    def invalid(self, name: str) -> list[str]:
+        """What broke the contract in the arm's result (its invalid.json, harness/run/invalid_arms.py); [] for a valid arm."""
+        import json
+
+        path = self.directory / name / INVALID_FILE
+        try:
+            return [str(p) for p in json.loads(path.read_text())["problems"]] if path.is_file() else []
+        except Exception as err:  # noqa: BLE001 - a damaged file is reported, the report still renders
+            self.problems.append(f"arm {name!r}: {path} could not be read: {type(err).__name__}: {err}")
+            return []
 
     def get(self, name: str) -> tuple[Case, StepResult] | None:
         """The arm's Case and StepResult, or None when it was not saved or cannot be read."""

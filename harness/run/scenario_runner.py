@@ -33,6 +33,7 @@ from packcheck.harness.launch import CaseOutcome, LaunchFailed, LaunchPool, engi
 from packcheck.harness.launch.capacity import cannot_host
 from packcheck.harness.models import model_spec
 from packcheck.harness.provenance import provenance
+from packcheck.harness.run.invalid_arms import InvalidArm, InvalidArms, conclude, save_invalid_arms, summarise
 from packcheck.harness.run.verdict import ERROR, FAIL, HANG, PASS, UNSUPPORTED, Verdict
 from packcheck.harness.scenarios import Judgement, Scenario, Setting
 from packcheck.harness.scenarios.base import ORACLE_ENGINE
@@ -51,18 +52,18 @@ def setting_for(family: str, dtype: str, device: str, attention: str = "auto") -
 
 
 class ArmProblem(Exception):
-    """An arm ended the verdict: `status` and `detail` say how."""
+    """An arm ended the verdict: `status` and `detail` say how (`problems`: an invalid result's, field by field)."""
 
-    def __init__(self, status: str, detail: str, comparison: Comparison | None = None):
+    def __init__(self, status: str, detail: str, comparison: Comparison | None = None, problems: list[str] | None = None):
         super().__init__(detail)
-        self.status, self.detail, self.comparison = status, detail, comparison
+        self.status, self.detail, self.comparison, self.problems = status, detail, comparison, problems
 
 
 def invalid(name: str, problems: list[str]) -> ArmProblem:
     comparison = Comparison(arms=Arms(name, HARNESS), quantity="result", item="", metric="invalid",
                             observed=float(len(problems)), threshold=0.0, where=problems[0])
     lines = "\n  - ".join(problems)
-    return ArmProblem(FAIL, f"arm {name!r}: the engine returned an invalid StepResult:\n  - {lines}", comparison)
+    return ArmProblem(FAIL, f"arm {name!r}: the engine returned an invalid StepResult:\n  - {lines}", comparison, problems)
 
 
 def accept(engine: EngineInfo, name: str, case: Case, outcome: CaseOutcome) -> StepResult | None:
@@ -100,8 +101,9 @@ DIAGNOSES = {
 
 
 def run_arms(engine: EngineInfo, scenario: Scenario, cases: dict[str, Case], verdict: Verdict,
-             pool: LaunchPool) -> dict[str, StepResult] | None:
-    """Run every arm the engine supports; on a problem fill `verdict` in and return None."""
+             pool: LaunchPool, invalid: InvalidArms | None = None) -> dict[str, StepResult] | None:
+    """Run every arm the engine supports; on a problem fill `verdict` in and return None. With `invalid`, an
+    arm whose result breaks the contract goes there instead and the other arms still run."""
     runnable = {}
     for name, case in cases.items():
         reason = engine.unsupported_reason(case) or cannot_host(case)
@@ -113,7 +115,15 @@ def run_arms(engine: EngineInfo, scenario: Scenario, cases: dict[str, Case], ver
     try:
         for name, case in sorted(runnable.items(), key=lambda item: item[1].parallel.world_size):  # fewer launch switches
             outcome = pool.run(engine.spec, case)
-            result = accept(engine, name, case, outcome)
+            try:
+                result = accept(engine, name, case, outcome)
+            except ArmProblem as problem:
+                if invalid is None or problem.problems is None:
+                    raise
+                detail = f"arm {name!r}: the engine returned an invalid StepResult:\n  - " + "\n  - ".join(summarise(problem.problems))
+                invalid.arms[name] = InvalidArm(problems=problem.problems, comparison=problem.comparison, detail=detail,
+                                                result=outcome.invalid_result if outcome.result is None else outcome.result)
+                continue
             if result is None and not skip(verdict, scenario, name, f"the engine declines it: {outcome.unsupported}"):
                 return None
             if result is not None:
@@ -186,7 +196,11 @@ def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dty
     if missing:
         verdict.status, verdict.detail = UNSUPPORTED, f"the engine does not report {', '.join(missing)}, which {scenario.name} judges"
     cases = {} if missing else scenario.build(setting)
-    results = None if missing else run_arms(info, scenario, cases, verdict, pool)
+    invalid = InvalidArms()
+    results = None if missing else run_arms(info, scenario, cases, verdict, pool, invalid)
+    valid, blocked = results, (invalid.blocks_judging(scenario, results) if invalid and results is not None else None)
+    if blocked is not None:
+        results = None
     if results is not None and scenario.follow_up is not None:
         later = scenario.follow_up(setting, results)
         cases |= later
@@ -198,8 +212,12 @@ def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dty
         results = run_oracle_arms(scenario, oracle_cases, results, verdict, pool)
     if results is not None:
         judge(verdict, scenario, Judgement(setting=setting, cases=cases, results=results, tolerance=tolerance_for(dtype)))
-        if save_dir is not None and (save_passing or verdict.failed):
-            save_arms(save_dir, cases, results)
+    if invalid and valid is not None:  # a NaN does not hide the rest: the valid arms were judged, the invalid ones fail it
+        conclude(verdict, invalid, cases, blocked)
+        results = results if results is not None else valid
+    if save_dir is not None and (save_passing or verdict.failed) and results is not None:
+        save_arms(save_dir, cases, results)
+        save_invalid_arms(save_dir, invalid, cases)
     finding = finding_for(info.known_findings, scenario.name, family)
     if finding is not None and numeric_failure(verdict) and verdict.worst.margin >= finding.min_margin:
         verdict.known_finding = finding.headline()

@@ -1,5 +1,6 @@
-"""Run the matrix engines x families x scenarios for one dtype and device, with progress, into a
-results table; the exit status follows the CLI contract (0 all supported pass, 1 a failure).
+"""Run the matrix engines x families x scenarios for one dtype and device, with progress and an
+ETA (harness/run/progress.py), into a results table; the exit status follows the CLI contract (0 all
+supported pass, 1 a failure).
 
 Every arm runs in the engine's own processes (a LaunchPool the caller owns), so a hang, a crash or
 an exit is one engine's verdict and the run goes on. An engine that does not even start gets an
@@ -16,6 +17,7 @@ from typing import Sequence, TextIO
 from packcheck.harness.engines import EngineInfo
 from packcheck.harness.launch import LaunchFailed, LaunchPool
 from packcheck.harness.models import FAMILIES
+from packcheck.harness.run.progress import Progress
 from packcheck.harness.run.results import ResultsFile, arms_directory
 from packcheck.harness.run.scenario_runner import RunOptions, did_not_start, first_error_line, run_scenario
 from packcheck.harness.run.verdict import ERROR, UNSUPPORTED, Verdict
@@ -48,30 +50,33 @@ class Matrix:
 
 
 def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: TextIO | None = None) -> list[Verdict]:
-    """Run every cell, engine by engine (each engine's launches stay warm across its cells)."""
-    out = out or sys.stderr
-    for number, spec in enumerate(matrix.engines, 1):
-        try:
-            engine: EngineInfo | None = pool.engine_info(spec, matrix.device)
-        except LaunchFailed as failed:
-            print(safe_text(f"engine {spec}: did not start: {first_error_line(failed.text)}"), file=out, flush=True)
-            engine, failure = None, failed
-            matrix.not_started[spec] = failed
-        cells = [(family, scenario) for family in matrix.families_of(engine) for scenario in matrix.scenarios]
-        for cell, (family, scenario) in enumerate(cells, 1):
-            name = spec if engine is None else engine.name
-            print(f"[{number}/{len(matrix.engines)}: {cell}/{len(cells)}] {safe_text(name, 200)} {family} {scenario.name} ...", end=" ",
-                  file=out, flush=True)
-            if engine is None:
-                verdict = not_started(matrix, spec, family, scenario, failure)
-            else:
-                save_dir = None if matrix.save_arms == "none" else arms_directory(results.directory, engine.name, family, scenario.name)
-                verdict = run_scenario(engine, scenario, family, matrix.dtype_for.get(spec, matrix.dtype), matrix.device, save_dir=save_dir,
-                                       attention=matrix.attention, save_passing=matrix.save_arms == "all",
-                                       options=RunOptions(timeout=pool.timeout, pool=pool))
-            report_progress(verdict, out)
-            matrix.verdicts.append(verdict)
-            results.add(verdict)
+    """Run every cell, engine by engine (each engine's launches stay warm across its cells), with progress and an ETA."""
+    expected = len(matrix.families_of(None)) * len(matrix.scenarios)  # an engine's cells until it starts and declares its families
+    progress = Progress(out or sys.stderr, expected * len(matrix.engines))
+    try:
+        for spec in matrix.engines:
+            try:
+                engine: EngineInfo | None = pool.engine_info(spec, matrix.device)
+            except LaunchFailed as failed:
+                progress.note(safe_text(f"engine {spec}: did not start: {first_error_line(failed.text)}"))
+                engine, failure = None, failed
+                matrix.not_started[spec] = failed
+            cells = [(family, scenario) for family in matrix.families_of(engine) for scenario in matrix.scenarios]
+            progress.recount(expected, len(cells))
+            for family, scenario in cells:
+                progress.start(safe_text(spec if engine is None else engine.name, 200), family, scenario.name)
+                if engine is None:
+                    verdict = not_started(matrix, spec, family, scenario, failure)
+                else:
+                    save_dir = None if matrix.save_arms == "none" else arms_directory(results.directory, engine.name, family, scenario.name)
+                    verdict = run_scenario(engine, scenario, family, matrix.dtype_for.get(spec, matrix.dtype), matrix.device, save_dir=save_dir,
+                                           attention=matrix.attention, save_passing=matrix.save_arms == "all",
+                                           options=RunOptions(timeout=pool.timeout, pool=pool))
+                progress.finish(verdict_line(verdict), safe_text(verdict.message()) if verdict.failed else "")
+                matrix.verdicts.append(verdict)
+                results.add(verdict)
+    finally:
+        progress.close()
     return matrix.verdicts
 
 
@@ -80,12 +85,10 @@ def not_started(matrix: Matrix, spec: str, family: str, scenario: Scenario, fail
                                  device=matrix.device, attention=matrix.attention, status=ERROR), failure)
 
 
-def report_progress(verdict: Verdict, out: TextIO) -> None:
+def verdict_line(verdict: Verdict) -> str:
     worst = verdict.worst
     margin = "" if worst is None else f" (worst error/tolerance {worst.margin:.2g})"
-    print(f"{verdict.status.upper()}{margin} {verdict.seconds:.2f}s{why_not_all(verdict)}", file=out, flush=True)
-    if verdict.failed:
-        print(safe_text(verdict.message()), file=out, flush=True)
+    return f"{verdict.status.upper()}{margin} {verdict.seconds:.2f}s{why_not_all(verdict)}"
 
 
 def why_not_all(verdict: Verdict) -> str:

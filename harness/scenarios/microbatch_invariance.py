@@ -77,7 +77,7 @@ def diagnose(j: Judgement, failed: list) -> str:
 MICROBATCH_INVARIANCE = Scenario(
     name="microbatch_invariance",
     invariant="loss, count, per-token loss weights and every gradient are independent of the (uneven) partition into micro-batches",
-    catches=("const-microbatch-scale", "ga-mean-of-means", "moe-router-counts-local", "loss-reported-wrong"),
+    catches=("const-microbatch-scale", "ga-mean-of-means", "moe-router-counts-local", "loss-reported-wrong", "empty-microbatch-nan"),
     build=build,
     judge=judge,
     diagnose=diagnose,
