@@ -24,8 +24,13 @@ from packcheck.impls.adapters.hf_common.releases import (
     COUNTS_ITEMS, CountsItemsInBatchSamples, dtype_kwargs, per_micro_batch_count, read_clip_from_accelerator,
 )
 from packcheck.impls.adapters.hf_common.samples import examples
+from packcheck.impls.adapters.hf_trainer.release_findings import RELEASE_FINDINGS
 from packcheck.impls.adapters.hf_common.tokenizer import tokenizer_for
 
+
+
+# the finding variants were measured on 5.x only (their upstream notes name 5.24.0's code): they claim no more
+VARIANT_RELEASES = ("transformers>=5.0,<6", "accelerate>=1.0")
 
 
 class HfTrainer(CountsItems, CountsItemsInBatchSamples, RecordsGradNorm, PartitionedTrainer, Trainer):
@@ -41,6 +46,7 @@ class HfTrainerEngine(TrainerEngine):
     name = "hf_trainer"
     capabilities = TRAINER_CAPABILITIES
     engine_versions = ("transformers>=4.45,<6", "accelerate>=0.34")
+    known_findings = RELEASE_FINDINGS  # of older releases only: none holds under the pinned one
 
     def collator(self, case: Case):
         if case.layout.kind is LayoutKind.PACKED:
