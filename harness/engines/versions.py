@@ -64,9 +64,8 @@ def unsupported_versions(name: str, engine_versions: tuple[str, ...]) -> str | N
     if not problems:
         return None
     wanted = " ".join(f"'{r}'" for r in reqs)
-    return (f"engine {name!r} supports {', '.join(map(str, reqs))}: {'; '.join(problems)}. Fix: pip install {wanted} "
-            "into this environment, or run it in an environment of its own (`nox -s releases` runs it under each release "
-            "packcheck tests)")
+    return (f"engine {name!r}: {'; '.join(problems)}. Fix: pip install {wanted} into this environment, or run it in one of "
+            f"its own (`nox -s releases` runs it under each release packcheck tests); it supports {', '.join(map(str, reqs))}")
 
 
 def check_versions(cls: type) -> None:
