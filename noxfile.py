@@ -117,9 +117,9 @@ def findings(session: nox.Session, adapter: str) -> None:
 
 
 # The transformers releases the Trainer adapter is run under (nox -s releases), each with the accelerate of its
-# time: the oldest supported 4.4x, the last 4.x, the first 5.x and the pinned one (the hf extra). Each
+# time: the oldest supported 4.4x, the first 5.x and the pinned one (the hf extra). Each
 # release's known findings are pinned on the adapter (KnownFinding.engine_versions); docs/findings.md has the matrices.
-RELEASES = {"4.45.2": "1.2.1", "4.57.6": "1.11.0", "5.0.0": "1.12.0", "5.24.0": "1.15.0"}
+RELEASES = {"4.45.2": "1.2.1", "5.0.0": "1.12.0", "5.24.0": "1.15.0"}
 
 
 @nox.session(default=False)

@@ -46,10 +46,10 @@ def both(scenario: str, min_margin: float, measured: str) -> KnownFinding:
 RELEASE_FINDINGS = (
     flat("packed_vs_unpacked", 2.3e3, "logprobs max_abs 2.34 (margin 2.3e4)"),
     flat("document_isolation", 8.0e2, "logprobs max_abs 0.81 (margin 8.1e3)"),
-    flat("linear_attention_reset", 1.4e3, "margin 1.4e4"),
+    flat("linear_attention_reset", 1.3e3, "grad max_rel 1.39 at model.layers.0.self_attn.o_proj.weight (margin 1.4e4)"),
     flat("gradient_oracle", 2.9e4, "logprobs max_abs 3.40 against the float64 reference's oracle arm (margin 2.9e5)"),
     both("microbatch_invariance", 1.1e5, "dloss_dlogprobs max_rel 13.1 (margin 1.3e6)"),
     means("token_conservation", 5.4, "loss rel 5.5e-4 against -mean(logprobs over the loss mask) (margin 54.5)"),
     both("golden_regression", 6.4e4, "dloss_dlogprobs max_rel 0.192 (margin 6.5e5), logprobs max_abs 3.40 (2.9e5)"),
-    both("optimizer_step", 1.1e5, "dloss_dlogprobs max_rel 11.6 (margin 1.2e6)"),
+    both("optimizer_step", 1.1e5, "dloss_dlogprobs max_rel 11.6 (margin 1.2e6), grad_norm rel 1.32 (1.3e5)"),
 )
