@@ -1,6 +1,7 @@
 """What differs between the transformers releases the Trainer adapters run on, bridged in one place.
 
-Found by running the adapters under each release `nox -s releases` installs (docs/findings.md):
+Found by running hf_trainer under 4.45.2, 5.0.0 and 5.24.0 (the releases `nox -s releases` installs) and
+reading the Trainer of the wheels in between (docs/findings.md):
 
 - `from_pretrained(dtype=...)` is 4.56's name; before, only `torch_dtype=` (4.45 passes `dtype` on to
   the model's `__init__`, which rejects it);

@@ -7,7 +7,7 @@ release falls in its range). Measured with `nox -s "releases(transformers='4.45.
   path (`_flash_attention_forward`); sdpa and eager build one causal mask over the whole row, so
   with `DataCollatorWithFlattening` every packed document attends to the ones before it. 4.54 added
   `masking_utils.find_packed_sequence_indices`, which turns the resets into a document mask for
-  every backend (read in the 4.53.0 and 4.54.0 wheels; 4.57.6 measured passing).
+  every backend (read in the 4.53.0 and 4.54.0 wheels; 5.0.0 and 5.24.0 measured passing).
 - Before 4.46 the Trainer has no `num_items_in_batch`: each micro-batch's loss is its own token mean
   and accelerate divides it by the accumulation steps, a mean of micro-batch means on uneven
   micro-batches (the path `hf_trainer.legacy-ga` still reaches on 5.x).
