@@ -1,6 +1,7 @@
 """What the plain Trainer gets wrong under older transformers releases, pinned per release range
 (`KnownFinding.engine_versions`: the engine's description keeps a finding only where the installed
-release falls in its range). Measured with `nox -s "releases(transformers='4.45.2')"`
+release falls in its range). Measured under transformers 4.45.2 + accelerate 1.2.1, the environment
+`nox -s "releases(transformers='4.45.2')"` builds
 (docs/findings.md, "hf_trainer across transformers releases").
 
 - Before 4.54 a flattened row's `position_ids` split it into documents only on the flash-attention
