@@ -128,7 +128,8 @@ def releases(session: nox.Session, transformers: str) -> None:
     """hf_trainer under one transformers release: its batch tests, then the conformance suite (float32, every family
     that release defines), in a checkpoint cache of the session's own (written by that release)."""
     session.install(CPU_TORCH)
-    session.install("-e", ".[test]", f"transformers=={transformers}", f"accelerate=={RELEASES[transformers]}", "-c", "constraints/cpu-torch.txt")
+    session.install("-e", ".[test]", f"transformers=={transformers}", f"accelerate=={RELEASES[transformers]}",
+                    "-c", "constraints/cpu-torch.txt")
     session.env["PACKCHECK_CACHE_DIR"] = session.create_tmp()
     session.run("pytest", "tests/adapters/hf_trainer/test_hf_translation.py", "-k", "not legacy_ga", *session.posargs)
     conformance_of(session, {"hf_trainer": "float32"})
