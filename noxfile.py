@@ -116,6 +116,25 @@ def findings(session: nox.Session, adapter: str) -> None:
     conformance_of(session, adapter_engines(adapter, variants=True))
 
 
+# The transformers releases the Trainer adapter is run under (nox -s releases), each with the accelerate of its
+# time: the oldest supported 4.4x, the first 5.x and the pinned one (the hf extra). Each
+# release's known findings are pinned on the adapter (KnownFinding.engine_versions); docs/findings.md has the matrices.
+RELEASES = {"4.45.2": "1.2.1", "5.0.0": "1.12.0", "5.24.0": "1.15.0"}
+
+
+@nox.session(default=False)
+@nox.parametrize("transformers", list(RELEASES))
+def releases(session: nox.Session, transformers: str) -> None:
+    """hf_trainer under one transformers release: its batch tests, then the conformance suite (float32, every family
+    that release defines), in a checkpoint cache of the session's own (written by that release)."""
+    session.install(CPU_TORCH)
+    session.install("-e", ".[test]", f"transformers=={transformers}", f"accelerate=={RELEASES[transformers]}",
+                    "-c", "constraints/cpu-torch.txt")
+    session.env["PACKCHECK_CACHE_DIR"] = session.create_tmp()
+    session.run("pytest", "tests/adapters/hf_trainer/test_hf_translation.py", "-k", "not legacy_ga", *session.posargs)
+    conformance_of(session, {"hf_trainer": "float32"})
+
+
 @nox.session(python=False, default=False)
 def gpu(session: nox.Session) -> None:
     """On a CUDA machine, in its own torch: the suite in float32 and bfloat16 on cuda (nox -s gpu)."""

@@ -6,8 +6,10 @@ from packcheck.harness.engines.info import EngineInfo, describe
 from packcheck.harness.engines.protocol import Engine, UnsupportedCase
 from packcheck.harness.engines.registry import EngineNotFound, engine_names, mutant_names, resolve_engine, unknown_engine
 from packcheck.harness.engines.validate import InvalidResult, validate_result
+from packcheck.harness.engines.versions import EngineVersionError
 
 __all__ = [
     "Capabilities", "Engine", "EngineInfo", "KnownFinding", "describe", "finding_for", "EngineNotFound", "InvalidResult", "UnsupportedCase",
+    "EngineVersionError",
     "engine_names", "mutant_names", "resolve_engine", "unknown_engine", "validate_result",
 ]

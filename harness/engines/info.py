@@ -15,6 +15,7 @@ from packcheck.harness.contract import Case
 from packcheck.harness.engines.capabilities import Capabilities
 from packcheck.harness.engines.findings import KnownFinding
 from packcheck.harness.engines.protocol import Engine
+from packcheck.harness.engines.versions import holds_here
 from packcheck.harness.text import safe_text
 
 SCHEMA = "packcheck.engine_info/1"
@@ -48,6 +49,8 @@ class EngineInfo:
 
 
 def describe(engine: Engine, spec: str) -> EngineInfo:
-    """The description of a built engine, in the engine's own process."""
+    """The description of a built engine, in the engine's own process: the known findings of the
+    releases installed here (a finding of other releases is not this environment's)."""
     return EngineInfo(spec=spec, name=safe_text(engine.name, NAME_LIMIT), capabilities=engine.capabilities,
-                      known_findings=tuple(engine.known_findings), bug=getattr(engine, "bug", None))
+                      known_findings=tuple(f for f in engine.known_findings if holds_here(f.engine_versions)),
+                      bug=getattr(engine, "bug", None))

@@ -31,6 +31,9 @@ class Engine(ABC):
     capabilities: ClassVar[Capabilities]
     # real bugs of a third-party engine, reproduced and pinned (harness/engines/findings.py)
     known_findings: ClassVar[tuple[KnownFinding, ...]] = ()
+    # the releases of the engine it wraps that an adapter supports, as PEP 508 requirements
+    # ("transformers>=4.45,<6"), checked before the engine is built (harness/engines/versions.py)
+    engine_versions: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     def run(self, case: Case) -> StepResult:

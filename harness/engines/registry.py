@@ -13,6 +13,7 @@ import sys
 from importlib.metadata import entry_points
 
 from packcheck.harness.engines.protocol import Engine
+from packcheck.harness.engines.versions import check_versions
 from packcheck.harness.registry import suggest
 
 ENTRY_POINT_GROUP = "packcheck.engines"
@@ -91,4 +92,5 @@ def resolve_engine(spec: str | Engine | type) -> Engine:
 def _instantiate(cls: type, spec: str) -> Engine:
     if not (isinstance(cls, type) and issubclass(cls, Engine)):
         raise EngineNotFound(f"engine {spec!r} is {cls!r}, not a subclass of packcheck.harness.engines.Engine")
+    check_versions(cls)  # an engine release its adapter does not support: one clear error, before any of its code runs
     return cls()

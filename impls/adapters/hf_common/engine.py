@@ -20,6 +20,7 @@ import torch
 from packcheck.harness.contract import Case, LayoutKind, StepResult
 from packcheck.harness.engines import Capabilities, Engine
 from packcheck.impls.adapters.hf_common.capture import StepCapture
+from packcheck.impls.adapters.hf_common.releases import FAMILIES
 from packcheck.impls.adapters.hf_common.result import step_result
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
@@ -27,7 +28,7 @@ ATTENTION = {"auto": "sdpa", "sdpa": "sdpa"}
 PACKED_AND_PADDED = frozenset({LayoutKind.PACKED, LayoutKind.UNPACKED})
 # float32 only: both engines compute the loss in float32 whatever the model's dtype (docs/findings.md, H3)
 TRAINER_CAPABILITIES = Capabilities(
-    families=frozenset({"llama", "qwen3"}),
+    families=FAMILIES,
     layouts=PACKED_AND_PADDED,
     dtypes=frozenset({"float32"}),
     reports=frozenset({"dloss_dlogprobs", "params_after", "grad_norm"}),

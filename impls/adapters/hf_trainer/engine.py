@@ -20,23 +20,33 @@ from packcheck.harness.contract import Case, LayoutKind
 from packcheck.impls.adapters.hf_common.capture import CountsItems, RecordsGradNorm, StepCapture
 from packcheck.impls.adapters.hf_common.engine import ATTENTION, DTYPES, TRAINER_CAPABILITIES, TrainerEngine, training_arguments
 from packcheck.impls.adapters.hf_common.partition import PartitionedTrainer, PartitionSampler
+from packcheck.impls.adapters.hf_common.releases import (
+    COUNTS_ITEMS, CountsItemsInBatchSamples, dtype_kwargs, per_micro_batch_count, read_clip_from_accelerator,
+)
 from packcheck.impls.adapters.hf_common.samples import examples
+from packcheck.impls.adapters.hf_trainer.release_findings import RELEASE_FINDINGS
 from packcheck.impls.adapters.hf_common.tokenizer import tokenizer_for
 
 
 
-class HfTrainer(CountsItems, RecordsGradNorm, PartitionedTrainer, Trainer):
+# the finding variants were measured on 5.x only (their upstream notes name 5.24.0's code): they claim no more
+VARIANT_RELEASES = ("transformers>=5.0,<6", "accelerate>=1.0")
+
+
+class HfTrainer(CountsItems, CountsItemsInBatchSamples, RecordsGradNorm, PartitionedTrainer, Trainer):
     """transformers.Trainer with the Case's micro-batches and the count recorded."""
 
 
 def load_model(case: Case):
-    return AutoModelForCausalLM.from_pretrained(case.model.checkpoint, dtype=DTYPES[case.dtype],
+    return AutoModelForCausalLM.from_pretrained(case.model.checkpoint, **dtype_kwargs(DTYPES[case.dtype]),
                                                 attn_implementation=ATTENTION[case.attention])
 
 
 class HfTrainerEngine(TrainerEngine):
     name = "hf_trainer"
     capabilities = TRAINER_CAPABILITIES
+    engine_versions = ("transformers>=4.45,<6", "accelerate>=0.34")
+    known_findings = RELEASE_FINDINGS  # of older releases only: none holds under the pinned one
 
     def collator(self, case: Case):
         if case.layout.kind is LayoutKind.PACKED:
@@ -55,4 +65,8 @@ class HfTrainerEngine(TrainerEngine):
                             data_collator=self.collator(case), callbacks=[capture.callback()])
         trainer.partition = PartitionSampler(case.partition.micro_batches)
         trainer.capture = capture
+        read_clip_from_accelerator(trainer, capture)
         return trainer
+
+    def loss_token_count(self, capture: StepCapture) -> int:
+        return super().loss_token_count(capture) if COUNTS_ITEMS else per_micro_batch_count(capture)

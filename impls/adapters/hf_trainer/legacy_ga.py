@@ -11,11 +11,13 @@ from __future__ import annotations
 from packcheck.harness.contract import Case
 from packcheck.harness.engines import KnownFinding
 from packcheck.impls.adapters.hf_common.capture import StepCapture
-from packcheck.impls.adapters.hf_trainer.engine import HfTrainer, HfTrainerEngine
+from packcheck.impls.adapters.hf_common.releases import per_micro_batch_count
+from packcheck.impls.adapters.hf_trainer.engine import VARIANT_RELEASES, HfTrainer, HfTrainerEngine
 
 
 class LegacyGaEngine(HfTrainerEngine):
     name = "hf_trainer.legacy-ga"
+    engine_versions = VARIANT_RELEASES
     known_findings = (
         KnownFinding(scenario="microbatch_invariance", upstream="transformers#37766 (fix line: transformers#35438)",
                      summary="without loss kwargs each micro-batch is its own token mean divided by the accumulation steps (mean of means)",
@@ -34,6 +36,4 @@ class LegacyGaEngine(HfTrainerEngine):
         return trainer
 
     def loss_token_count(self, capture: StepCapture) -> int:
-        # no global count on this path: each micro-batch's loss divides by its own count of
-        # shifted labels != -100 (ForCausalLMLoss's mean), and these add up to what it counted
-        return sum(int((mb.inputs["labels"][:, 1:] != -100).sum()) for mb in capture.micro_batches)
+        return per_micro_batch_count(capture)  # no global count on this path

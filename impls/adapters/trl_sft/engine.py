@@ -40,6 +40,8 @@ def dataset(case: Case) -> Dataset:
 class TrlSftEngine(TrainerEngine):
     name = "trl_sft"
     capabilities = TRAINER_CAPABILITIES
+    # run on trl 1.16.0 only (the trl extra); older TRL builds its padding-free batches and labels differently
+    engine_versions = ("trl>=1.16,<2", "transformers>=5.0,<6")
 
     def unsupported_reason(self, case: Case) -> str | None:
         reason = super().unsupported_reason(case)

@@ -1,0 +1,56 @@
+"""What the plain Trainer gets wrong under older transformers releases, pinned per release range
+(`KnownFinding.engine_versions`: the engine's description keeps a finding only where the installed
+release falls in its range). Measured under transformers 4.45.2 + accelerate 1.2.1, the environment
+`nox -s "releases(transformers='4.45.2')"` builds
+(docs/findings.md, "hf_trainer across transformers releases").
+
+- Before 4.54 a flattened row's `position_ids` split it into documents only on the flash-attention
+  path (`_flash_attention_forward`); sdpa and eager build one causal mask over the whole row, so
+  with `DataCollatorWithFlattening` every packed document attends to the ones before it. 4.54 added
+  `masking_utils.find_packed_sequence_indices`, which turns the resets into a document mask for
+  every backend (read in the 4.53.0 and 4.54.0 wheels; 5.0.0 and 5.24.0 measured passing).
+- Before 4.46 the Trainer has no `num_items_in_batch`: each micro-batch's loss is its own token mean
+  and accelerate divides it by the accumulation steps, a mean of micro-batch means on uneven
+  micro-batches (the path `hf_trainer.legacy-ga` still reaches on 5.x).
+"""
+
+from __future__ import annotations
+
+from packcheck.harness.engines import KnownFinding
+
+FLAT = ("with sdpa attention a row of DataCollatorWithFlattening is one causal sequence: position_ids resets split documents "
+        "only for flash_attention_2, so every packed document attends to the ones before it in the row")
+FLAT_UPSTREAM = ("fixed in transformers 4.54.0 (masking_utils.find_packed_sequence_indices); 4.45's collator only warns "
+                 "'Make sure your attention computation is able to handle it!'")
+MEANS = "no num_items_in_batch: each micro-batch's loss is its own token mean divided by the accumulation steps (mean of means)"
+MEANS_UPSTREAM = "fixed in transformers 4.46.0 (the Trainer's num_items_in_batch; transformers#37766 tracks the remaining legacy path)"
+BEFORE_PACKED_MASKS = ("transformers<4.54",)
+BEFORE_ITEM_COUNT = ("transformers<4.46",)
+MEASURED = "llama float32, transformers 4.45.2 + accelerate 1.2.1, 2026-12-01"
+
+
+def flat(scenario: str, min_margin: float, measured: str) -> KnownFinding:
+    return KnownFinding(scenario=scenario, summary=FLAT, upstream=FLAT_UPSTREAM, min_margin=min_margin,
+                        measured=f"{measured}, {MEASURED}", engine_versions=BEFORE_PACKED_MASKS)
+
+
+def means(scenario: str, min_margin: float, measured: str) -> KnownFinding:
+    return KnownFinding(scenario=scenario, summary=MEANS, upstream=MEANS_UPSTREAM, min_margin=min_margin,
+                        measured=f"{measured}, {MEASURED}", engine_versions=BEFORE_ITEM_COUNT)
+
+
+def both(scenario: str, min_margin: float, measured: str) -> KnownFinding:
+    return KnownFinding(scenario=scenario, summary=f"{MEANS}; and {FLAT}", upstream=f"{MEANS_UPSTREAM}; {FLAT_UPSTREAM}",
+                        min_margin=min_margin, measured=f"{measured}, {MEASURED}", engine_versions=BEFORE_ITEM_COUNT)
+
+
+RELEASE_FINDINGS = (
+    flat("packed_vs_unpacked", 2.3e3, "logprobs max_abs 2.34 (margin 2.3e4)"),
+    flat("document_isolation", 8.0e2, "logprobs max_abs 0.81 (margin 8.1e3)"),
+    flat("linear_attention_reset", 1.3e3, "grad max_rel 1.39 at model.layers.0.self_attn.o_proj.weight (margin 1.4e4)"),
+    flat("gradient_oracle", 2.9e4, "logprobs max_abs 3.40 against the float64 reference's oracle arm (margin 2.9e5)"),
+    both("microbatch_invariance", 1.1e5, "dloss_dlogprobs max_rel 13.1 (margin 1.3e6)"),
+    means("token_conservation", 5.4, "loss rel 5.5e-4 against -mean(logprobs over the loss mask) (margin 54.5)"),
+    both("golden_regression", 6.4e4, "dloss_dlogprobs max_rel 0.192 (margin 6.5e5), logprobs max_abs 3.40 (2.9e5)"),
+    both("optimizer_step", 1.1e5, "dloss_dlogprobs max_rel 11.6 (margin 1.2e6), grad_norm rel 1.32 (1.3e5)"),
+)
