@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import re
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence, TextIO
 
 from packcheck.harness.engines import EngineInfo
 from packcheck.harness.launch import LaunchFailed, LaunchPool
 from packcheck.harness.models import FAMILIES
+from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run.results import ResultsFile, arms_directory
 from packcheck.harness.run.scenario_runner import RunOptions, did_not_start, first_error_line, run_scenario
 from packcheck.harness.run.verdict import ERROR, UNSUPPORTED, Verdict
@@ -32,6 +34,7 @@ class Matrix:
     device: str = "cpu"
     attention: str = "auto"
     save_arms: str = "failing"  # all | failing | none
+    inputs: Inputs = field(default_factory=Inputs)  # --model, --seed, --data-scale
     verdicts: list[Verdict] = field(default_factory=list)
     not_started: dict[str, LaunchFailed] = field(default_factory=dict)  # engine spec -> why its processes never came up
 
@@ -67,7 +70,7 @@ def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: Text
                 save_dir = None if matrix.save_arms == "none" else arms_directory(results.directory, engine.name, family, scenario.name)
                 verdict = run_scenario(engine, scenario, family, matrix.dtype, matrix.device, save_dir=save_dir,
                                        attention=matrix.attention, save_passing=matrix.save_arms == "all",
-                                       options=RunOptions(timeout=pool.timeout, pool=pool))
+                                       options=RunOptions(timeout=pool.timeout, pool=pool, inputs=matrix.inputs))
             report_progress(verdict, out)
             matrix.verdicts.append(verdict)
             results.add(verdict)
@@ -99,6 +102,19 @@ def unsupported_reason(verdict: Verdict) -> str:
     """The engine's reason without the arm's name, so the same reason reads the same across scenarios."""
     first = verdict.detail.strip().splitlines()[0] if verdict.detail.strip() else "no reason given"
     return re.sub(r"^arm '[^']*': ", "", first)
+
+
+def where_arms_ran(verdicts: Sequence[Verdict]) -> str:
+    """The run's arms by device and dtype, and how many ran on the CPU for want of GPUs ("" when none moved)."""
+    totals = Counter()
+    for verdict in verdicts:
+        totals.update(verdict.arms_run)
+    moved = sum(len(v.relocated_arms) for v in verdicts)
+    if not moved:
+        return ""
+    places = ", ".join(f"{n} on {place}" for place, n in sorted(totals.items()))
+    return (f"arms: {places}; {moved} arm(s) with more ranks than this machine has GPUs ran on the CPU in float64 (gloo), "
+            "judged against CPU float64 baselines")
 
 
 def exit_status(verdicts: Sequence[Verdict]) -> int:
