@@ -133,6 +133,7 @@ def test_a_bad_model_names_the_field_and_the_fix(tmp_path):
         resolve_model("llama", str(tmp_path))
 
 
+@pytest.mark.slow  # a launch of its own and a seeded checkpoint: the plumbing end to end, in nox -s slow
 def test_packcheck_run_takes_a_config_directory_a_seed_and_a_data_scale(tmp_path, capsys):
     from packcheck.harness.cli.main import main
 

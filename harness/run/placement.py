@@ -10,8 +10,8 @@ measure bf16 rounding, not the engine's logic. So the runner judges a verdict in
      built again on the CPU in float64 and judged with the float64 tolerance.
 
 Pass 2's arms are named `cpu_float64/<arm>` in comparisons and saved arms, and the verdict lists
-them (docs/gpu.md, "Every arm on any machine"). Where a required arm itself cannot be hosted (no
-GPU visible at all), pass 1 is empty and every arm runs in pass 2.
+them (docs/gpu.md, "Every arm on any machine"). Where a required or single-process arm cannot be
+hosted (no GPU visible at all), there is no pass 1: every arm runs in pass 2.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ def logic_setting(setting: Setting) -> Setting:
 
 
 def required_arm_moves(scenario: Scenario, cases: Mapping[str, Case]) -> bool:
-    """A baseline arm (not optional) the machine cannot host: then every arm runs on the CPU."""
-    return any(needs_more_gpus(case) for name, case in cases.items() if name not in scenario.optional_arms)
+    """A required or single-process arm the machine cannot host (no GPU visible at all): then every arm runs on the CPU."""
+    return any(needs_more_gpus(case) for name, case in cases.items() if name not in scenario.optional_arms or case.parallel.world_size == 1)
 
 
 def renamed(comparison: Comparison) -> Comparison:
