@@ -93,3 +93,38 @@ def test_a_cuda_run_without_gpus_judges_every_arm_on_the_cpu(monkeypatch, packch
     else:
         assert v.status == FAIL and v.worst.margin >= 1e6, v.message()
 
+
+
+class OneGpuOnTheCpu:
+    """The session's pool, standing in for a one-GPU machine: a world-1 cuda arm runs on the CPU (in its asked dtype,
+    float64 here), so pass 1 of a cuda verdict runs on this machine; anything else goes through unchanged."""
+
+    def __init__(self, pool):
+        self.pool = pool
+
+    def __getattr__(self, name):
+        return getattr(self.pool, name)
+
+    def run(self, spec, case, mode="run", key=None):
+        assert not (case.device == "cuda" and case.parallel.world_size > 1), f"arm {case.name} was launched on cuda with 1 GPU"
+        outcome = self.pool.run(spec, case.with_(device="cpu") if case.device == "cuda" else case, mode, key)
+        return outcome
+
+
+@pytest.mark.slow  # two verdicts' worth of arms (world 1, 2 and 4 launches)
+@pytest.mark.parametrize("engine,clean", [("reference", True), ("mutant.ga-mean-of-means", False)])
+def test_with_one_gpu_the_baseline_stays_and_the_dp_arm_runs_on_the_cpu(monkeypatch, packcheck_pool, engine, clean):
+    from packcheck.harness.run.scenario_runner import RunOptions, run_scenario
+
+    monkeypatch.setenv(VISIBLE_GPUS_ENV, "1")
+    v = run_scenario(engine, SCENARIOS["microbatch_invariance"], "llama", "float64", "cuda",
+                     options=RunOptions(timeout=packcheck_pool.timeout, pool=OneGpuOnTheCpu(packcheck_pool)))
+    dp_arms = sorted(name for name, case in SCENARIOS["microbatch_invariance"].build(Inputs().setting("llama", "float64", "cuda")).items()
+                     if case.parallel.world_size > 1)
+    assert v.relocated_arms == dp_arms and v.arms_run["cpu float64"] > len(dp_arms) and v.arms_run["cuda float64"] >= 2, v.message()
+    assert any(c.arms.arm == f"cpu_float64/{dp_arms[0]}" for c in v.comparisons), "the moved arm is judged on the CPU"
+    assert any(not c.arms.arm.startswith("cpu_float64/") for c in v.comparisons), "the hosted arms are judged on their device"
+    if clean:
+        assert v.status == PASS and v.worst.margin <= 1e-3, v.message()
+    else:
+        assert v.status == FAIL and v.worst.margin >= 1e6, v.message()

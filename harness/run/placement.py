@@ -6,7 +6,7 @@ result is compared only with arms run the same way: a CPU float64 arm against a 
 measure bf16 rounding, not the engine's logic. So the runner judges a verdict in two passes:
 
   1. the arms this machine hosts, on the asked device and dtype (today's verdict);
-  2. the arms it cannot host, plus the scenario's required arms (its single-process baselines),
+  2. the arms it cannot host, plus the scenario's single-process and required arms (its baselines),
      built again on the CPU in float64 and judged with the float64 tolerance.
 
 Pass 2's arms are named `cpu_float64/<arm>` in comparisons and saved arms, and the verdict lists

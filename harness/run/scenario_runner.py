@@ -202,7 +202,7 @@ def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dty
 def judge_placed(info: EngineInfo, scenario: Scenario, setting: Setting, verdict: Verdict, pool: LaunchPool, save_dir: Path | None,
                  save_passing: bool) -> None:
     """Judge the arms this machine hosts on the asked device; those with more ranks than it has GPUs run on the CPU
-    in float64 with the scenario's baselines, judged apart (harness/run/placement.py)."""
+    in float64 with the scenario's single-process and required arms (its baselines), judged apart (harness/run/placement.py)."""
     moved: list[str] = []
     here = setting.device != "cuda" or not placement.required_arm_moves(scenario, scenario.build(setting))
     if here:
@@ -212,12 +212,14 @@ def judge_placed(info: EngineInfo, scenario: Scenario, setting: Setting, verdict
             judge(verdict, scenario, Judgement(setting=setting, cases=cases, results=results, tolerance=tolerance_for(setting.dtype)))
             if save_dir is not None and (save_passing or verdict.failed):
                 save_arms(save_dir, cases, results)
+        if results is None and moved:
+            verdict.detail += f"arms {', '.join(moved)} (more ranks than this machine has GPUs) were not run on the CPU: the verdict ended first\n"
         if results is None or not moved:
             return
     logic = Verdict(engine=verdict.engine, engine_spec=verdict.engine_spec, family=verdict.family, scenario=scenario.name,
                     dtype=placement.LOGIC_DTYPE, device=placement.LOGIC_DEVICE, status=PASS, attention=verdict.attention)
     cpu = placement.logic_setting(setting)
-    keep = None if not here else (lambda name: name not in scenario.optional_arms or name in moved)
+    keep = None if not here else (lambda name, case: case.parallel.world_size == 1 or name not in scenario.optional_arms or name in moved)
     cases, results = build_and_run(info, scenario, cpu, logic, pool, keep=keep)
     if results is not None:
         judge(logic, scenario, Judgement(setting=cpu, cases=cases, results=results, tolerance=tolerance_for(cpu.dtype)))
@@ -232,7 +234,7 @@ def build_and_run(info: EngineInfo, scenario: Scenario, setting: Setting, verdic
     """The scenario's arms, follow-ups and oracle arms, run; an arm the machine cannot host goes to `moved` instead
     (where `moved` is given), and only arms `keep` accepts are built (every arm without it)."""
     def hosted(arms: dict[str, Case]) -> dict[str, Case]:
-        arms = {name: case for name, case in arms.items() if keep is None or keep(name)}
+        arms = {name: case for name, case in arms.items() if keep is None or keep(name, case)}
         if moved is None:
             return arms
         moved.extend(name for name, case in arms.items() if placement.needs_more_gpus(case))
