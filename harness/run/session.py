@@ -94,8 +94,9 @@ def why_not_all(verdict: Verdict) -> str:
     """What was not judged, on the progress line: the reason of an unsupported verdict, the skipped arms of another."""
     if verdict.status == UNSUPPORTED:
         return f": {unsupported_reason(verdict)}"
-    skipped = len(verdict.skipped_arms)
-    return f" ({skipped} optional arm{'s' * (skipped > 1)} skipped: see the report)" if skipped else ""
+    skipped, moved = len(verdict.skipped_arms), len(verdict.relocated_arms)
+    return ((f" ({skipped} optional arm{'s' * (skipped > 1)} skipped: see the report)" if skipped else "")
+            + (f" ({moved} arm{'s' * (moved > 1)} on the CPU in float64: more ranks than GPUs)" if moved else ""))
 
 
 def unsupported_reason(verdict: Verdict) -> str:
