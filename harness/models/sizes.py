@@ -81,7 +81,9 @@ class ModelChoice:
 
 
 def is_path(model: str) -> bool:
-    return "/" in model or model.endswith(".json") or Path(model).exists()
+    """A config directory or file, not a preset name (a folder named like a preset needs a ./ before it)."""
+    presets = {name for sizes in PRESETS.values() for name in sizes}
+    return "/" in model or model.endswith(".json") or (model not in presets and Path(model).exists())
 
 
 def resolve_model(family: str, model: str = TINY, seed: int = 0) -> ModelChoice:
