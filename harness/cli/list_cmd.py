@@ -23,8 +23,10 @@ def handle(args) -> int:
             print(f"{s.name}\n{textwrap.indent(textwrap.fill(s.invariant, 90), '    ')}\n    catches: {', '.join(s.catches)}")
         print("(packcheck explain SCENARIO: its arms, the tolerance per quantity and dtype, the mutants it catches)")
     elif args.what == "families":
+        from packcheck.harness.models.sizes import PRESETS
+
         for f in FAMILIES.values():
-            print(f"{f.name:10} {f.description}")
+            print(f"{f.name:10} {f.description}; --model {' | '.join(PRESETS[f.name])}")
     elif args.what == "engines":
         for name in engine_names():
             if not name.startswith("mutant."):

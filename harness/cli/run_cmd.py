@@ -35,6 +35,12 @@ def add_parser(commands) -> None:
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="seconds one arm may run on a rank before it is reported as hung; the run goes on (default: 600)")
     parser.add_argument("--no-report", action="store_true", help="skip report.html (default: write it)")
+    parser.add_argument("--model", default="tiny",
+                        help="a size preset of each family (tiny, 0.6b, 1b: `packcheck list families`) or a directory holding a "
+                             "Hugging Face config.json, with its safetensors or seeded weights (default: tiny)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of every generated input, weights included; 0 is the goldens' (default: 0)")
+    parser.add_argument("--data-scale", type=int, default=None,
+                        help="documents and packed rows this many times longer, odd (default: the model's: 1 for tiny, 85 for 0.6b/1b)")
     parser.set_defaults(handler=handle)
 
 
@@ -89,6 +95,35 @@ def auto_dtypes(engines: list[str], pool, device: str) -> dict:
     return chosen
 
 
+def checked_inputs(args):
+    """--model, --seed and --data-scale as the run's Inputs, and the families they fit: a config directory runs its own
+    family, a size preset the families that have it (`--family` may narrow them, never widen them)."""
+    from packcheck.harness.models.sizes import PRESETS, TINY, ModelChoiceError, is_path, read_config
+    from packcheck.harness.run.inputs import Inputs
+
+    if args.seed < 0:
+        raise UsageError(f"--seed {args.seed}: give a seed of 0 or more (0: the goldens' inputs)")
+    if args.data_scale is not None and (args.data_scale < 1 or args.data_scale % 2 == 0):
+        raise UsageError(f"--data-scale {args.data_scale}: give an odd positive number (an even one makes cp's indivisible row divisible)")
+    if is_path(args.model):
+        try:
+            family = read_config(args.model)[0]
+        except ModelChoiceError as err:
+            raise UsageError(str(err)) from None
+        if args.family and args.family != [family]:
+            raise UsageError(f"--model {args.model} is a {family!r} model; run it with --family {family} (or without --family)")
+        args.family = [family]
+    elif args.model != TINY:
+        having = [family for family, presets in PRESETS.items() if args.model in presets]
+        lacking = [family for family in args.family or having if args.model not in PRESETS.get(family, {})]
+        if not having or lacking:
+            raise UsageError(f"--model {args.model}: {', '.join(lacking) if having else 'no family'} has no such size preset; "
+                             + "; ".join(f"{family}: {', '.join(presets)}" for family, presets in PRESETS.items())
+                             + "; or give a directory holding a Hugging Face config.json")
+        args.family = args.family or having
+    return Inputs(model=args.model, seed=args.seed, data_scale=args.data_scale)
+
+
 class Interrupted(Exception):
     """SIGINT or SIGTERM: stop the run, keep what it judged."""
 
@@ -106,7 +141,7 @@ def handle(args) -> int:
     from packcheck.harness.run.dtype_choice import AUTO
     from packcheck.harness.run.results import ResultsFile
     from packcheck.harness.run.scenario_runner import first_error_line
-    from packcheck.harness.run.session import Matrix, exit_status, run_matrix, unsupported_reason
+    from packcheck.harness.run.session import Matrix, exit_status, run_matrix, unsupported_reason, where_arms_ran
     from packcheck.harness.scenarios import SCENARIOS, get_scenario
 
     if args.dtype not in (*DTYPES, AUTO):
@@ -124,13 +159,14 @@ def handle(args) -> int:
         get_family(family)
     scenarios = [get_scenario(name) for name in args.scenario] if args.scenario else list(SCENARIOS.values())
     out = output_directory(args.out)
+    inputs = checked_inputs(args)
     pool = LaunchPool(out / "launches", args.timeout)
     chosen = auto_dtypes(engines, pool, args.device) if args.dtype == AUTO else {}
-    results = ResultsFile(out, provenance(args.device, ["packcheck", *args.argv])
-                          | {"dtype": args.dtype} | ({"dtype_choice": {spec: f"{c.dtype} ({c.why})" for spec, c in chosen.items()}}
-                                                     if chosen else {}))
+    results = ResultsFile(out, provenance(args.device, ["packcheck", *args.argv]) | {"dtype": args.dtype, "inputs": inputs.to_json()}
+                          | ({"dtype_choice": {spec: f"{c.dtype} ({c.why})" for spec, c in chosen.items()}} if chosen else {}))
     matrix = Matrix(engines=engines, families=args.family, scenarios=scenarios, dtype=args.dtype, device=args.device,
-                    attention=args.attention, save_arms=args.save_arms, dtype_for={spec: c.dtype for spec, c in chosen.items()})
+                    attention=args.attention, save_arms=args.save_arms, dtype_for={spec: c.dtype for spec, c in chosen.items()},
+                    inputs=inputs)
     previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     interrupted = None
     try:
@@ -151,6 +187,8 @@ def handle(args) -> int:
     verdicts = matrix.verdicts
     counts = {status: sum(v.status == status for v in verdicts) for status in ("pass", "fail", "error", "hang", "unsupported")}
     print(f"{len(verdicts)} verdicts: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + f"\nresults: {results.path}", file=sys.stderr)
+    if where_arms_ran(verdicts):
+        print(where_arms_ran(verdicts), file=sys.stderr)
     if interrupted:
         print(f"packcheck run: interrupted ({interrupted}) after {len(verdicts)} verdicts; every engine process was killed, "
               "the verdicts so far are in the results and the report", file=sys.stderr)

@@ -48,6 +48,23 @@ def make_samples(spec: Sequence[tuple[int, str]], vocab_size: int, seed: int) ->
     )
 
 
+def scaled(spec: Sequence[tuple[int, str]], scale: int) -> tuple[tuple[int, str], ...]:
+    """`spec` with every document `scale` times longer, for a row `scale` times longer: the same documents per row,
+    the same row a document exactly fills, the same shard cut a document starts at, straddles or ends before.
+    Length-1 documents stay length 1 (the document before one absorbs its scale - 1 tokens; the one after, for a
+    first), so the edge case survives at any size."""
+    if scale < 1:
+        raise ValueError(f"data scale {scale} must be a positive integer")
+    lengths = [length * scale for length, _ in spec]
+    for i, (length, _) in enumerate(spec):
+        if length == 1 and scale > 1:
+            lengths[i] = 1
+            longer = [j for j in range(i - 1, -1, -1) if spec[j][0] > 1] or [j for j in range(i + 1, len(spec)) if spec[j][0] > 1]
+            if longer:
+                lengths[longer[0]] += scale - 1
+    return tuple((length, kind) for length, (_, kind) in zip(lengths, spec))
+
+
 def perturbed(sample: Sample, vocab_size: int, seed: int, length: int | None = None) -> Sample:
     """Other tokens (and optionally another length) with the same kind of mask: a changed document."""
     rng = random.Random(seed)

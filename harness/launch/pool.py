@@ -17,7 +17,7 @@ from pathlib import Path
 
 from packcheck.harness.contract import Case
 from packcheck.harness.engines import EngineInfo
-from packcheck.harness.launch.capacity import cannot_host
+from packcheck.harness.launch.capacity import cannot_host, visible_gpus
 from packcheck.harness.launch.launch import STARTUP_SECONDS, Launch, LaunchFailed
 from packcheck.harness.launch.outcome import OK, CaseOutcome
 from packcheck.harness.text import path_name
@@ -45,7 +45,10 @@ class LaunchPool:
             self.kill()
 
     def engine_info(self, spec: str, device: str) -> EngineInfo:
-        """What the engine says of itself, from its world-1 launch; LaunchFailed if it does not start."""
+        """What the engine says of itself, from its world-1 launch (on the CPU where no GPU is visible: every
+        arm of a cuda run then runs there); LaunchFailed if it does not start."""
+        if device == "cuda" and visible_gpus() == 0:
+            device = "cpu"
         if (spec, device) not in self._info:
             try:
                 self._info[spec, device] = EngineInfo.from_json(self._launch((spec, device, 1)).engine_info())

@@ -65,6 +65,8 @@ class InvalidArm:
 @dataclass(kw_only=True, slots=True)
 class InvalidArms:
     arms: dict[str, InvalidArm] = field(default_factory=dict)
+    valid: dict[str, StepResult] | None = None  # the arms that ran and returned a valid result, beside these
+    blocked: str | None = None  # why the valid arms cannot be judged without these (blocks_judging), None when they can
 
     def __bool__(self) -> bool:
         return bool(self.arms)

@@ -17,6 +17,7 @@ import re
 import tempfile
 import time
 import traceback
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,8 +32,9 @@ from packcheck.harness.launch import INVALID as LAUNCH_INVALID
 from packcheck.harness.launch import UNSUPPORTED as LAUNCH_UNSUPPORTED
 from packcheck.harness.launch import CaseOutcome, LaunchFailed, LaunchPool, engine_spec
 from packcheck.harness.launch.capacity import cannot_host
-from packcheck.harness.models import model_spec
 from packcheck.harness.provenance import provenance
+from packcheck.harness.run import placement
+from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run.invalid_arms import InvalidArm, InvalidArms, conclude, save_invalid_arms, summarise
 from packcheck.harness.run.verdict import ERROR, FAIL, HANG, PASS, UNSUPPORTED, Verdict
 from packcheck.harness.scenarios import Judgement, Scenario, Setting
@@ -45,10 +47,11 @@ DEFAULT_TIMEOUT = 600.0
 class RunOptions:
     timeout: float = DEFAULT_TIMEOUT  # seconds per arm (per case on every rank)
     pool: LaunchPool | None = None  # the run's warm launches; None: a pool of this verdict's own, closed after it
+    inputs: Inputs = Inputs()  # the model, seed and data scale every arm is built from
 
 
-def setting_for(family: str, dtype: str, device: str, attention: str = "auto") -> Setting:
-    return Setting(family=family, dtype=dtype, device=device, attention=attention, model=model_spec(family))
+def setting_for(family: str, dtype: str, device: str, attention: str = "auto", inputs: Inputs = Inputs()) -> Setting:
+    return inputs.setting(family, dtype, device, attention)
 
 
 class ArmProblem(Exception):
@@ -173,17 +176,17 @@ def run_scenario(engine: EngineInfo | str | Engine | type[Engine], scenario: Sce
     if not isinstance(engine, (EngineInfo, str)):
         engine = engine_spec(engine)
     if options.pool is not None:
-        return _run_scenario(engine, scenario, family, dtype, device, save_dir, attention, save_passing, options.pool)
+        return _run_scenario(engine, scenario, family, dtype, device, save_dir, attention, save_passing, options.pool, options.inputs)
     with LaunchPool(Path(tempfile.mkdtemp(prefix="packcheck-launches-")), options.timeout) as pool:
-        return _run_scenario(engine, scenario, family, dtype, device, save_dir, attention, save_passing, pool)
+        return _run_scenario(engine, scenario, family, dtype, device, save_dir, attention, save_passing, pool, options.inputs)
 
 
 def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dtype: str, device: str, save_dir: Path | None,
-                  attention: str, save_passing: bool, pool: LaunchPool) -> Verdict:
+                  attention: str, save_passing: bool, pool: LaunchPool, inputs: Inputs = Inputs()) -> Verdict:
     started = time.perf_counter()
     spec = engine if isinstance(engine, str) else engine.spec
     verdict = Verdict(engine=spec if isinstance(engine, str) else engine.name, engine_spec=spec, family=family, scenario=scenario.name,
-                      dtype=dtype, device=device, status=PASS, attention=attention)
+                      dtype=dtype, device=device, status=PASS, attention=attention, inputs=inputs.flags())
     try:
         info = pool.engine_info(spec, device) if isinstance(engine, str) else engine
     except LaunchFailed as failed:
@@ -191,18 +194,66 @@ def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dty
         verdict.seconds = time.perf_counter() - started
         return verdict
     verdict.engine = info.name
-    setting = setting_for(family, dtype, device, attention)
+    setting = setting_for(family, dtype, device, attention, inputs)
     missing = sorted(scenario.needs_reports - info.capabilities.reports)
     if missing:
         verdict.status, verdict.detail = UNSUPPORTED, f"the engine does not report {', '.join(missing)}, which {scenario.name} judges"
-    cases = {} if missing else scenario.build(setting)
+    elif scenario.unsupported_in is not None and (why := scenario.unsupported_in(setting)):
+        verdict.status, verdict.detail = UNSUPPORTED, why
+    else:
+        judge_placed(info, scenario, setting, verdict, pool, save_dir, save_passing)
+    finding = finding_for(info.known_findings, scenario.name, family)
+    if finding is not None and numeric_failure(verdict) and verdict.worst.margin >= finding.min_margin:
+        verdict.known_finding = finding.headline()
+    verdict.seconds = time.perf_counter() - started
+    return verdict
+
+
+def judge_placed(info: EngineInfo, scenario: Scenario, setting: Setting, verdict: Verdict, pool: LaunchPool, save_dir: Path | None,
+                 save_passing: bool) -> None:
+    """Judge the arms this machine hosts on the asked device; those with more ranks than it has GPUs run on the CPU
+    in float64 with the scenario's single-process and required arms (its baselines), judged apart (harness/run/placement.py)."""
+    moved: list[str] = []
+    here = setting.device != "cuda" or not placement.required_arm_moves(scenario, scenario.build(setting))
+    if here:
+        invalid = InvalidArms()
+        cases, results = build_and_run(info, scenario, setting, verdict, pool, moved, invalid=invalid)
+        verdict.arms_run = dict(placement.arms_run(cases, results))
+        judge_and_save(verdict, scenario, setting, cases, results, invalid, save_dir, save_passing)
+        if results is None and moved:
+            verdict.detail += f"arms {', '.join(moved)} (more ranks than this machine has GPUs) were not run on the CPU: the verdict ended first\n"
+        if results is None or not moved:
+            return
+    logic = Verdict(engine=verdict.engine, engine_spec=verdict.engine_spec, family=verdict.family, scenario=scenario.name,
+                    dtype=placement.LOGIC_DTYPE, device=placement.LOGIC_DEVICE, status=PASS, attention=verdict.attention)
+    cpu = placement.logic_setting(setting)
+    keep = None if not here else (lambda name, case: case.parallel.world_size == 1 or name not in scenario.optional_arms or name in moved)
     invalid = InvalidArms()
-    results = None if missing else run_arms(info, scenario, cases, verdict, pool, invalid)
-    valid, blocked = results, (invalid.blocks_judging(scenario, results) if invalid and results is not None else None)
-    if blocked is not None:
-        results = None
+    cases, results = build_and_run(info, scenario, cpu, logic, pool, keep=keep, invalid=invalid)
+    judge_and_save(logic, scenario, cpu, cases, results, invalid, save_dir, save_passing, prefix=placement.PREFIX)
+    placement.merge(verdict, logic, moved if here else list(cases), here)
+    verdict.arms_run = dict(Counter(verdict.arms_run) + placement.arms_run(cases, results))
+
+
+def build_and_run(info: EngineInfo, scenario: Scenario, setting: Setting, verdict: Verdict, pool: LaunchPool,
+                  moved: list[str] | None = None, keep=None, invalid: InvalidArms | None = None) -> tuple[dict[str, Case], dict[str, StepResult] | None]:
+    """The scenario's arms, follow-ups and oracle arms, run; an arm the machine cannot host goes to `moved` instead
+    (where `moved` is given), and only arms `keep` accepts are built (every arm without it). With `invalid`, an arm
+    whose result breaks the contract is set aside there and the rest still run (and are judged where they can be)."""
+    def hosted(arms: dict[str, Case]) -> dict[str, Case]:
+        arms = {name: case for name, case in arms.items() if keep is None or keep(name, case)}
+        if moved is None:
+            return arms
+        moved.extend(name for name, case in arms.items() if placement.needs_more_gpus(case))
+        return {name: case for name, case in arms.items() if name not in moved}
+
+    cases = hosted(scenario.build(setting))
+    results = run_arms(info, scenario, cases, verdict, pool, invalid)
+    if invalid and results is not None:
+        invalid.valid, invalid.blocked = results, invalid.blocks_judging(scenario, results)
+        results = None if invalid.blocked is not None else results
     if results is not None and scenario.follow_up is not None:
-        later = scenario.follow_up(setting, results)
+        later = hosted(scenario.follow_up(setting, results))
         cases |= later
         later_results = run_arms(info, scenario, later, verdict, pool)
         results = None if later_results is None else results | later_results
@@ -210,19 +261,23 @@ def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dty
         oracle_cases = scenario.oracle(setting, cases, results)
         cases |= oracle_cases
         results = run_oracle_arms(scenario, oracle_cases, results, verdict, pool)
+    return cases, results
+
+
+def judge_and_save(verdict: Verdict, scenario: Scenario, setting: Setting, cases: dict[str, Case], results: dict[str, StepResult] | None,
+                   invalid: InvalidArms, save_dir: Path | None, save_passing: bool, prefix: str = "") -> None:
+    """Judge the arms that ran into `verdict`, fold the invalid ones in (a NaN does not hide the rest: they fail it,
+    the valid arms are still judged) and save every arm, its name under `prefix`."""
     if results is not None:
-        judge(verdict, scenario, Judgement(setting=setting, cases=cases, results=results, tolerance=tolerance_for(dtype)))
-    if invalid and valid is not None:  # a NaN does not hide the rest: the valid arms were judged, the invalid ones fail it
-        conclude(verdict, invalid, cases, blocked)
-        results = results if results is not None else valid
-    if save_dir is not None and (save_passing or verdict.failed) and results is not None:
-        save_arms(save_dir, cases, results)
-        save_invalid_arms(save_dir, invalid, cases)
-    finding = finding_for(info.known_findings, scenario.name, family)
-    if finding is not None and numeric_failure(verdict) and verdict.worst.margin >= finding.min_margin:
-        verdict.known_finding = finding.headline()
-    verdict.seconds = time.perf_counter() - started
-    return verdict
+        judge(verdict, scenario, Judgement(setting=setting, cases=cases, results=results, tolerance=tolerance_for(setting.dtype)))
+    if invalid and invalid.valid is not None:
+        conclude(verdict, invalid, cases, invalid.blocked)
+        results = results if results is not None else invalid.valid
+    if save_dir is None or not (save_passing or verdict.failed) or results is None:
+        return
+    named = {prefix + name: case for name, case in cases.items()}
+    save_arms(save_dir, named, {prefix + name: result for name, result in results.items()})
+    save_invalid_arms(save_dir, InvalidArms(arms={prefix + name: arm for name, arm in invalid.arms.items()}), named)
 
 
 CONTRACT_QUANTITIES = ("result", "mesh")  # failures of the contract, not of the numbers: no finding excuses them
@@ -254,7 +309,7 @@ def judge(verdict: Verdict, scenario: Scenario, judgement: Judgement) -> None:
     failed = [c for c in verdict.comparisons if not c.passed]
     if not verdict.comparisons:  # every arm beyond the baseline was skipped: nothing was tested
         verdict.status = UNSUPPORTED
-        verdict.detail += "no arm beyond the baseline is supported by the engine: nothing to compare"
+        verdict.detail += placement.NOTHING_TO_COMPARE
     elif failed:
         verdict.status = FAIL
         try:

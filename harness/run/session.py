@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import re
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence, TextIO
 
 from packcheck.harness.engines import EngineInfo
 from packcheck.harness.launch import LaunchFailed, LaunchPool
 from packcheck.harness.models import FAMILIES
+from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run.progress import Progress
 from packcheck.harness.run.results import ResultsFile, arms_directory
 from packcheck.harness.run.scenario_runner import RunOptions, did_not_start, first_error_line, run_scenario
@@ -35,6 +37,7 @@ class Matrix:
     attention: str = "auto"
     save_arms: str = "failing"  # all | failing | none
     dtype_for: dict[str, str] = field(default_factory=dict)  # engine spec -> its dtype where it is not `dtype` (--dtype auto)
+    inputs: Inputs = field(default_factory=Inputs)  # --model, --seed, --data-scale
     verdicts: list[Verdict] = field(default_factory=list)
     not_started: dict[str, LaunchFailed] = field(default_factory=dict)  # engine spec -> why its processes never came up
 
@@ -71,7 +74,7 @@ def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: Text
                     save_dir = None if matrix.save_arms == "none" else arms_directory(results.directory, engine.name, family, scenario.name)
                     verdict = run_scenario(engine, scenario, family, matrix.dtype_for.get(spec, matrix.dtype), matrix.device, save_dir=save_dir,
                                            attention=matrix.attention, save_passing=matrix.save_arms == "all",
-                                           options=RunOptions(timeout=pool.timeout, pool=pool))
+                                           options=RunOptions(timeout=pool.timeout, pool=pool, inputs=matrix.inputs))
                 progress.finish(verdict_line(verdict), safe_text(verdict.message()) if verdict.failed else "")
                 matrix.verdicts.append(verdict)
                 results.add(verdict)
@@ -95,14 +98,28 @@ def why_not_all(verdict: Verdict) -> str:
     """What was not judged, on the progress line: the reason of an unsupported verdict, the skipped arms of another."""
     if verdict.status == UNSUPPORTED:
         return f": {unsupported_reason(verdict)}"
-    skipped = len(verdict.skipped_arms)
-    return f" ({skipped} optional arm{'s' * (skipped > 1)} skipped: see the report)" if skipped else ""
+    skipped, moved = len(verdict.skipped_arms), len(verdict.relocated_arms)
+    return ((f" ({skipped} optional arm{'s' * (skipped > 1)} skipped: see the report)" if skipped else "")
+            + (f" ({moved} arm{'s' * (moved > 1)} on the CPU in float64: more ranks than GPUs)" if moved else ""))
 
 
 def unsupported_reason(verdict: Verdict) -> str:
     """The engine's reason without the arm's name, so the same reason reads the same across scenarios."""
     first = verdict.detail.strip().splitlines()[0] if verdict.detail.strip() else "no reason given"
     return re.sub(r"^arm '[^']*': ", "", first)
+
+
+def where_arms_ran(verdicts: Sequence[Verdict]) -> str:
+    """The run's arms by device and dtype, and how many ran on the CPU for want of GPUs ("" when none moved)."""
+    totals = Counter()
+    for verdict in verdicts:
+        totals.update(verdict.arms_run)
+    moved = sum(len(v.relocated_arms) for v in verdicts)
+    if not moved:
+        return ""
+    places = ", ".join(f"{n} on {place}" for place, n in sorted(totals.items()))
+    return (f"arms: {places}; {moved} arm(s) with more ranks than this machine has GPUs ran on the CPU in float64 (gloo), "
+            "judged against CPU float64 baselines")
 
 
 def exit_status(verdicts: Sequence[Verdict]) -> int:

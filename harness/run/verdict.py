@@ -33,12 +33,15 @@ class Verdict:
     skipped_arms: list[str] = field(default_factory=list)  # optional arms the engine declared unsupported (reasons in detail)
     engine_spec: str = ""  # what the user passed to --engine (a name, or package.module:Class): what reproduces it
     known_finding: str = ""  # a failing verdict that reproduces a pinned finding of the engine (harness/engines/findings.py)
+    inputs: str = ""  # the --model/--seed/--data-scale flags of a run with other inputs than the defaults ("" for those)
+    relocated_arms: list[str] = field(default_factory=list)  # arms with more ranks than GPUs, run on the CPU in float64 (harness/run/placement.py)
+    arms_run: dict[str, int] = field(default_factory=dict)  # "device dtype" -> how many arms ran there
 
     @property
     def reproduce(self) -> str:
         return reproduce_command(self.engine_spec or self.engine, f"--family {self.family} --scenario {self.scenario} "
                                  f"--dtype {self.dtype} --device {self.device}"
-                                 + ("" if self.attention == "auto" else f" --attention {self.attention}"))
+                                 + ("" if self.attention == "auto" else f" --attention {self.attention}") + self.inputs)
 
     @property
     def failed(self) -> bool:
@@ -55,6 +58,9 @@ class Verdict:
             lines.append(f"  {self.known_finding}")
         if self.diagnosis:
             lines.append(f"  likely cause: {self.diagnosis}")
+        if self.relocated_arms:
+            lines.append(f"  {len(self.relocated_arms)} arm(s) with more ranks than this machine has GPUs ran on the CPU in float64 (gloo), "
+                         f"judged against the CPU float64 single-process arms: {', '.join(self.relocated_arms)}")
         bad = sorted((c for c in self.comparisons if not c.passed), key=lambda c: -c.margin)
         for c in bad[:max_rows]:
             lines.append(f"  - {c.headline()}")
@@ -77,4 +83,4 @@ class Verdict:
             "max_margin": None if worst is None else worst.margin, "worst": None if worst is None else worst.to_json(),
             "comparisons": len(self.comparisons), "failing": sum(not c.passed for c in self.comparisons),
             "reproduce": self.reproduce, "message": safe_text(self.message()),
-        }
+        } | ({"relocated_arms": self.relocated_arms, "arms_run": self.arms_run} if self.relocated_arms else {})

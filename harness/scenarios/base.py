@@ -30,6 +30,8 @@ class Setting:
     model: ModelSpec
     attention: str = "auto"
     seed: int = 0
+    data_scale: int = 1  # documents and packed rows this many times longer (a realistic size's data; harness/models/sizes.py)
+    model_name: str = "tiny"  # the --model the setting's model came from (a size preset, or a config directory)
 
 
 # arms built from the results of the first ones: (setting, results by arm) -> more arms
@@ -69,4 +71,5 @@ class Scenario:
     golden_arm: str | None = None  # the arm judged against a stored golden: a failing verdict writes its result beside it
     oracle: OracleArms | None = None
     needs_reports: frozenset[str] = field(default_factory=frozenset)  # optional reports without which the scenario is unsupported
+    unsupported_in: Callable[[Setting], str | None] | None = None  # why the scenario cannot judge this setting (a model size, a seed), or None
     notes: str = ""

@@ -12,7 +12,7 @@ from packcheck.harness.compare import Arms, compare_logprobs
 from packcheck.harness.contract import packed
 from packcheck.harness.data.samples import MIXED_DOCUMENTS, perturbed
 from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
-from packcheck.harness.scenarios.building import arm, for_model, samples_for
+from packcheck.harness.scenarios.building import arm, for_model, input_seed, samples_for
 from packcheck.harness.scenarios.diagnoses import shared_diagnosis
 
 SEQ_LEN = 48
@@ -26,9 +26,9 @@ def build(setting: Setting) -> dict:
     content = list(base)
     resized = list(base)
     for i in PERTURBED:
-        content[i], = for_model(setting, [perturbed(base[i], vocab, seed=1000 + i)], first=i)
-        new_length = min(SEQ_LEN, max(1, len(base[i].input_ids) + (5 if i % 4 == 0 else -3)))
-        resized[i], = for_model(setting, [perturbed(base[i], vocab, seed=2000 + i, length=new_length)], first=i)
+        content[i], = for_model(setting, [perturbed(base[i], vocab, seed=input_seed(setting, 1000 + i))], first=i)
+        new_length = min(SEQ_LEN * setting.data_scale, max(1, len(base[i].input_ids) + (5 if i % 4 == 0 else -3)))
+        resized[i], = for_model(setting, [perturbed(base[i], vocab, seed=input_seed(setting, 2000 + i), length=new_length)], first=i)
     return {
         "base": arm(setting, "base", base, packed(SEQ_LEN)),
         "other_tokens": arm(setting, "other_tokens", content, packed(SEQ_LEN)),
