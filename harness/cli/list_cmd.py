@@ -14,7 +14,7 @@ def add_parser(commands) -> None:
 
 
 def handle(args) -> int:
-    from packcheck.harness.engines import EngineNotFound, engine_names, mutant_names, resolve_engine
+    from packcheck.harness.engines import EngineNotFound, EngineVersionError, engine_names, mutant_names, resolve_engine
     from packcheck.harness.models import FAMILIES
     from packcheck.harness.scenarios import SCENARIOS
 
@@ -32,7 +32,7 @@ def handle(args) -> int:
             if not name.startswith("mutant."):
                 try:
                     caps = resolve_engine(name).capabilities
-                except EngineNotFound as err:  # a registered adapter whose extra is not installed here
+                except (EngineNotFound, EngineVersionError) as err:  # a registered adapter whose engine (its extra, its release) is not here
                     print(f"{name:12} not loadable here: {str(err).splitlines()[0]}")
                     continue
                 print(f"{name:12} families {','.join(sorted(caps.families))}; layouts {','.join(sorted(caps.layouts))}; "
