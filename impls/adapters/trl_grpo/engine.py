@@ -62,13 +62,13 @@ class TrlGrpoTrainer(RecordsGradNorm, PartitionedTrainer, GRPOTrainer):
 
 class TrlGrpoEngine(TrainerEngine):
     name = "trl_grpo"
-    loss_type = "dapo"
+    loss_types = {Aggregation.TOKEN_MEAN: "dapo"}  # the contract's mode -> TRL's loss type that computes it
     capabilities = Capabilities(
         families=TRAINER_CAPABILITIES.families,
         layouts=PADDED,
         dtypes=TRAINER_CAPABILITIES.dtypes,
         losses=frozenset({LossKind.PPO_CLIP}),
-        aggregations=frozenset({Aggregation.TOKEN_MEAN}),
+        aggregations=frozenset(loss_types),
         loss_terms=frozenset({"dual_clip", "kl"}),
         reports=TRAINER_CAPABILITIES.reports,
         attention={name: PADDED for name in ATTENTION},
@@ -83,7 +83,7 @@ class TrlGrpoEngine(TrainerEngine):
     def config(self, case: Case, output_dir: str) -> GRPOConfig:
         spec = case.loss
         args = training_arguments(case, output_dir) | dict(per_device_train_batch_size=2)  # the partition decides; TRL wants 2 | it
-        return GRPOConfig(**args, num_generations=2, loss_type=self.loss_type, epsilon=spec.clip_low, epsilon_high=spec.clip_high,
+        return GRPOConfig(**args, num_generations=2, loss_type=self.loss_types[spec.aggregation], epsilon=spec.clip_low, epsilon_high=spec.clip_high,
                           delta=spec.dual_clip, beta=spec.kl_coef, use_bias_correction_kl=False, entropy_coef=0.0, remove_unused_columns=False,
                           model_init_kwargs={"dtype": DTYPES[case.dtype], "attn_implementation": ATTENTION[case.attention]})
 
