@@ -16,7 +16,7 @@ from hypothesis import settings
 from packcheck.conformance.plugin import hypothesis_profile
 
 # Each third-party adapter's own tests need its pinned extra (a separate environment): its nox
-# session runs them by path (`nox -s "adapters(adapter='trl_sft')"`); a plain `pytest` does not collect them.
+# session runs them by path (`nox -s "adapters(adapter='trl')"`); a plain `pytest` does not collect them.
 collect_ignore = ["tests/adapters"]
 
 settings.load_profile(hypothesis_profile())

@@ -71,27 +71,28 @@ def mutants(session: nox.Session) -> None:
     session.run("packcheck", "run", "--engine", "reference", "mutant.*", "--out", "reports/mutants", *session.posargs, success_codes=[0, 1])
 
 
-# Third-party engines, each in its own pinned environment: adapter -> (its pyproject extra, the engines it
-# registers with the dtype each is judged in). The variants reproduce the adapter's known findings. float32
+# Third-party engines, each in its own pinned environment: session -> (its pyproject extra, the engines it
+# registers with the dtype each is judged in). Engines named without a dot are adapters (tests/adapters/NAME);
+# dotted ones are their variants, which reproduce the adapter's known findings. TRL's two trainers share one env. float32
 # where the engine cannot compute in float64: transformers' and TRL's losses cast logits to float32, verl's
 # PrecisionType knows fp16/bf16/fp32 only (docs/findings.md).
 ADAPTERS: dict[str, tuple[str, dict[str, str]]] = {
     "hf_trainer": ("hf", {"hf_trainer": "float32", "hf_trainer.legacy-ga": "float32", "hf_trainer.use-cache": "float32",
                           "hf_trainer.float64": "float64", "hf_trainer.qwen3_5": "float32",
                           "hf_trainer.moe": "float32"}),
-    "trl_sft": ("trl", {"trl_sft": "float32"}),
+    "trl": ("trl", {"trl_sft": "float32", "trl_grpo": "float32", "trl_grpo.per-micro-batch": "float32"}),
     "ringmaster_cp": ("ringmaster", {"ringmaster_cp": "float64", "ringmaster_cp.preshifted-labels": "float64"}),
     # Heavy: verl pulls ray, wandb, tensorboard (a 1.9 GB venv); not in the default run.
     "verl_fsdp": ("verl", {"verl_fsdp": "float32", "verl_fsdp.pretrain-mask": "float32",
                            "verl_fsdp.trainer-normalisers": "float32", "verl_fsdp.eos-pad-embedding": "float32"}),
 }
-CI_ADAPTERS = ("hf_trainer", "trl_sft", "ringmaster_cp")
+CI_ADAPTERS = ("hf_trainer", "trl", "ringmaster_cp")
 nox.options.sessions = ["tests", "package", *(f"adapters(adapter='{name}')" for name in CI_ADAPTERS)]
 
 
 def adapter_engines(adapter: str, variants: bool) -> dict[str, str]:
-    """The adapter's engine (named like the adapter), or its finding variants, with their dtypes."""
-    return {engine: dtype for engine, dtype in ADAPTERS[adapter][1].items() if (engine != adapter) == variants}
+    """The session's adapters (undotted names), or their finding variants, with their dtypes."""
+    return {engine: dtype for engine, dtype in ADAPTERS[adapter][1].items() if ("." in engine) == variants}
 
 
 def conformance_of(session: nox.Session, engines: dict[str, str]) -> None:
@@ -104,7 +105,7 @@ def conformance_of(session: nox.Session, engines: dict[str, str]) -> None:
 def adapters(session: nox.Session, adapter: str) -> None:
     """A third-party engine in its own pinned env: the adapter's tests, then the conformance suite."""
     install(session, f"test,{ADAPTERS[adapter][0]}")
-    session.run("pytest", f"tests/adapters/{adapter}", *session.posargs)
+    session.run("pytest", *(f"tests/adapters/{name}" for name in adapter_engines(adapter, variants=False)), *session.posargs)
     conformance_of(session, adapter_engines(adapter, variants=False))
 
 

@@ -7,9 +7,9 @@ log-probs from it, shifted per token so the ratio lands in every branch of the c
 rows hold several documents, one sample is fully masked. Per mode, every arm is judged against
 the definition as the harness evaluates it at the engine's own log-probs (harness/compare/policy.py),
 and every arm but `one` against `one` of its terms (loss, count, weights, every gradient):
-- `clip/{one, uneven, uneven_unpacked}` (asymmetric clip, dual clip): loss, every token's weight, and the exact set
+- `clip/{one, one_unpacked, uneven, uneven_unpacked}` (asymmetric clip, dual clip): loss, every token's weight, and the exact set
   of clipped tokens, whose weight is exactly 0;
-- `kl/one` (+ k3 KL): loss and weights with the penalty's value and derivative;
+- `kl/{one, one_unpacked}` (+ k3 KL): loss and weights with the penalty's value and derivative;
 - `kl+entropy/{one, uneven, cp2_ulysses}` (+ entropy bonus, which the harness cannot evaluate without the
   whole distribution): weights with the entropy held fixed, and the size of the entropy term;
 - distributed arms (optional: skipped, with the reason, by an engine without DP/CP):
@@ -52,6 +52,7 @@ DP_UNEVEN = Partition(per_rank=(((0, 7), (1, 2, 4)), ((3, 5), (6, 8))))
 DP_CP_UNEVEN = Partition(per_rank=(((0, 7, 1),), ((2, 3, 4, 5, 6, 8),)))
 SHAPES = {  # shape -> (layout, partition, parallel plan); every arm is compared with the "one" of its mode and terms
     "one": (packed(SEQ_LEN), None, SINGLE_PROCESS),
+    "one_unpacked": (UNPACKED, None, SINGLE_PROCESS),  # the padded arms' own baseline, for an engine that never packs
     "uneven": (packed(SEQ_LEN), UNEVEN, SINGLE_PROCESS),
     "uneven_unpacked": (UNPACKED, UNEVEN, SINGLE_PROCESS),
     "dp2_uneven": (packed(SEQ_LEN), DP_UNEVEN, ParallelPlan(dp=2)),
@@ -59,8 +60,8 @@ SHAPES = {  # shape -> (layout, partition, parallel plan); every arm is compared
     "cp2_ulysses": (packed(SEQ_LEN), None, ParallelPlan(cp=2, cp_style="ulysses")),
 }
 SHAPES_BY_TERMS = {
-    "clip": ("one", "uneven", "uneven_unpacked", "dp2_uneven", "dp2_cp2_ring"),
-    "kl": ("one",),
+    "clip": ("one", "one_unpacked", "uneven", "uneven_unpacked", "dp2_uneven", "dp2_cp2_ring"),
+    "kl": ("one", "one_unpacked"),
     "kl+entropy": ("one", "uneven", "cp2_ulysses"),  # the entropy of logits sharded along the sequence
 }
 DISTRIBUTED_SHAPES = frozenset(shape for shape, (_, _, plan) in SHAPES.items() if plan.world_size > 1)
@@ -78,6 +79,17 @@ def arm_name(mode: Aggregation, terms: str, shape: str) -> str:
 # every policy arm -> the `one` arm of its mode and terms, which it is compared with
 ONE_OF = {arm_name(mode, terms, shape): arm_name(mode, terms, "one")
           for mode in Aggregation for terms, shapes in SHAPES_BY_TERMS.items() for shape in shapes}
+# ... or, for `uneven_unpacked` when `one` did not run (an engine that never packs), `one_unpacked`
+UNPACKED_BASELINE = {arm_name(mode, terms, "uneven_unpacked"): arm_name(mode, terms, "one_unpacked")
+                     for mode in Aggregation for terms, shapes in SHAPES_BY_TERMS.items() if "uneven_unpacked" in shapes}
+
+
+def baseline_of(name: str, ran) -> str | None:
+    """The arm `name` is compared with: its mode's `one` if it ran, else its padded baseline if that ran."""
+    for candidate in (ONE_OF[name], UNPACKED_BASELINE.get(name)):
+        if candidate in ran and candidate != name:
+            return candidate
+    return None
 
 
 def build(setting: Setting) -> dict:
@@ -108,8 +120,8 @@ def judge(j: Judgement) -> list:
         case = j.cases[name]
         rows.append(compare_count(case, result, name))
         rows += compare_policy(case, result, j.tolerance, j.locate(name), name)
-        one = ONE_OF[name]
-        if name != one:
+        one = baseline_of(name, j.results)
+        if one is not None:
             rows += compare_results(Arms(name, one), result, j.results[one], j.tolerance, j.locate(name))
     return rows
 
@@ -141,7 +153,7 @@ def diagnose(j: Judgement, failed: list) -> str:
     if against_definition and all(case.layout.kind is not LayoutKind.UNPACKED for case in against_definition):
         return (f"[{modes}] packed arms break the definition, unpacked arms do not: a per-sample quantity (a sequence's "
                 "token mean or token count) is computed over the packed row instead of per sample")
-    if any(ONE_OF[case.name] == case.name for case in arms):
+    if any(case.name.rsplit("/", 1)[-1] in ("one", "one_unpacked") for case in arms):
         return (f"[{modes}] even with one micro-batch the loss differs from its global definition: wrong normaliser "
                 "(for seq-mean-token-sum-norm: not the constant loss.norm_constant, e.g. the padded length of the batch)")
     return (f"[{modes}] the loss or its gradients depend on how the batch is cut into micro-batches: the normaliser is "
@@ -159,6 +171,7 @@ RL_LOSS_AGGREGATION = Scenario(
     follow_up=follow_up,
     judge=judge,
     diagnose=diagnose,
-    optional_arms=frozenset(arm_name(mode, terms, shape) for mode in Aggregation for terms, shapes in SHAPES_BY_TERMS.items()
-                            for shape in shapes if shape in DISTRIBUTED_SHAPES),
+    # every policy arm is judged against the definition on its own and against the baseline of its mode (baseline_of)
+    # when that ran: an engine is judged on the modes, terms and layouts it declares (TRL's GRPOTrainer never packs)
+    optional_arms=frozenset(ONE_OF),
 )

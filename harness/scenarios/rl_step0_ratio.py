@@ -6,7 +6,7 @@ is clipped, the KL to a reference equal to the policy vanishes, and the loss is 
 -sum(w * A), whatever the model: a ratio that is not 1 means the trainer does not reconstruct the
 distributions the rollout saw (verl #2088, trlx #107, TRL #454). Rollout arms give old log-probs
 from an unpacked and from a packed run; policy arms recompute them in another layout (packed from
-unpacked, unpacked from packed, packed with an uneven partition, length-bucketed, and (optional
+unpacked, unpacked from packed, packed with an uneven partition, unpacked with one, length-bucketed, and (optional
 arms) over two DP ranks and a dp2 x cp2 ring mesh), so a packing
 bug that moves documents 2..k of a row shows as r != 1 exactly there. Judged per arm: the ratio
 of every token is 1; every token's weight and the loss equal the definition at the engine's
@@ -33,6 +33,7 @@ ARMS = {  # arm -> (rollout it takes old log-probs from, layout, partition, para
     "packed_from_unpacked": ("unpacked", packed(SEQ_LEN), None, SINGLE_PROCESS),
     "packed_uneven_from_unpacked": ("unpacked", packed(SEQ_LEN), UNEVEN, SINGLE_PROCESS),
     "unpacked_from_packed": ("packed", UNPACKED, None, SINGLE_PROCESS),
+    "unpacked_uneven_from_unpacked": ("unpacked", UNPACKED, UNEVEN, SINGLE_PROCESS),  # other pad widths, other micro-batches
     "stacked_from_packed": ("packed", Layout(kind=LayoutKind.STACKED, bucket_width=8), None, SINGLE_PROCESS),
     # the rollout on one process, the update sharded: documents straddle the CP cuts of packed rows
     "packed_dp2_from_unpacked": ("unpacked", packed(SEQ_LEN), DP_UNEVEN, ParallelPlan(dp=2)),
@@ -54,6 +55,8 @@ def follow_up(setting: Setting, results) -> dict:
     base = samples_for(setting, MIXED_DOCUMENTS)
     arms = {}
     for name, (rollout, layout, partition, parallel) in ARMS.items():
+        if rollout_arm(rollout) not in results:  # skipped: the engine does not run that layout
+            continue
         samples = on_policy_samples(base, results[rollout_arm(rollout)].logprobs, seed=setting.seed)
         arms[name] = arm(setting, name, samples, layout, partition, loss=LOSS, parallel=parallel)
     return arms
@@ -82,9 +85,10 @@ def diagnose(j: Judgement, failed: list) -> str:
     if ratios:
         name = ratios[0].arms.arm
         _, layout, _, _ = ARMS[name]
-        packed_case = j.cases[name] if layout.kind is LayoutKind.PACKED else j.cases[rollout_arm("packed")]
+        packed_case = j.cases[name] if layout.kind is LayoutKind.PACKED else j.cases.get(rollout_arm("packed"))
         unpacked = j.results[rollout_arm("unpacked")] if layout.kind is LayoutKind.PACKED else j.results[name]
-        first, later = drift_by_document(packed_case, j.results[packed_case.name], unpacked)
+        first, later = (drift_by_document(packed_case, j.results[packed_case.name], unpacked)
+                        if packed_case is not None and packed_case.name in j.results else (0.0, 0.0))
         if first <= j.tolerance.logprobs < later:
             return (f"the ratio is not 1 at step 0 for documents 2..k of packed rows only (first documents {first:.2g}, "
                     f"later ones {later:.2g}): the packed forward lets documents see their predecessors (cross-document "
@@ -107,5 +111,6 @@ RL_STEP0_RATIO = Scenario(
     follow_up=follow_up,
     judge=judge,
     diagnose=diagnose,
-    optional_arms=frozenset({"stacked_from_packed", *(name for name, (*_, plan) in ARMS.items() if plan.world_size > 1)}),
+    # each arm is judged on its own, when the engine runs its layout and that of its rollout (TRL's GRPOTrainer never packs)
+    optional_arms=frozenset({*ARMS, *(rollout_arm(name) for name in LAYOUTS)}),
 )
