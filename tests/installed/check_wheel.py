@@ -16,6 +16,7 @@ variant, on the scenario that catches it. Exit 0 when all hold; every failed che
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -65,8 +66,17 @@ def write_example_package(root: Path, python: Path) -> Path:
 
 
 def main(wheel: str) -> int:
-    problems = []
     scratch = Path(tempfile.mkdtemp(prefix="packcheck-installed-"))
+    status = check(wheel, scratch)
+    if status == 0:  # a venv with torch is 1.5 GB: kept only to look into a failure
+        shutil.rmtree(scratch, ignore_errors=True)
+    else:
+        print(f"the scratch directory (venv, example package, runs) is kept for a look: {scratch}", file=sys.stderr)
+    return status
+
+
+def check(wheel: str, scratch: Path) -> int:
+    problems = []
     if Path(__file__).resolve().parents[2] in scratch.parents:
         print(f"FAILED: the scratch directory {scratch} is inside the checkout: set TMPDIR outside it", file=sys.stderr)
         return 1
