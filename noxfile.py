@@ -32,7 +32,7 @@ PARALLEL = ("--numprocesses", "auto", "--maxprocesses", "4", "--dist", "loadgrou
 def tests(session: nox.Session) -> None:
     """Unit tests, the conformance suite against the reference and the mutant proof (float64, CPU, every core)."""
     install(session)
-    session.run("pytest", *PARALLEL, "-m", "not slow", *session.posargs)
+    session.run("pytest", *PARALLEL, "-m", "not slow", "--durations=25", *session.posargs)  # the slowest, for the CI budget
 
 
 @nox.session(default=False)
