@@ -19,7 +19,7 @@ from packcheck.impls.reference import step
 from packcheck.impls.reference.model import HybridCausalLM
 from packcheck.impls.reference.model.linear_attention import LinearAttentionBackend, default_linear_attention
 from packcheck.impls.reference.model.loading import load_model
-from packcheck.impls.reference.parallel.fully_sharded import shard_model
+from packcheck.impls.reference.parallel.fully_sharded import missing_fsdp2_feature, shard_model
 from packcheck.impls.reference.parallel.mesh import Mesh
 from packcheck.impls.reference.parallel.ring import ring_backend
 from packcheck.impls.reference.parallel.sharded_tower import shard_tower
@@ -74,6 +74,8 @@ class ReferenceEngine(Engine):
             return "device 'cuda' requested but torch sees no CUDA device"
         if case.device == "cuda" and case.parallel.world_size > torch.cuda.device_count():
             return f"{case.parallel.describe()} needs {case.parallel.world_size} GPUs (one per rank); this machine has {torch.cuda.device_count()}"
+        if case.parallel.dp_style == "shard" and (missing := missing_fsdp2_feature()) is not None:
+            return missing
         if case.model.vision is not None and not case.model.is_frozen("model.visual."):
             return "the reference trains vision-language models with a frozen vision tower only: ModelSpec.frozen must cover 'model.visual.'"
         if case.parallel.cp > 1:

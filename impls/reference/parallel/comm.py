@@ -18,10 +18,12 @@ import torch.distributed as dist
 
 def _all_to_all(x: torch.Tensor, group, scatter_dim: int, gather_dim: int) -> torch.Tensor:
     size = dist.get_world_size(group)
-    chunks = [c.contiguous() for c in x.chunk(size, dim=scatter_dim)]
-    received = [torch.empty_like(chunks[0]) for _ in range(size)]  # equal shards: the caller pads rows to a multiple of cp
-    dist.all_to_all(received, chunks, group=group)
-    return torch.cat(received, dim=gather_dim)
+    # equal shards (the caller pads rows to a multiple of cp), stacked: all_to_all_single is the one gloo has on every
+    # torch this package supports (gloo in torch 2.11 has no list form, dist.all_to_all: seen on the GPU machines)
+    chunks_N = torch.stack(x.chunk(size, dim=scatter_dim))
+    received_N = torch.empty_like(chunks_N)
+    dist.all_to_all_single(received_N, chunks_N, group=group)
+    return torch.cat(received_N.unbind(0), dim=gather_dim)
 
 
 class _AllToAll(torch.autograd.Function):

@@ -44,6 +44,16 @@ def decoder_layers(model: nn.Module) -> nn.ModuleList:
     return stack.layers
 
 
+def missing_fsdp2_feature() -> str | None:
+    """Why this torch's FSDP2 cannot shard the reference exactly, or None: every rank must reduce-scatter the same
+    tensors even where a parameter got no gradient on some rank (an expert no token chose), which
+    `set_reduce_scatter_unused_params` asks for (torch 2.11, on the GPU machines, has no such method)."""
+    if not hasattr(FSDPModule, "set_reduce_scatter_unused_params"):
+        return (f"dp_style 'shard' needs FSDP2's set_reduce_scatter_unused_params, which torch {torch.__version__} lacks; "
+                "use dp_style 'replicate' or a torch that has it (2.13 does)")
+    return None
+
+
 def shard_model(model: nn.Module, mesh: Mesh) -> nn.Module:
     """`model` sharded over the data-parallel group (every rank must call this, in the same order)."""
     fsdp_mesh = data_parallel_mesh(mesh)
