@@ -72,6 +72,7 @@ def slow_cell(item) -> bool:
     return scenario in SLOW_BEYOND_LLAMA and params.get("family", "llama") != "llama"
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which turns xdist_group marks into groups: later marks are lost
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if slow_cell(item):
@@ -93,7 +94,8 @@ def pytest_collection_modifyitems(config, items):
 def pytest_collection_finish(session):
     """The groups above only work if pytest-xdist can see them: pytest 9 stores a node's id where pytest-xdist 3.8
     does not write its group suffix, so every group silently spreads over the workers (each recomputes the shared
-    cells and session fixtures: the default run took 30 minutes instead of about 20). Refuse to run so."""
+    cells and session fixtures), and so do marks added after pytest-xdist's collection hook. Refuse to run so: the
+    worker stops, and pytest-xdist reports an INTERNALERROR naming the first test it had sent there."""
     if not getattr(session.config.option, "loadgroup", False):
         return
     lost = [item.nodeid for item in session.items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
