@@ -273,6 +273,9 @@ def judge_and_save(verdict: Verdict, scenario: Scenario, setting: Setting, cases
     if invalid and invalid.valid is not None:
         conclude(verdict, invalid, cases, invalid.blocked)
         results = results if results is not None else invalid.valid
+    elif invalid:  # a later arm ended the verdict (a crash, a hang): the invalid arms before it are evidence all the same
+        verdict.comparisons += [arm.comparison for arm in invalid.arms.values()]
+        verdict.detail = "".join(arm.detail + "\n" for arm in invalid.arms.values()) + verdict.detail
     if save_dir is None or not (save_passing or verdict.failed) or results is None:
         return
     named = {prefix + name: case for name, case in cases.items()}
