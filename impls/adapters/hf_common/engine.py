@@ -8,6 +8,11 @@ the trainer's own gradient clipping at the Case's `max_grad_norm` (off when it a
 mixed precision, AdamW with the Case's hyper-parameters at a constant learning rate, CPU, nothing
 logged or saved. The Case's frozen parameters are frozen the way a Trainer user freezes them
 (`requires_grad_(False)` before training: the Trainer leaves them out of its optimizer).
+
+Data parallelism is the Trainer's own: every launched rank runs `run`, accelerate adopts the
+launcher's gloo default process group (MULTI_CPU: torch.distributed is already initialised, so it
+joins rather than creates one), wraps the model in DDP and shards the global batch sampler
+(partition.py); rank 0 returns the ranks' combined step (ranks.py).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import torch
 from packcheck.harness.contract import Case, LayoutKind, StepResult
 from packcheck.harness.engines import Capabilities, Engine
 from packcheck.impls.adapters.hf_common.capture import StepCapture
+from packcheck.impls.adapters.hf_common.partition import rank_micro_batches
+from packcheck.impls.adapters.hf_common.ranks import combine_ranks
 from packcheck.impls.adapters.hf_common.releases import FAMILIES
 from packcheck.impls.adapters.hf_common.result import step_result
 
@@ -33,6 +40,7 @@ TRAINER_CAPABILITIES = Capabilities(
     dtypes=frozenset({"float32"}),
     reports=frozenset({"dloss_dlogprobs", "params_after", "grad_norm"}),
     attention={name: PACKED_AND_PADDED for name in ATTENTION},
+    max_dp=2,  # accelerate's DDP over the launcher's gloo group (the dp2 arms: docs/findings.md)
 )
 
 
@@ -42,7 +50,7 @@ def training_arguments(case: Case, output_dir: str) -> dict:
         output_dir=output_dir,
         max_steps=1,
         per_device_train_batch_size=1,  # the partition's batch sampler decides the micro-batches
-        gradient_accumulation_steps=len(case.partition.micro_batches),
+        gradient_accumulation_steps=len(case.partition.per_rank[0]),  # every rank runs as many (Partition.check)
         max_grad_norm=opt.max_grad_norm if opt is not None and opt.clips else 0.0,  # 0: the Trainer does not clip
         optim="adamw_torch",
         lr_scheduler_type="constant",
@@ -83,8 +91,9 @@ class TrainerEngine(Engine):
             finally:
                 for handle in handles:
                     handle.remove()
-        return step_result(case, capture, output.training_loss, case.partition.micro_batches,
-                           self.loss_token_count(capture), self.reports_weights())
+        local = step_result(case, capture, output.training_loss, rank_micro_batches(case),
+                            self.loss_token_count(capture), self.reports_weights())
+        return local if case.parallel.dp == 1 else combine_ranks(case, local)
 
     def loss_token_count(self, capture: StepCapture) -> int:
         """The trainer's own `num_items_in_batch` for the one optimizer step."""

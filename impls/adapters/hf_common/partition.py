@@ -4,13 +4,20 @@ The Trainer draws micro-batches of a fixed size from a shuffled sampler; a Case 
 samples each micro-step holds (uneven sizes). `PartitionedTrainer` replaces only the train
 dataloader's sampler (the documented `get_train_dataloader` extension point): the dataset, the
 engine's own collator, its loss, its token counting and its accumulation stay untouched.
+
+Under data parallelism the sampler is the *global* one and accelerate shards it, as it shards any
+Trainer's: `accelerator.prepare` wraps it in `BatchSamplerShard`, which hands process r the batches
+r, r + dp, r + 2 dp, ... So the global sampler interleaves the ranks' micro-batches (`interleaved`):
+rank r's j-th micro-batch of the Case sits at index j x dp + r. Every rank of a Case runs the same
+number of micro-steps (Partition.check), so no rank is topped up with repeated batches.
 """
 
 from __future__ import annotations
 
+import torch.distributed as dist
 from torch.utils.data import DataLoader
 
-from packcheck.harness.contract import Case
+from packcheck.harness.contract import Case, Partition
 
 
 class PartitionSampler:
@@ -48,5 +55,16 @@ class PartitionedTrainer:
         return [name for name, _ in model.named_parameters()]
 
 
-def micro_batches(case: Case) -> tuple[tuple[int, ...], ...]:
-    return case.partition.micro_batches
+def interleaved(partition: Partition) -> tuple[tuple[int, ...], ...]:
+    """The global batch sampler's micro-batches whose `BatchSamplerShard` for rank r are `partition.per_rank[r]`."""
+    return tuple(mb for step in zip(*partition.per_rank) for mb in step)
+
+
+def dp_rank(case: Case) -> int:
+    """This process's data-parallel rank (the launcher's global rank: these engines run no cp)."""
+    return dist.get_rank() if case.parallel.dp > 1 else 0
+
+
+def rank_micro_batches(case: Case) -> tuple[tuple[int, ...], ...]:
+    """The micro-batches this rank's trainer runs."""
+    return case.partition.per_rank[dp_rank(case)]

@@ -19,7 +19,7 @@ from transformers import AutoModelForCausalLM, DataCollatorForSeq2Seq, DataColla
 from packcheck.harness.contract import Case, LayoutKind
 from packcheck.impls.adapters.hf_common.capture import CountsItems, RecordsGradNorm, StepCapture
 from packcheck.impls.adapters.hf_common.engine import ATTENTION, DTYPES, TRAINER_CAPABILITIES, TrainerEngine, training_arguments
-from packcheck.impls.adapters.hf_common.partition import PartitionedTrainer, PartitionSampler
+from packcheck.impls.adapters.hf_common.partition import PartitionedTrainer, PartitionSampler, interleaved
 from packcheck.impls.adapters.hf_common.releases import (
     COUNTS_ITEMS, CountsItemsInBatchSamples, dtype_kwargs, per_micro_batch_count, read_clip_from_accelerator,
 )
@@ -63,7 +63,7 @@ class HfTrainerEngine(TrainerEngine):
     def build_trainer(self, case: Case, capture: StepCapture, output_dir: str) -> HfTrainer:
         trainer = HfTrainer(model=load_model(case), args=self.arguments(case, output_dir), train_dataset=examples(case),
                             data_collator=self.collator(case), callbacks=[capture.callback()])
-        trainer.partition = PartitionSampler(case.partition.micro_batches)
+        trainer.partition = PartitionSampler(interleaved(case.partition))
         trainer.capture = capture
         read_clip_from_accelerator(trainer, capture)
         return trainer

@@ -31,7 +31,7 @@ from packcheck.harness.contract import Aggregation, Case, LayoutKind, LossKind
 from packcheck.harness.engines import Capabilities
 from packcheck.impls.adapters.hf_common.capture import RecordsGradNorm, StepCapture
 from packcheck.impls.adapters.hf_common.engine import ATTENTION, DTYPES, TRAINER_CAPABILITIES, TrainerEngine, training_arguments
-from packcheck.impls.adapters.hf_common.partition import PartitionedTrainer, PartitionSampler
+from packcheck.impls.adapters.hf_common.partition import PartitionedTrainer, PartitionSampler, interleaved, rank_micro_batches
 from packcheck.impls.adapters.hf_common.tokenizer import tokenizer_for
 from packcheck.impls.adapters.trl_grpo.batch import loss_tokens, micro_batch_inputs
 
@@ -54,7 +54,7 @@ class TrlGrpoTrainer(RecordsGradNorm, PartitionedTrainer, GRPOTrainer):
             raise AssertionError("the adapter runs training steps only")
         sample_ids = tuple(row[SAMPLE] for row in generation_batch)
         if self.num_items is None:  # TRL's count over the rank's generation batch (batch.py)
-            local = torch.tensor(sum(loss_tokens(self.case, mb) for mb in self.partition.micro_batches), device=self.accelerator.device)
+            local = torch.tensor(sum(loss_tokens(self.case, mb) for mb in rank_micro_batches(self.case)), device=self.accelerator.device)
             self.num_items = self.accelerator.gather(local).sum()
         inputs = micro_batch_inputs(self.case, sample_ids, DTYPES[self.case.dtype])
         return {k: v.to(self.accelerator.device) for k, v in inputs.items()} | {"num_items_in_batch": self.num_items}
@@ -92,7 +92,7 @@ class TrlGrpoEngine(TrainerEngine):
         trainer = TrlGrpoTrainer(model=case.model.checkpoint, reward_funcs=never_called, args=self.config(case, output_dir),
                                  train_dataset=dataset, processing_class=tokenizer_for(case.model.vocab_size, "left"),
                                  callbacks=[capture.callback()])
-        trainer.partition = PartitionSampler(case.partition.micro_batches)
+        trainer.partition = PartitionSampler(interleaved(case.partition))
         trainer.case = case
         trainer.capture = capture
         self.trainer = trainer

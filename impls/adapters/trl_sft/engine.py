@@ -23,7 +23,7 @@ from trl import SFTConfig, SFTTrainer
 from packcheck.harness.contract import Case, LayoutKind
 from packcheck.impls.adapters.hf_common.capture import CountsItems, RecordsGradNorm, StepCapture
 from packcheck.impls.adapters.hf_common.engine import ATTENTION, DTYPES, TRAINER_CAPABILITIES, TrainerEngine, training_arguments
-from packcheck.impls.adapters.hf_common.partition import PartitionedTrainer, PartitionSampler
+from packcheck.impls.adapters.hf_common.partition import PartitionedTrainer, PartitionSampler, interleaved
 from packcheck.impls.adapters.hf_common.tokenizer import tokenizer_for
 
 
@@ -57,6 +57,6 @@ class TrlSftEngine(TrainerEngine):
     def build_trainer(self, case: Case, capture: StepCapture, output_dir: str) -> TrlSftTrainer:
         trainer = TrlSftTrainer(model=case.model.checkpoint, args=self.config(case, output_dir), train_dataset=dataset(case),
                                 processing_class=tokenizer_for(case.model.vocab_size), callbacks=[capture.callback()])
-        trainer.partition = PartitionSampler(case.partition.micro_batches)
+        trainer.partition = PartitionSampler(interleaved(case.partition))
         trainer.capture = capture
         return trainer
