@@ -72,12 +72,17 @@ class TrlGrpoEngine(TrainerEngine):
         loss_terms=frozenset({"dual_clip", "kl"}),
         reports=TRAINER_CAPABILITIES.reports,
         attention={name: PADDED for name in ATTENTION},
+        max_dp=TRAINER_CAPABILITIES.max_dp,
     )
 
     def unsupported_reason(self, case: Case) -> str | None:
         reason = super().unsupported_reason(case)
         if reason is None and case.layout.padding_side == "left":
             return "GRPOTrainer pads prompts on the left and completions on the right; a whole sample cannot be left-padded"
+        if reason is None and len({tuple(len(mb) for mb in rank) for rank in case.partition.per_rank}) > 1:
+            return (f"GRPOTrainer needs as many sequences per micro-step on every rank ({case.partition.describe()} differ): its "
+                    "clip-ratio metrics accelerator.gather one value per sequence in every micro-step (gloo aborts: 'Received "
+                    "data size doesn't match'); its own sampler always gives every rank per_device_train_batch_size sequences")
         return reason
 
     def config(self, case: Case, output_dir: str) -> GRPOConfig:

@@ -1,0 +1,31 @@
+"""hf_trainer.rank-token-count: the Trainer with `TrainingArguments(average_tokens_across_devices=False)`.
+
+With it off, `num_items_in_batch` is each rank's own count of loss tokens (no gather) and the loss is
+not multiplied by the number of processes, so rank r's loss is its own token mean L_r = S_r / N_r and
+DDP averages the gradients: the step trains on (1/dp) sum_r S_r / N_r, a mean of the ranks' means,
+instead of sum_r S_r / N. Exact whenever every rank holds as many loss tokens, wrong as soon as they
+differ (the dp arms hold 2:1 token counts). The option is documented (default True in 5.x: it was added
+for transformers#34242); nothing warns when it is off under DDP. The engine's count is rank 0's own.
+Single-process arms cannot see it: they pass.
+"""
+
+from __future__ import annotations
+
+from transformers import TrainingArguments
+
+from packcheck.harness.contract import Case
+from packcheck.harness.engines import KnownFinding
+from packcheck.impls.adapters.hf_trainer.engine import VARIANT_RELEASES, HfTrainerEngine
+
+UPSTREAM = "documented option (TrainingArguments.average_tokens_across_devices, transformers#34242); by design when off"
+SUMMARY = ("average_tokens_across_devices=False: each DP rank divides by its own token count and DDP averages, "
+           "a mean of the ranks' token means instead of the global token mean")
+
+
+class RankTokenCountEngine(HfTrainerEngine):
+    name = "hf_trainer.rank-token-count"
+    engine_versions = VARIANT_RELEASES
+    known_findings = ()  # filled in below from the measurement
+
+    def arguments(self, case: Case, output_dir: str) -> TrainingArguments:
+        return TrainingArguments(**self.base_arguments(case, output_dir), average_tokens_across_devices=False)
