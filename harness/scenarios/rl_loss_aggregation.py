@@ -13,8 +13,7 @@ and every arm but `one` against `one` of its terms (loss, count, weights, every 
 - `kl+entropy/{one, uneven, cp2_ulysses}` (+ entropy bonus, which the harness cannot evaluate without the
   whole distribution): weights with the entropy held fixed, and the size of the entropy term;
 - distributed arms (optional: skipped, with the reason, by an engine without DP/CP):
-  `clip/dp2_uneven` (two DP ranks, uneven token and sequence counts, the fully masked sample on one; and
-  `clip/dp2_uneven_unpacked`, the same on padded rows, against `one_unpacked` where `one` did not run),
+  `clip/dp2_uneven` (two DP ranks, uneven token and sequence counts, the fully masked sample on one),
   `clip/dp2_cp2_ring`, `kl+entropy/cp2_ulysses`: the sequence count G and the token count N are
   global, so each must be all-reduced over the DP group (only) before the first backward.
 """
@@ -57,12 +56,11 @@ SHAPES = {  # shape -> (layout, partition, parallel plan); every arm is compared
     "uneven": (packed(SEQ_LEN), UNEVEN, SINGLE_PROCESS),
     "uneven_unpacked": (UNPACKED, UNEVEN, SINGLE_PROCESS),
     "dp2_uneven": (packed(SEQ_LEN), DP_UNEVEN, ParallelPlan(dp=2)),
-    "dp2_uneven_unpacked": (UNPACKED, DP_UNEVEN, ParallelPlan(dp=2)),  # the same on padded rows, for an engine that never packs
     "dp2_cp2_ring": (packed(SEQ_LEN), DP_CP_UNEVEN, ParallelPlan(dp=2, cp=2, cp_style="ring")),
     "cp2_ulysses": (packed(SEQ_LEN), None, ParallelPlan(cp=2, cp_style="ulysses")),
 }
 SHAPES_BY_TERMS = {
-    "clip": ("one", "one_unpacked", "uneven", "uneven_unpacked", "dp2_uneven", "dp2_cp2_ring", "dp2_uneven_unpacked"),
+    "clip": ("one", "one_unpacked", "uneven", "uneven_unpacked", "dp2_uneven", "dp2_cp2_ring"),
     "kl": ("one", "one_unpacked"),
     "kl+entropy": ("one", "uneven", "cp2_ulysses"),  # the entropy of logits sharded along the sequence
 }
@@ -81,10 +79,9 @@ def arm_name(mode: Aggregation, terms: str, shape: str) -> str:
 # every policy arm -> the `one` arm of its mode and terms, which it is compared with
 ONE_OF = {arm_name(mode, terms, shape): arm_name(mode, terms, "one")
           for mode in Aggregation for terms, shapes in SHAPES_BY_TERMS.items() for shape in shapes}
-# ... or, for the padded arms when `one` did not run (an engine that never packs), `one_unpacked`
-UNPACKED_BASELINE = {arm_name(mode, terms, shape): arm_name(mode, terms, "one_unpacked")
-                     for mode in Aggregation for terms, shapes in SHAPES_BY_TERMS.items()
-                     for shape in ("uneven_unpacked", "dp2_uneven_unpacked") if shape in shapes}
+# ... or, for `uneven_unpacked` when `one` did not run (an engine that never packs), `one_unpacked`
+UNPACKED_BASELINE = {arm_name(mode, terms, "uneven_unpacked"): arm_name(mode, terms, "one_unpacked")
+                     for mode in Aggregation for terms, shapes in SHAPES_BY_TERMS.items() if "uneven_unpacked" in shapes}
 
 
 def baseline_of(name: str, ran) -> str | None:
