@@ -79,7 +79,7 @@ def mutants(session: nox.Session) -> None:
 ADAPTERS: dict[str, tuple[str, dict[str, str]]] = {
     "hf_trainer": ("hf", {"hf_trainer": "float32", "hf_trainer.legacy-ga": "float32", "hf_trainer.use-cache": "float32",
                           "hf_trainer.float64": "float64", "hf_trainer.qwen3_5": "float32",
-                          "hf_trainer.moe": "float32"}),
+                          "hf_trainer.moe": "float32", "hf_trainer.rank-token-count": "float32"}),
     "trl": ("trl", {"trl_sft": "float32", "trl_grpo": "float32", "trl_grpo.per-micro-batch": "float32"}),
     "ringmaster_cp": ("ringmaster", {"ringmaster_cp": "float64", "ringmaster_cp.preshifted-labels": "float64"}),
     # Heavy: verl pulls ray, wandb, tensorboard (a 1.9 GB venv); not in the default run.

@@ -27,7 +27,7 @@ from packcheck.harness.engines import Capabilities, Engine
 from packcheck.impls.adapters.hf_common.capture import StepCapture
 from packcheck.impls.adapters.hf_common.partition import rank_micro_batches
 from packcheck.impls.adapters.hf_common.ranks import combine_ranks
-from packcheck.impls.adapters.hf_common.releases import FAMILIES
+from packcheck.impls.adapters.hf_common.releases import FAMILIES, MAX_DP
 from packcheck.impls.adapters.hf_common.result import step_result
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
@@ -40,7 +40,7 @@ TRAINER_CAPABILITIES = Capabilities(
     dtypes=frozenset({"float32"}),
     reports=frozenset({"dloss_dlogprobs", "params_after", "grad_norm"}),
     attention={name: PACKED_AND_PADDED for name in ATTENTION},
-    max_dp=2,  # accelerate's DDP over the launcher's gloo group (the dp2 arms: docs/findings.md)
+    max_dp=MAX_DP,  # accelerate's DDP over the launcher's gloo group (the dp2 arms: docs/findings.md)
 )
 
 

@@ -30,6 +30,9 @@ RELEASE = Version(transformers.__version__)
 DTYPE_KWARG = "dtype" if RELEASE >= Version("4.56") else "torch_dtype"
 COUNTS_ITEMS = hasattr(Trainer, "get_batch_samples")  # the Trainer computes num_items_in_batch (4.46 on)
 CLIPS_IN_HOOK = hasattr(Trainer, "_clip_grad_norm")  # RecordsGradNorm's hooks exist (later 5.x)
+# dp through accelerate was measured under the pinned release only (docs/findings.md): 4.45 has no global
+# count at all (H6), and the releases in between were not run with dp arms, so they keep dp=1
+MAX_DP = 2 if RELEASE >= Version("5.24") else 1
 # the families this release defines (Qwen3 arrived in 4.51)
 FAMILIES = frozenset({"llama"} | ({"qwen3"} if hasattr(transformers, "Qwen3ForCausalLM") else set()))
 
