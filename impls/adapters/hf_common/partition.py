@@ -62,7 +62,13 @@ def interleaved(partition: Partition) -> tuple[tuple[int, ...], ...]:
 
 def dp_rank(case: Case) -> int:
     """This process's data-parallel rank (the launcher's global rank: these engines run no cp)."""
-    return dist.get_rank() if case.parallel.dp > 1 else 0
+    if case.parallel.dp == 1:
+        return 0
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    if world != case.parallel.dp:
+        raise RuntimeError(f"parallel.dp={case.parallel.dp} needs one process per rank in the default group, found {world}: "
+                           "run the case through the harness's launcher (packcheck run, LaunchPool), which starts them")
+    return dist.get_rank()
 
 
 def rank_micro_batches(case: Case) -> tuple[tuple[int, ...], ...]:

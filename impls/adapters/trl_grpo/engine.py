@@ -19,6 +19,10 @@ and its entropy bonus is a token mean per micro-batch whatever the loss type, so
 token-mean without the entropy term. TRL has no padding-free mode: one sample per row, padded layouts only.
 
 float32 only, like trl_sft: the fused LM head keeps its statistics in float32.
+
+Data parallelism is hf_common's (accelerate's DDP on the launcher's ranks): `dapo` divides by
+num_items / num_processes and DDP averages, the global token mean. Only where every rank holds as many
+sequences per micro-step: TRL's clip-ratio metrics gather one value per sequence (docs/findings.md, T2).
 """
 
 from __future__ import annotations
