@@ -14,6 +14,8 @@ so the loss and every gradient carry float32 rounding (variant `hf_trainer.float
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from transformers import AutoModelForCausalLM, DataCollatorForSeq2Seq, DataCollatorWithFlattening, Trainer, TrainingArguments
 
 from packcheck.harness.contract import Case, LayoutKind
@@ -31,6 +33,8 @@ from packcheck.impls.adapters.hf_common.tokenizer import tokenizer_for
 
 # the finding variants were measured on 5.x only (their upstream notes name 5.24.0's code): they claim no more
 VARIANT_RELEASES = ("transformers>=5.0,<6", "accelerate>=1.0")
+# ... and without dp arms (dp came later): the variants that pin findings of one process claim no dp
+VARIANT_CAPABILITIES = replace(TRAINER_CAPABILITIES, max_dp=1)
 
 
 class HfTrainer(CountsItems, CountsItemsInBatchSamples, RecordsGradNorm, PartitionedTrainer, Trainer):

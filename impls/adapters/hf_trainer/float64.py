@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from packcheck.harness.engines import KnownFinding
-from packcheck.impls.adapters.hf_trainer.engine import VARIANT_RELEASES, HfTrainerEngine
+from packcheck.impls.adapters.hf_trainer.engine import VARIANT_CAPABILITIES, VARIANT_RELEASES, HfTrainerEngine
 
 UPSTREAM = ("none found upstream; the cast is `logits = logits.float()` in transformers 5.24.0 loss_utils.ForCausalLMLoss "
             "(introduced by transformers#34147, meant as an upcast from half precision)")
@@ -25,7 +25,7 @@ def pinned(scenario: str, min_margin: float, measured: str, families=None) -> Kn
 class Float64Engine(HfTrainerEngine):
     name = "hf_trainer.float64"
     engine_versions = VARIANT_RELEASES
-    capabilities = replace(HfTrainerEngine.capabilities, dtypes=frozenset({"float64"}))
+    capabilities = replace(VARIANT_CAPABILITIES, dtypes=frozenset({"float64"}))
     known_findings = (
         # on llama the packed and unpacked float32 roundings happen to agree to 5e-16; qwen3's do not
         pinned("packed_vs_unpacked", 90.0, "loss rel 9.2e-8 (margin 917), qwen3 float64", frozenset({"qwen3"})),

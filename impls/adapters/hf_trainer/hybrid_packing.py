@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from packcheck.harness.engines import KnownFinding
-from packcheck.impls.adapters.hf_trainer.engine import VARIANT_RELEASES, HfTrainerEngine
+from packcheck.impls.adapters.hf_trainer.engine import VARIANT_CAPABILITIES, VARIANT_RELEASES, HfTrainerEngine
 
 UPSTREAM = ("transformers 5.24.0 Qwen3_5GatedDeltaNet.forward: `causal_conv1d_fn` and `torch_chunk_gated_delta_rule` "
             "run over the whole flattened row; cu_seqlens reach them only as flash-attention kwargs, which this path never builds")
@@ -24,7 +24,7 @@ LEAK = "position-id packing isolates attention but not GatedDeltaNet: conv and r
 class HybridPackingEngine(HfTrainerEngine):
     name = "hf_trainer.qwen3_5"
     engine_versions = VARIANT_RELEASES
-    capabilities = replace(HfTrainerEngine.capabilities, families=frozenset({"qwen3_5"}))
+    capabilities = replace(VARIANT_CAPABILITIES, families=frozenset({"qwen3_5"}))
     known_findings = tuple(
         KnownFinding(scenario=scenario, upstream=UPSTREAM, summary=LEAK, min_margin=min_margin, measured=f"{measured}, qwen3_5 float32, 2026-12-01")
         for scenario, min_margin, measured in (

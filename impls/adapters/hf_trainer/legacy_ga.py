@@ -12,12 +12,13 @@ from packcheck.harness.contract import Case
 from packcheck.harness.engines import KnownFinding
 from packcheck.impls.adapters.hf_common.capture import StepCapture
 from packcheck.impls.adapters.hf_common.releases import per_micro_batch_count
-from packcheck.impls.adapters.hf_trainer.engine import VARIANT_RELEASES, HfTrainer, HfTrainerEngine
+from packcheck.impls.adapters.hf_trainer.engine import VARIANT_CAPABILITIES, VARIANT_RELEASES, HfTrainer, HfTrainerEngine
 
 
 class LegacyGaEngine(HfTrainerEngine):
     name = "hf_trainer.legacy-ga"
     engine_versions = VARIANT_RELEASES
+    capabilities = VARIANT_CAPABILITIES
     known_findings = (
         KnownFinding(scenario="microbatch_invariance", upstream="transformers#37766 (fix line: transformers#35438)",
                      summary="without loss kwargs each micro-batch is its own token mean divided by the accumulation steps (mean of means)",

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from packcheck.harness.engines import KnownFinding
-from packcheck.impls.adapters.hf_trainer.engine import VARIANT_RELEASES, HfTrainerEngine
+from packcheck.impls.adapters.hf_trainer.engine import VARIANT_CAPABILITIES, VARIANT_RELEASES, HfTrainerEngine
 
 UPSTREAM = ("none found upstream; transformers 5.24.0 Qwen3MoeForCausalLM.forward adds `router_aux_loss_coef * aux_loss` per "
             "forward and the Trainer sums micro-batch losses when the model accepts num_items_in_batch (TRL#6083 divides it by "
@@ -26,7 +26,7 @@ SUMMARY = "the router aux loss is computed per micro-batch and summed over micro
 class MoeEngine(HfTrainerEngine):
     name = "hf_trainer.moe"
     engine_versions = VARIANT_RELEASES
-    capabilities = replace(HfTrainerEngine.capabilities, families=frozenset({"qwen3_moe"}))
+    capabilities = replace(VARIANT_CAPABILITIES, families=frozenset({"qwen3_moe"}))
     known_findings = (
         KnownFinding(scenario="microbatch_invariance", summary=SUMMARY, upstream=UPSTREAM, min_margin=8.4e4,
                      measured="aux_loss rel 8.4 for nine singleton micro-batches (19.05 vs 2.03, margin 8.4e5), router gate grads "

@@ -12,7 +12,7 @@ from transformers import TrainingArguments
 
 from packcheck.harness.contract import Case
 from packcheck.harness.engines import KnownFinding
-from packcheck.impls.adapters.hf_trainer.engine import VARIANT_RELEASES, HfTrainerEngine
+from packcheck.impls.adapters.hf_trainer.engine import VARIANT_CAPABILITIES, VARIANT_RELEASES, HfTrainerEngine
 
 
 UPSTREAM = "none found upstream; the gate is `cache is None` in transformers 5.24.0 masking_utils._preprocess_mask_arguments"
@@ -22,6 +22,7 @@ LEAK = "with use_cache=True the flattened row is one causal sequence: documents 
 class UseCacheEngine(HfTrainerEngine):
     name = "hf_trainer.use-cache"
     engine_versions = VARIANT_RELEASES
+    capabilities = VARIANT_CAPABILITIES
     known_findings = (
         KnownFinding(scenario="packed_vs_unpacked", upstream=UPSTREAM, summary=LEAK,
                      min_margin=2.3e3, measured="logprobs max_abs 2.34 llama (margin 2.3e4), 2.38 qwen3 (2.4e4), float32"),
