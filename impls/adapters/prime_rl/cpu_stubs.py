@@ -5,6 +5,9 @@ smallest stand-in (documented in docs/adapters.md, "prime_rl"):
   `FlashAttention._funcs[2]` (which a model's attention layers read when they are built) and, only
   while `substitute_ulysses_attn` runs (its own `from flash_attn import flash_attn_varlen_func`), as
   a `flash_attn` module: left installed, transformers would take it for the real package.
+- the three other families `substitute_ulysses_attn` patches too (AFMoE, Qwen3.5, Qwen3.5-MoE):
+  their modules import torchtitan's MoE and triton kernels, so while the patch runs their
+  attention classes are placeholders (those families are not run by this adapter).
 - `ring_flash_attn` (CUDA only, imported by `prime_rl.utils.cp` at module level): its three names,
   each raising if called; ring CP is declared unsupported on CPU, so only the import is served.
 - `wandb` (imported by `prime_rl.utils.utils`, which the loss imports for `import_object`): an empty
@@ -40,16 +43,32 @@ def _cuda_only(name: str):
     return refuse
 
 
+ULYSSES_OTHER_FAMILIES = {  # module substitute_ulysses_attn imports -> the attention class it patches there
+    "prime_rl.trainer.models.afmoe.modeling_afmoe": "AfmoeFlashAttention",
+    "prime_rl.trainer.models.qwen3_5_moe.modeling_qwen3_5_moe": "Qwen3_5MoeGatedFlashAttention",
+    "prime_rl.trainer.models.qwen3_5.modeling_qwen3_5": "Qwen3_5GatedFlashAttention",
+}
+
+
 @contextlib.contextmanager
-def flash_attn_module():
-    """`import flash_attn` gives the CPU kernel inside the block (for substitute_ulysses_attn), and fails again after."""
+def ulysses_imports():
+    """Inside the block `import flash_attn` gives the CPU kernel and the other families' modules are placeholders
+    (for substitute_ulysses_attn); after it, both are gone again."""
     if "flash_attn" in sys.modules:
         raise RuntimeError("a flash_attn package is already imported here: the CPU stand-in would not be the kernel used")
-    sys.modules["flash_attn"] = _module("flash_attn", flash_attn_varlen_func=varlen.flash_attn_varlen_func)
+    added = {"flash_attn": _module("flash_attn", flash_attn_varlen_func=varlen.flash_attn_varlen_func)}
+    for module, cls in ULYSSES_OTHER_FAMILIES.items():
+        package = module.rpartition(".")[0]
+        if module not in sys.modules:
+            added.setdefault(package, _module(package, __path__=[]))
+            added[module] = _module(module, **{cls: type(cls, (), {})})
+    added = {name: m for name, m in added.items() if name not in sys.modules}
+    sys.modules.update(added)
     try:
         yield
     finally:
-        del sys.modules["flash_attn"]
+        for name in added:
+            del sys.modules[name]
 
 
 def install(root: Path) -> None:

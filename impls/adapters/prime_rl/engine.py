@@ -83,9 +83,6 @@ class PrimeRL(Engine):
             if heads % cp or (kv_heads % cp and cp % kv_heads):
                 return (f"prime-rl's Ulysses needs cp to divide the {heads} attention heads and to divide or be divided by "
                         f"the {kv_heads} key/value heads (ulysses_attn.py); cp={cp} does not")
-        if case.layout.kind is LayoutKind.PACKED and any(len(s.input_ids) > case.layout.seq_len for s in case.samples):
-            return (f"a sample is longer than seq_len={case.layout.seq_len}: prime-rl's prepare_sample truncates it "
-                    "silently (its documented behaviour); choose a seq_len that holds the longest sample")
         return None
 
     # -- pieces a variant replaces --------------------------------------------------------------
@@ -144,7 +141,7 @@ class PrimeRL(Engine):
 
             mesh = init_device_mesh("cpu", (plan.dp, plan.cp), mesh_dim_names=("dp", "cp"))
             cp_group = mesh["cp"].get_group()
-            with cpu_stubs.flash_attn_module():
+            with cpu_stubs.ulysses_imports():
                 substitute_ulysses_attn(cp_group)
         model = self.build_model(case, dtype)
         vocab = model.config.vocab_size
