@@ -29,6 +29,7 @@ Mesh: global rank = dp_rank * cp + cp_rank (harness/launch), a (dp, cp) DeviceMe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from pathlib import Path
@@ -40,7 +41,7 @@ from packcheck.harness.contract import Aggregation, Case, LayoutKind, LossKind, 
 from packcheck.harness.engines import Capabilities, Engine
 from packcheck.impls.adapters.prime_rl import batch, cpu_stubs, source
 
-DTYPES = {"float64": torch.float64, "float32": torch.float32}
+DTYPES = {"float64": torch.float64}  # float32 not measured, so not declared
 LAYOUTS = frozenset({LayoutKind.PACKED, LayoutKind.UNPACKED})
 MODEL_CLASSES = {"llama": "prime_rl.trainer.models.llama:LlamaForCausalLM",
                  "qwen3": "prime_rl.trainer.models.qwen3:Qwen3ForCausalLM"}
@@ -124,25 +125,26 @@ class PrimeRL(Engine):
             return self._run(case)
 
     def _run(self, case: Case) -> StepResult | None:
+        plan = case.parallel
+        cp_group = None
+        if plan.cp > 1:
+            from torch.distributed.device_mesh import init_device_mesh
+
+            mesh = init_device_mesh("cpu", (plan.dp, plan.cp), mesh_dim_names=("dp", "cp"))
+            cp_group = mesh["cp"].get_group()
+        with ulysses_attention(cp_group):
+            return self._step(case, cp_group)
+
+    def _step(self, case: Case, cp_group) -> StepResult | None:
         from prime_rl.trainer.rl.loss import compute_loss, selective_log_softmax, setup_rl_loss_fn, shift_tensor_left, shift_tensor_right
         from prime_rl.utils.cp import gather_for_cp, setup_cp_params, shard_for_cp
 
         plan = case.parallel
         dtype = DTYPES[case.dtype]
         stream_dtype = torch.float32 if self.float32_casts else dtype
-        world = dist.group.WORLD if plan.world_size > 1 else None
+        world = self.world_group(plan)
         rank = dist.get_rank() if world is not None else 0
         dp_rank, cp_rank = divmod(rank, plan.cp)
-        cp_group = None
-        if plan.cp > 1:
-            from torch.distributed.device_mesh import init_device_mesh
-
-            from prime_rl.trainer.models.layers.ulysses_attn import substitute_ulysses_attn
-
-            mesh = init_device_mesh("cpu", (plan.dp, plan.cp), mesh_dim_names=("dp", "cp"))
-            cp_group = mesh["cp"].get_group()
-            with cpu_stubs.ulysses_imports():
-                substitute_ulysses_attn(cp_group)
         model = self.build_model(case, dtype)
         vocab = model.config.vocab_size
         rl_loss_fn = setup_rl_loss_fn(self.loss_config(case)) if case.loss.is_policy else None
@@ -257,6 +259,25 @@ class PrimeRL(Engine):
                 n = len(into[owner])
                 into[owner][first:] += values[start + first:start + n]
             start += length
+
+
+@contextlib.contextmanager
+def ulysses_attention(cp_group):
+    """`substitute_ulysses_attn(cp_group)` for the block (nothing when cp_group is None), then the class's own
+    attention again: the patch is global, and the harness runs later cases (other meshes) in the same process."""
+    if cp_group is None:
+        yield
+        return
+    from prime_rl.trainer.models.layers.attn import FlashAttention
+    from prime_rl.trainer.models.layers.ulysses_attn import substitute_ulysses_attn
+
+    original = FlashAttention.__dict__["_compute_attention"]
+    with cpu_stubs.ulysses_imports():
+        substitute_ulysses_attn(cp_group)
+    try:
+        yield
+    finally:
+        FlashAttention._compute_attention = original
 
 
 def all_reduce_sum(value: float, group) -> float:
