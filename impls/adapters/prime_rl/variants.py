@@ -8,14 +8,19 @@ every output with `.float()` (`cast_float_and_contiguous`), and `DataLoader._mic
 builds the old and reference log-probs and advantages as float32. On the GPU (bf16 weights) each
 is an up-cast; in a float64 model the log-probs, the loss and every gradient carry float32 rounding.
 
-prime_rl.logged-loss: the loss prime-rl reports for a step, `tensor_stats["loss/mean"]`: the mean of
-the micro-batch losses of every rank. Each micro-batch loss is already its share of the global loss
-(compute_loss divides by the global count), so their mean is L / (micro-batches x ranks); under
-context parallelism every cp rank computes the whole row's loss over a count taken on full rows on
-each cp rank (cp x N), so each entry is a further 1/cp. Gradients are exact; only the number differs.
+prime_rl.cp-rank-loss: the loss one rank holds for the step. rl/train.py sums the token counts of
+each rank's full (unsharded) micro-batches over the dp x cp group, so under context parallelism
+every token is counted cp times, and every cp rank computes the whole row's loss (its log-probs
+gathered by `gather_for_cp`) over that count: each rank's loss is L / cp. The gradients are exact
+(the gather's backward sums the cp ranks' contributions), so only the number a user reads differs:
+without CP a rank's losses summed over data-parallel ranks are the step's loss, with CP they are
+1 / cp of it. (The logged `loss/mean` is the mean of these per-micro-batch values over micro-batches
+and ranks, a further convention, not pinned.)
 """
 
 from __future__ import annotations
+
+import torch.distributed as dist
 
 from packcheck.harness.engines import KnownFinding
 from packcheck.impls.adapters.prime_rl.engine import PrimeRL, all_reduce_sum
@@ -33,15 +38,18 @@ class PrimeRLFusedLmHead(PrimeRL):
     known_findings = ()
 
 
-LOGGED_SUMMARY = ("the step loss prime-rl logs (loss/mean) is the mean of per-micro-batch shares of the global loss over "
-                  "every rank: L / (micro-batches x ranks), and a further 1 / cp under context parallelism")
-LOGGED_UPSTREAM = "not found in prime-rl's tracker; rl/train.py tensors['loss'] + Tensors.compute_stats"
+CP_LOSS_SUMMARY = ("under context parallelism every cp rank computes the whole row's loss (log-probs gathered) over a count "
+                   "taken on full rows on every cp rank (cp x N), so each rank's loss is L / cp; gradients are exact")
+CP_LOSS_UPSTREAM = ("prime-rl PR #2562 (merged: the rl count summed over dp x cp; its review flagged that cp ranks load the same "
+                    "micro-batches, 'CP overcounts global tokens'); the gather's backward sums the cp ranks' gradients back")
 
 
-class PrimeRLLoggedLoss(PrimeRL):
-    name = "prime_rl.logged-loss"
-    known_findings = ()
+class PrimeRLCpRankLoss(PrimeRL):
+    """prime_rl.cp-rank-loss: the step's loss as one rank reports it, its micro-batch losses summed (and summed over
+    data-parallel ranks), which is the global loss without context parallelism and L / cp with it."""
+
+    name = "prime_rl.cp-rank-loss"
 
     def reported_loss(self, local_loss: float, local_rows: int, plan) -> float:
-        group = self.world_group(plan)
-        return all_reduce_sum(local_loss, group) / all_reduce_sum(float(local_rows), group)
+        rank = dist.get_rank() if plan.world_size > 1 else 0
+        return all_reduce_sum(local_loss if rank % plan.cp == 0 else 0.0, self.world_group(plan))

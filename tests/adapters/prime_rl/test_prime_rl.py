@@ -27,7 +27,7 @@ from packcheck.harness.engines import resolve_engine  # noqa: E402
 from packcheck.impls.adapters.prime_rl import batch  # noqa: E402
 from packcheck.impls.adapters.prime_rl.engine import PrimeRL  # noqa: E402
 from packcheck.impls.adapters.prime_rl.ppo_loss import ppo_clip_loss  # noqa: E402
-from packcheck.impls.adapters.prime_rl.variants import PrimeRLFusedLmHead, PrimeRLLoggedLoss  # noqa: E402
+from packcheck.impls.adapters.prime_rl.variants import PrimeRLFusedLmHead, PrimeRLCpRankLoss  # noqa: E402
 
 source.load()
 
@@ -40,7 +40,7 @@ def case_for(layout, **fields):
 def test_every_engine_is_registered():
     assert type(resolve_engine("prime_rl")) is PrimeRL
     assert type(resolve_engine("prime_rl.fused-lm-head")) is PrimeRLFusedLmHead
-    assert type(resolve_engine("prime_rl.logged-loss")) is PrimeRLLoggedLoss
+    assert type(resolve_engine("prime_rl.cp-rank-loss")) is PrimeRLCpRankLoss
 
 
 @pytest.mark.parametrize("cp", [1, 2, 4])
@@ -107,7 +107,8 @@ def test_the_custom_loss_is_the_contracts_clipped_surrogate(spec):
 
 
 @pytest.mark.parametrize("change, words", [
-    (dict(layout=Layout(kind=LayoutKind.UNPACKED, padding_side="left")), "no padded layout"),
+    (dict(layout=Layout(kind=LayoutKind.UNPACKED, padding_side="left")), "pads at the end only"),
+    (dict(layout=packed(48, padding_side="left")), "pads at the end only"),
     (dict(layout=Layout(kind=LayoutKind.STACKED, bucket_width=8)), "layout 'stacked'"),
     (dict(parallel=ParallelPlan(cp=2, cp_style="ring")), "cp_style 'ring'"),
     (dict(loss=LossSpec(kind="ppo_clip", aggregation="seq-mean-token-mean")), "aggregation"),
