@@ -117,7 +117,7 @@ def test_the_custom_loss_is_the_contracts_clipped_surrogate(spec):
 def test_declared_limits_are_refused_with_the_reason(change, words):
     case = case_for(packed(48))
     if "loss" in change:
-        case = dataclasses.replace(case, samples=rollout_samples(case.samples))
+        change = change | {"samples": rollout_samples(case.samples)}
     case = dataclasses.replace(case, **change)
     reason = PrimeRL().unsupported_reason(case)
     assert reason is not None and words in reason
