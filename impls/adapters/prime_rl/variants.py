@@ -41,20 +41,25 @@ class PrimeRLFusedLmHead(PrimeRL):
     float32_casts = True
     # measured with `packcheck run --engine prime_rl.fused-lm-head --family llama qwen3` (float64, 559b447); min_margin is
     # about a tenth of the smaller family's worst margin. document_isolation and linear_attention_reset pass (exact zeros).
+    # Margins of 50-450 are float32 rounding at the float64 tolerance: on another CPU kernel path a cell may round to a
+    # pass (an unexpected pass there is not an upstream fix).
     known_findings = (
-        fused("packed_vs_unpacked", 14.0, "loss rel 1.4e-8 (margin 143) llama"),
-        fused("microbatch_invariance", 22.0, "loss rel 2.2e-8 (margin 221) llama"),
-        fused("mask_alignment", 20.0, "loss rel 2.0e-8 against its own log-probs (margin 204) llama"),
-        fused("token_conservation", 12.0, "loss rel 1.2e-8 against its own log-probs (margin 124) llama"),
-        fused("golden_regression", 690.0, "log-probs max_abs 6.9e-7 (margin 6.9e3) llama"),
-        fused("cp_vs_nocp", 45.0, "loss rel 4.5e-8 on cp4_ulysses_seq50 (margin 451) llama"),
-        fused("dp_cp_reduction", 22.0, "loss rel 2.2e-8 on dp2_cp1_uneven (margin 221) llama"),
-        fused("rl_loss_aggregation", 977.0, "loss rel 9.8e-7 token-mean/kl one_unpacked vs one (margin 9.8e3) llama"),
-        fused("rl_step0_ratio", 156.0, "loss rel 1.6e-7 on packed_uneven_from_unpacked (margin 1.6e3): old log-probs "
-              "travel as float32, llama"),
-        fused("vlm_collective_symmetry", 16.0, "loss rel 1.7e-8 on dp2_packed (margin 168) llama"),
-        fused("optimizer_step", 22.0, "loss rel 2.2e-8 on dp2_replicate (margin 221) llama"),
-        fused("gradient_oracle", 690.0, "log-probs max_abs 6.9e-7 against the oracle arms (margin 6.9e3) llama"),
+        fused("packed_vs_unpacked", 14.0, "loss rel 1.4e-8 (margin 143) llama, 4.3e-8 (430) qwen3"),
+        fused("microbatch_invariance", 22.0, "loss rel 2.2e-8 (margin 221) llama, 3.5e-8 (345) qwen3"),
+        fused("mask_alignment", 20.0, "loss rel 2.0e-8 against its own log-probs (margin 204) llama, 3.8e-8 (378) qwen3"),
+        fused("token_conservation", 4.7, "loss rel 1.2e-8 against its own log-probs (margin 124) llama, 4.7e-9 (47) qwen3"),
+        fused("golden_regression", 690.0, "log-probs max_abs 6.9e-7 (margin 6.9e3) llama, 7.2e-7 (7.2e3) qwen3"),
+        fused("cp_vs_nocp", 28.0, "loss rel 4.5e-8 on cp4_ulysses_seq50 (margin 451) llama, 2.8e-8 (281) qwen3"),
+        # qwen3's float32 roundings happen to cancel here (dp_cp_reduction passes at 4.5e-6 of the tolerance)
+        KnownFinding(scenario="dp_cp_reduction", summary=FUSED_SUMMARY, upstream=FUSED_UPSTREAM, min_margin=22.0,
+                     measured="loss rel 2.2e-8 on dp2_cp1_uneven (margin 221) llama", families=frozenset({"llama"})),
+        fused("rl_loss_aggregation", 977.0, "loss rel 9.8e-7 (margin 9.8e3) llama, 1.9e-6 (1.9e4) qwen3 on token-mean/kl"),
+        fused("rl_step0_ratio", 156.0, "loss rel 1.6e-7 on packed_uneven_from_unpacked (margin 1.6e3) both families: old "
+              "log-probs travel as float32"),
+        fused("vlm_collective_symmetry", 5.6, "loss rel 1.7e-8 on dp2_packed (margin 168) llama, 5.6e-9 (56) qwen3"),
+        fused("optimizer_step", 11.0, "loss rel 2.2e-8 on dp2_replicate (margin 221) llama, 1.1e-8 on dp1_uneven (111) qwen3"),
+        fused("gradient_oracle", 690.0, "log-probs max_abs 6.9e-7 (margin 6.9e3) llama, 7.2e-7 (7.2e3) qwen3 against the "
+              "oracle arms"),
     )
 
 
@@ -74,10 +79,10 @@ class PrimeRLCpRankLoss(PrimeRL):
     known_findings = tuple(f for f in PrimeRL.known_findings) + tuple(
         KnownFinding(scenario=scenario, summary=CP_LOSS_SUMMARY, upstream=CP_LOSS_UPSTREAM, min_margin=min_margin, measured=measured)
         for scenario, min_margin, measured in (
-            ("cp_vs_nocp", 4.9e8, "loss rel 0.5 at cp2, 0.75 at cp4_ulysses (margin 7.5e9), llama"),
-            ("dp_cp_reduction", 4.9e8, "loss rel 0.5 on dp1_cp2_ulysses (margin 5.0e9), llama"),
-            ("optimizer_step", 4.9e8, "loss rel 0.5 on cp2_ulysses (margin 5.0e9), llama"),
-            ("linear_attention_reset", 4.9e8, "loss rel 0.5 on cp2_ulysses (margin 5.0e9), llama"),
+            ("cp_vs_nocp", 4.9e8, "loss rel 0.5 at cp2, 0.75 at cp4_ulysses (margin 7.5e9), llama and qwen3"),
+            ("dp_cp_reduction", 4.9e8, "loss rel 0.5 on dp1_cp2_ulysses (margin 5.0e9), llama and qwen3"),
+            ("optimizer_step", 4.9e8, "loss rel 0.5 on cp2_ulysses (margin 5.0e9), llama and qwen3"),
+            ("linear_attention_reset", 4.9e8, "loss rel 0.5 on cp2_ulysses (margin 5.0e9), llama and qwen3"),
         ))
 
     def reported_loss(self, local_loss: float, local_rows: int, plan) -> float:
