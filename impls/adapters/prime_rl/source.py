@@ -18,13 +18,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+from packcheck.harness.engines.registry import EngineNotFound
+
 ENV_VAR = "PACKCHECK_PRIME_RL_SRC"
 TESTED_COMMIT = "559b44772e471d1538537b8805cc77f3824a5e64"  # the snapshot docs/findings.md was measured at
 ROOTS = ("src", "packages/prime-rl-configs/src")
 
 
-class PrimeRlSourceMissing(RuntimeError):
-    """PACKCHECK_PRIME_RL_SRC is unset or does not name a prime-rl checkout."""
+class PrimeRlSourceMissing(EngineNotFound):
+    """PACKCHECK_PRIME_RL_SRC is unset or does not name a prime-rl checkout: the engine is not loadable here, as an
+    adapter whose extra is not installed (`packcheck list engines` says so, `packcheck run` stops with the reason)."""
 
 
 def skip_reason() -> str | None:
