@@ -108,7 +108,7 @@ class PrimeRL(Engine):
                                 kwargs={"clip_low": spec.clip_low, "clip_high": spec.clip_high,
                                         "dual_clip": spec.dual_clip, "kl_coef": spec.kl_coef})
 
-    def reported_loss(self, local_loss: float, local_rows: int, plan) -> float:
+    def reported_loss(self, local_loss: float, plan) -> float:
         """The step's loss: every rank's micro-batch losses summed (each cp rank holds L / cp of its rows)."""
         return all_reduce_sum(local_loss, self.world_group(plan))
 
@@ -227,7 +227,7 @@ class PrimeRL(Engine):
                 flat = torch.cat(tensors)
                 dist.all_reduce(flat, group=world)
                 tensors[:] = list(flat.split([len(s.input_ids) for s in case.samples]))
-        loss_value = self.reported_loss(local_loss, len(rows), plan)
+        loss_value = self.reported_loss(local_loss, plan)
         params_after, grad_norm = None, None
         if case.optimizer is not None:
             spec = case.optimizer

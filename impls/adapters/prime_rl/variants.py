@@ -85,6 +85,6 @@ class PrimeRLCpRankLoss(PrimeRL):
             ("linear_attention_reset", 4.9e8, "loss rel 0.5 on cp2_ulysses (margin 5.0e9), llama and qwen3"),
         ))
 
-    def reported_loss(self, local_loss: float, local_rows: int, plan) -> float:
+    def reported_loss(self, local_loss: float, plan) -> float:
         rank = dist.get_rank() if plan.world_size > 1 else 0
         return all_reduce_sum(local_loss if rank % plan.cp == 0 else 0.0, self.world_group(plan))
