@@ -85,11 +85,22 @@ ADAPTERS: dict[str, tuple[str, dict[str, str]]] = {
     # Heavy: verl pulls ray, wandb, tensorboard (a 1.9 GB venv); not in the default run.
     "verl_fsdp": ("verl", {"verl_fsdp": "float32", "verl_fsdp.pretrain-mask": "float32",
                            "verl_fsdp.trainer-normalisers": "float32", "verl_fsdp.eos-pad-embedding": "float32"}),
+    # From a source checkout (prime-rl is not on PyPI): PACKCHECK_PRIME_RL_SRC=/path/to/prime-rl; skipped without it.
+    "prime_rl": ("prime_rl", {"prime_rl": "float64", "prime_rl.fused-lm-head": "float64", "prime_rl.cp-rank-loss": "float64"}),
 }
+# adapter -> (environment variable naming the engine's source checkout, where to get it)
+SOURCE_CHECKOUTS = {"prime_rl": ("PACKCHECK_PRIME_RL_SRC", "git clone https://github.com/PrimeIntellect-ai/prime-rl")}
 # The light adapters CI runs. Their extras pin the same transformers (5.24.0), so CI runs them in one environment
 # (`nox -s engines`): two fewer venvs of torch and transformers, minutes of the CI budget.
 CI_ADAPTERS = ("hf_trainer", "trl", "ringmaster_cp")
 nox.options.sessions = ["tests", "package", "engines"]
+
+
+def skip_without_checkout(session: nox.Session, adapter: str) -> None:
+    """An adapter run from a source checkout skips (exit 0, with the reason) when its variable is unset."""
+    if adapter in SOURCE_CHECKOUTS and not os.environ.get(SOURCE_CHECKOUTS[adapter][0]):
+        variable, how = SOURCE_CHECKOUTS[adapter]
+        session.skip(f"{variable} is not set: {adapter} runs from a source checkout ({how}; then {variable}=/path/to/it)")
 
 
 def adapter_engines(adapter: str, variants: bool) -> dict[str, str]:
@@ -111,6 +122,7 @@ def adapter_tests_and_conformance(session: nox.Session, engines: dict[str, str])
 @nox.parametrize("adapter", list(ADAPTERS))
 def adapters(session: nox.Session, adapter: str) -> None:
     """A third-party engine in its own pinned env: the adapter's tests, then the conformance suite."""
+    skip_without_checkout(session, adapter)
     install(session, f"test,{ADAPTERS[adapter][0]}")
     adapter_tests_and_conformance(session, adapter_engines(adapter, variants=False))
 
@@ -127,6 +139,7 @@ def engines(session: nox.Session) -> None:
 @nox.parametrize("adapter", [name for name in ADAPTERS if adapter_engines(name, variants=True)])
 def findings(session: nox.Session, adapter: str) -> None:
     """The adapter's finding variants through the conformance suite: each pinned finding must still reproduce."""
+    skip_without_checkout(session, adapter)
     install(session, f"test,{ADAPTERS[adapter][0]}")
     conformance_of(session, adapter_engines(adapter, variants=True))
 
