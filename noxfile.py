@@ -85,6 +85,9 @@ ADAPTERS: dict[str, tuple[str, dict[str, str]]] = {
     # Heavy: verl pulls ray, wandb, tensorboard (a 1.9 GB venv); not in the default run.
     "verl_fsdp": ("verl", {"verl_fsdp": "float32", "verl_fsdp.pretrain-mask": "float32",
                            "verl_fsdp.trainer-normalisers": "float32", "verl_fsdp.eos-pad-embedding": "float32"}),
+    # GPU only (CUDA): never in the default run. This session (CPU torch) checks that every case is declined with the
+    # reason; on a GPU machine run it in that machine's torch as docs/gpu.md says (`packcheck run --engine torchtitan --device cuda`).
+    "torchtitan": ("torchtitan", {"torchtitan": "bfloat16"}),
 }
 CI_ADAPTERS = ("hf_trainer", "trl", "ringmaster_cp")
 nox.options.sessions = ["tests", "package", *(f"adapters(adapter='{name}')" for name in CI_ADAPTERS)]

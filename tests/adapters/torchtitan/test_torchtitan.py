@@ -1,0 +1,92 @@
+"""The torchtitan adapter: what it declines on the CPU (with the reason), how it lays the Case out for
+torchtitan (positions, labels, padding as its own document), and, on a CUDA machine with the
+`torchtitan` extra, one real torchtitan step against the reference on the same GPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from packcheck.harness.contract import UNPACKED, Case, Layout, LayoutKind, Partition, Sample, packed
+from packcheck.harness.models import model_spec
+from packcheck.impls.adapters.torchtitan.batch import IGNORE_INDEX, micro_batches, sample_logprobs
+from packcheck.impls.adapters.torchtitan.engine import CPU_REASON, Torchtitan
+
+SAMPLES = (
+    Sample(input_ids=(5, 0, 9, 3, 7, 11), loss_mask=(0, 1, 1, 1, 1, 1)),
+    Sample(input_ids=(4, 8, 2), loss_mask=(0, 0, 1)),
+    Sample(input_ids=(6, 1, 0, 13, 2, 17, 3), loss_mask=(0, 1, 1, 1, 1, 1, 1)),
+    Sample(input_ids=(12, 14), loss_mask=(0, 1)),
+)
+
+
+def case(layout=None, partition=None, device="cpu", dtype="float32", **fields) -> Case:
+    return Case(name="t", model=model_spec("llama"), samples=SAMPLES, layout=layout or packed(12),
+                partition=partition or Partition.all_in_one(len(SAMPLES)), dtype=dtype, device=device, **fields)
+
+
+def test_the_cpu_is_declined_with_the_reason():
+    reason = Torchtitan().unsupported_reason(case())
+    assert reason == CPU_REASON and "flex attention has no backward on the CPU" in reason
+
+
+def test_stacked_layouts_are_declined():
+    engine = Torchtitan()
+    assert "layout 'stacked'" in engine.unsupported_reason(case(layout=Layout(kind=LayoutKind.STACKED), device="cuda"))
+
+
+def test_packed_rows_reset_positions_per_document_and_padding_is_a_document_of_its_own():
+    (mb,), spans = micro_batches(case(layout=packed(12)))
+    # row 0: sample 0 (6) + sample 1 (3) + 3 padding; row 1: sample 2 (7) + sample 3 (2) + 3 padding
+    assert mb.inputs_RT[0].tolist() == [5, 0, 9, 3, 7, 11, 4, 8, 2, 0, 0, 0]
+    assert mb.positions_RT[0].tolist() == [0, 1, 2, 3, 4, 5, 0, 1, 2, 0, 1, 2]
+    assert mb.positions_RT[1].tolist() == [0, 1, 2, 3, 4, 5, 6, 0, 1, 0, 1, 2]
+    # the next token of the same document where the loss mask makes it a target; never across a boundary
+    assert mb.labels_RT[0].tolist() == [0, 9, 3, 7, 11, IGNORE_INDEX, IGNORE_INDEX, 2, IGNORE_INDEX] + [IGNORE_INDEX] * 3
+    assert int((mb.labels_RT != IGNORE_INDEX).sum()) == sum(s.num_targets for s in SAMPLES)
+    assert [(s.sample, s.row, s.start) for s in spans] == [(0, 0, 0), (1, 0, 6), (2, 1, 0), (3, 1, 7)]
+
+
+def test_left_padding_is_numbered_from_zero_before_the_document():
+    batches, _ = micro_batches(case(layout=Layout(kind=LayoutKind.UNPACKED, padding_side="left"),
+                                    partition=Partition.single_rank([(1, 3), (0, 2)])))
+    mb = batches[0]
+    assert mb.inputs_RT.tolist() == [[4, 8, 2], [0, 12, 14]]
+    assert mb.positions_RT.tolist() == [[0, 1, 2], [0, 0, 1]]
+
+
+def test_logprobs_are_read_at_the_position_before_each_token():
+    c = case(partition=Partition.single_rank([(0, 1), (2, 3)]))
+    batches, spans = micro_batches(c)
+    table = [torch.randn(mb.inputs_RT.shape + (128,)) for mb in batches]
+    got = sample_logprobs(c, spans, table)
+    span = next(s for s in spans if s.sample == 2)
+    assert got[2][0] == 0 and got[2][3] == table[span.step][span.row, span.start + 2, 13]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason=CPU_REASON)
+@pytest.mark.parametrize("layout", [packed(12), UNPACKED], ids=["packed", "unpacked"])
+def test_one_torchtitan_step_matches_the_reference_on_the_gpu(layout):
+    pytest.importorskip("torchtitan", reason="needs the torchtitan extra")
+    from packcheck.impls.reference.engine import ReferenceEngine
+
+    c = case(layout=layout, partition=Partition.single_rank([(0, 1), (2, 3)]), device="cuda")
+    got, want = Torchtitan().run(c), ReferenceEngine().run(c)
+    assert got.num_loss_tokens == want.num_loss_tokens == sum(s.num_targets for s in SAMPLES)
+    for i, (a, b) in enumerate(zip(got.logprobs, want.logprobs)):
+        assert (a.double() - b.double().cpu()).abs().max() < 1e-4, f"sample {i}: {a} vs {b}"
+    assert abs(got.loss - want.loss) < 1e-4 * abs(want.loss)
+    assert set(got.grads) == set(want.grads)
+    for name, g in want.grads.items():
+        g = g.double().cpu()
+        assert (got.grads[name].double() - g).norm() <= 1e-4 * g.norm() + 1e-9, name
+
+
+def test_a_torch_without_what_torchtitan_0_3_needs_is_declined_with_what_is_missing(monkeypatch):
+    import torch.distributed.fsdp as fsdp
+
+    from packcheck.impls.adapters.torchtitan.compat import torch_gap
+
+    monkeypatch.delattr(fsdp, "DataParallelMeshDims", raising=False)  # as on torch 2.11 (seen on the H200)
+    reason = torch_gap()
+    assert "DataParallelMeshDims" in reason and "0.2.2" in reason
