@@ -64,6 +64,40 @@ def test_logprobs_are_read_at_the_position_before_each_token():
     assert got[2][0] == 0 and got[2][3] == table[span.step][span.row, span.start + 2, 13]
 
 
+@pytest.mark.parametrize("layout", [packed(12), UNPACKED], ids=["packed", "unpacked"])
+def test_forward_through_torchtitans_own_input_processing_matches_the_reference_on_the_cpu(layout):
+    """What runs on the CPU (flex forward, no backward): the model built from the checkpoint through torchtitan's
+    state-dict adapter, under the document mask its Trainer builds from positions, gives the reference's log-probs,
+    and its sum cross-entropy over its own count gives the reference's loss; gradient names map back one-to-one."""
+    pytest.importorskip("torchtitan", reason="needs the torchtitan extra")
+    import torch.distributed as dist
+
+    from packcheck.impls.adapters.torchtitan.model import build_model, to_hf
+    from packcheck.impls.adapters.torchtitan.trainer import LoggedStep, make_trainer
+    from packcheck.impls.reference.engine import ReferenceEngine
+
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    c = case(layout=layout, partition=Partition.single_rank([(0, 1), (2, 3)]))
+    want = ReferenceEngine().run(c)
+    model, config = build_model(c.model.checkpoint, "float32", torch.device("cpu"))
+    batches, spans = micro_batches(c)
+    trainer = make_trainer(c, model, config, torch.device("cpu"), len(batches), LoggedStep())
+    count = torch.tensor(float(sum(int((mb.labels_RT != IGNORE_INDEX).sum()) for mb in batches)))
+    logprobs, loss = [], 0.0
+    with torch.no_grad():
+        for mb in batches:
+            inputs, labels, kwargs = trainer.post_dataloading_process({"input": mb.inputs_RT, "positions": mb.positions_RT}, mb.labels_RT)
+            with trainer.train_context():
+                logits = model(inputs, **kwargs)
+            logprobs.append(torch.log_softmax(logits.float(), dim=-1))
+            loss += trainer.loss_fn(logits, labels, count)[0].item()
+    got = sample_logprobs(c, spans, logprobs)
+    assert max((a.double() - b.double()).abs().max().item() for a, b in zip(got, want.logprobs)) < 1e-5
+    assert abs(loss - want.loss) < 1e-5 * abs(want.loss)
+    assert sorted(to_hf(config, dict(model.named_parameters()))) == sorted(want.grads)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason=CPU_REASON)
 @pytest.mark.parametrize("layout", [packed(12), UNPACKED], ids=["packed", "unpacked"])
 def test_one_torchtitan_step_matches_the_reference_on_the_gpu(layout):
