@@ -116,11 +116,75 @@ def test_one_torchtitan_step_matches_the_reference_on_the_gpu(layout):
         assert (got.grads[name].double() - g).norm() <= 1e-4 * g.norm() + 1e-9, name
 
 
-def test_a_torch_without_what_torchtitan_0_3_needs_is_declined_with_what_is_missing(monkeypatch):
+def test_a_torch_without_data_parallel_mesh_dims_gets_a_placeholder_that_cannot_be_built():
+    from types import ModuleType
+
+    from packcheck.impls.adapters.torchtitan.compat import add_data_parallel_mesh_dims
+
+    old_fsdp = ModuleType("torch.distributed.fsdp")  # as on torch 2.11 (seen on the H200)
+    add_data_parallel_mesh_dims(old_fsdp)
+    with pytest.raises(NotImplementedError, match=r"torch>=2\.12.*does not use FSDP"):
+        old_fsdp.DataParallelMeshDims(shard="dp_shard", replicate=None)
+    assert (old_fsdp.DataParallelMeshDims | None) is not None  # torchtitan's annotations still evaluate
     import torch.distributed.fsdp as fsdp
 
-    from packcheck.impls.adapters.torchtitan.compat import torch_gap
+    real = fsdp.DataParallelMeshDims  # torch 2.13 has it: left alone
+    add_data_parallel_mesh_dims(fsdp)
+    assert fsdp.DataParallelMeshDims is real
 
-    monkeypatch.delattr(fsdp, "DataParallelMeshDims", raising=False)  # as on torch 2.11 (seen on the H200)
-    reason = torch_gap()
-    assert "DataParallelMeshDims" in reason and "0.2.2" in reason
+
+def test_separate_full_blocks_true_is_dropped_and_false_refused_where_create_block_mask_lacks_it():
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    from packcheck.impls.adapters.torchtitan.compat import accepting_separate_full_blocks, takes_separate_full_blocks
+
+    calls = []
+
+    def old_create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device="cuda", BLOCK_SIZE=128):  # torch 2.11's keywords
+        calls.append((B, Q_LEN, device, BLOCK_SIZE))
+        return "mask"
+
+    assert not takes_separate_full_blocks(old_create_block_mask) and takes_separate_full_blocks(create_block_mask)
+    bridged = accepting_separate_full_blocks(old_create_block_mask)
+    assert bridged(None, 2, None, 8, 8, device="cpu", BLOCK_SIZE=4, separate_full_blocks=True) == "mask"
+    assert bridged(None, 2, None, 8, 8, device="cpu", BLOCK_SIZE=4) == "mask"
+    assert calls == [(2, 8, "cpu", 4)] * 2
+    with pytest.raises(NotImplementedError, match=r"separate_full_blocks=False\) needs torch>=2\.12"):
+        bridged(None, 2, None, 8, 8, separate_full_blocks=False)
+    assert accepting_separate_full_blocks(bridged) is bridged
+
+
+def test_dropping_separate_full_blocks_true_builds_the_same_block_mask():
+    """What the bridge relies on: the mask without the keyword is the mask with separate_full_blocks=True."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    from packcheck.impls.adapters.torchtitan.compat import accepting_separate_full_blocks
+
+    doc_T = torch.tensor([0] * 8 + [1] * 4 + [2] * 4)  # rows 4-7 x keys 0-3: a full block
+
+    def document_causal(b, h, q, kv):
+        return (kv <= q) & (doc_T[q] == doc_T[kv])
+
+    want = create_block_mask(document_causal, 1, None, 16, 16, device="cpu", BLOCK_SIZE=4, separate_full_blocks=True)
+    got = accepting_separate_full_blocks(create_block_mask)(document_causal, 1, None, 16, 16, device="cpu", BLOCK_SIZE=4,
+                                                           separate_full_blocks=True)
+    assert torch.equal(got.to_dense(), want.to_dense())
+    assert torch.equal(got.full_kv_num_blocks, want.full_kv_num_blocks) and int(want.full_kv_num_blocks.sum()) > 0
+
+
+def test_bridge_torch_wraps_torchtitans_decoder_mask_call_only_on_a_torch_without_the_keyword(monkeypatch):
+    pytest.importorskip("torchtitan", reason="needs the torchtitan extra")
+    import torch.nn.attention.flex_attention as flex
+    from torchtitan.models.common import decoder
+
+    from packcheck.impls.adapters.torchtitan.compat import bridge_torch
+
+    original = decoder.create_attention_mask
+    bridge_torch()  # torch 2.13: nothing to bridge
+    assert decoder.create_attention_mask is original
+    monkeypatch.setattr(flex, "create_block_mask", lambda mask_mod, B, H, Q_LEN, KV_LEN, device="cuda", BLOCK_SIZE=128: None)
+    monkeypatch.setattr(decoder, "create_attention_mask", original)
+    bridge_torch()
+    assert decoder.create_attention_mask.__wrapped__ is original
+    with pytest.raises(NotImplementedError, match="separate_full_blocks=False"):
+        decoder.create_attention_mask(None, 1, None, 8, 8, separate_full_blocks=False)
