@@ -30,7 +30,7 @@ from packcheck.harness.engines import Capabilities, Engine
 from packcheck.impls.adapters.torchtitan import batch as batches
 from packcheck.impls.adapters.torchtitan import compat
 from packcheck.impls.adapters.torchtitan.model import build_model, hf_name, to_hf
-from packcheck.impls.adapters.torchtitan.trainer import LoggedStep, make_trainer
+from packcheck.impls.adapters.torchtitan.trainer import CountingLoss, LoggedStep, make_trainer
 
 LAYOUTS = frozenset({LayoutKind.PACKED, LayoutKind.UNPACKED})
 CPU_REASON = ("torchtitan runs on CUDA only: its flex attention has no backward on the CPU (NotImplementedError), "
@@ -71,6 +71,7 @@ def logprobs_hook(into: list):
 
 class Torchtitan(Engine):
     name = "torchtitan"
+    loss_class = CountingLoss  # torchtitan's loss as train_step calls it (variants.py changes what it divides by)
     capabilities = Capabilities(
         families=frozenset({"llama"}),
         layouts=LAYOUTS,
@@ -100,7 +101,7 @@ class Torchtitan(Engine):
             parameter.requires_grad_(not case.model.is_frozen(hf_name(config, name, parameter)))
         data, spans = batches.micro_batches(case)
         logged, grads, logprobs = LoggedStep(), {}, []
-        trainer = make_trainer(case, model, config, device, len(data), logged)
+        trainer = make_trainer(case, model, config, device, len(data), logged, self.loss_class)
         iterator = iter([({"input": mb.inputs_RT, "positions": mb.positions_RT}, mb.labels_RT) for mb in data])
         handle = model.register_forward_hook(logprobs_hook(logprobs))
         try:

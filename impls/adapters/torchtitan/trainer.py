@@ -83,7 +83,8 @@ def optimizer_config(case):
     return OptimizersContainer.Config(param_groups=[ParamGroupConfig(pattern=r".*", optimizer_name="AdamW", optimizer_kwargs=kwargs)])
 
 
-def make_trainer(case, model, model_cfg, device: torch.device, num_micro_batches: int, logged: LoggedStep):
+def make_trainer(case, model, model_cfg, device: torch.device, num_micro_batches: int, logged: LoggedStep,
+                 loss_class=CountingLoss):
     from torchtitan.components.loss import CrossEntropyLoss
     from torchtitan.config import ParallelismConfig, TrainingConfig
     from torchtitan.distributed import ParallelDims
@@ -102,7 +103,7 @@ def make_trainer(case, model, model_cfg, device: torch.device, num_micro_batches
     trainer.parallel_dims = ParallelDims.from_config(parallelism, world_size=1)
     trainer.model_config = model_cfg
     trainer.model_parts = [model]
-    trainer.loss_fn = CountingLoss(CrossEntropyLoss.Config(global_vocab_size=model_cfg.vocab_size).build(compile_config=None), logged)
+    trainer.loss_fn = loss_class(CrossEntropyLoss.Config(global_vocab_size=model_cfg.vocab_size).build(compile_config=None), logged)
     trainer.gradient_accumulation_steps = num_micro_batches
     trainer.num_pipeline_parallel_microbatches = 1
     trainer.optimizers = optimizer_config(case).build(model_parts=trainer.model_parts)

@@ -72,10 +72,12 @@ def test_forward_through_torchtitans_own_input_processing_matches_the_reference_
     pytest.importorskip("torchtitan", reason="needs the torchtitan extra")
     import torch.distributed as dist
 
+    from packcheck.impls.adapters.torchtitan.compat import bridge_torch
     from packcheck.impls.adapters.torchtitan.model import build_model, to_hf
     from packcheck.impls.adapters.torchtitan.trainer import LoggedStep, make_trainer
     from packcheck.impls.reference.engine import ReferenceEngine
 
+    bridge_torch()
     if not dist.is_initialized():
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     c = case(layout=layout, partition=Partition.single_rank([(0, 1), (2, 3)]))
@@ -126,11 +128,10 @@ def test_a_torch_without_data_parallel_mesh_dims_gets_a_placeholder_that_cannot_
     with pytest.raises(NotImplementedError, match=r"torch>=2\.12.*does not use FSDP"):
         old_fsdp.DataParallelMeshDims(shard="dp_shard", replicate=None)
     assert (old_fsdp.DataParallelMeshDims | None) is not None  # torchtitan's annotations still evaluate
-    import torch.distributed.fsdp as fsdp
-
-    real = fsdp.DataParallelMeshDims  # torch 2.13 has it: left alone
-    add_data_parallel_mesh_dims(fsdp)
-    assert fsdp.DataParallelMeshDims is real
+    new_fsdp = ModuleType("torch.distributed.fsdp")  # as on torch>=2.12: left alone
+    new_fsdp.DataParallelMeshDims = real = type("DataParallelMeshDims", (), {})
+    add_data_parallel_mesh_dims(new_fsdp)
+    assert new_fsdp.DataParallelMeshDims is real
 
 
 def test_separate_full_blocks_true_is_dropped_and_false_refused_where_create_block_mask_lacks_it():
@@ -144,7 +145,8 @@ def test_separate_full_blocks_true_is_dropped_and_false_refused_where_create_blo
         calls.append((B, Q_LEN, device, BLOCK_SIZE))
         return "mask"
 
-    assert not takes_separate_full_blocks(old_create_block_mask) and takes_separate_full_blocks(create_block_mask)
+    assert not takes_separate_full_blocks(old_create_block_mask)
+    assert takes_separate_full_blocks(create_block_mask) == (torch.__version__ >= "2.12")
     bridged = accepting_separate_full_blocks(old_create_block_mask)
     assert bridged(None, 2, None, 8, 8, device="cpu", BLOCK_SIZE=4, separate_full_blocks=True) == "mask"
     assert bridged(None, 2, None, 8, 8, device="cpu", BLOCK_SIZE=4) == "mask"
@@ -158,14 +160,15 @@ def test_dropping_separate_full_blocks_true_builds_the_same_block_mask():
     """What the bridge relies on: the mask without the keyword is the mask with separate_full_blocks=True."""
     from torch.nn.attention.flex_attention import create_block_mask
 
-    from packcheck.impls.adapters.torchtitan.compat import accepting_separate_full_blocks
+    from packcheck.impls.adapters.torchtitan.compat import accepting_separate_full_blocks, takes_separate_full_blocks
 
     doc_T = torch.tensor([0] * 8 + [1] * 4 + [2] * 4)  # rows 4-7 x keys 0-3: a full block
 
     def document_causal(b, h, q, kv):
         return (kv <= q) & (doc_T[q] == doc_T[kv])
 
-    want = create_block_mask(document_causal, 1, None, 16, 16, device="cpu", BLOCK_SIZE=4, separate_full_blocks=True)
+    explicit = {"separate_full_blocks": True} if takes_separate_full_blocks(create_block_mask) else {}  # torch 2.11: its only way
+    want = create_block_mask(document_causal, 1, None, 16, 16, device="cpu", BLOCK_SIZE=4, **explicit)
     got = accepting_separate_full_blocks(create_block_mask)(document_causal, 1, None, 16, 16, device="cpu", BLOCK_SIZE=4,
                                                            separate_full_blocks=True)
     assert torch.equal(got.to_dense(), want.to_dense())
@@ -175,13 +178,16 @@ def test_dropping_separate_full_blocks_true_builds_the_same_block_mask():
 def test_bridge_torch_wraps_torchtitans_decoder_mask_call_only_on_a_torch_without_the_keyword(monkeypatch):
     pytest.importorskip("torchtitan", reason="needs the torchtitan extra")
     import torch.nn.attention.flex_attention as flex
+
+    from packcheck.impls.adapters.torchtitan.compat import bridge_torch, takes_separate_full_blocks
+
+    bridge_torch()  # before torchtitan is imported (torch 2.11 lacks DataParallelMeshDims)
     from torchtitan.models.common import decoder
 
-    from packcheck.impls.adapters.torchtitan.compat import bridge_torch
-
-    original = decoder.create_attention_mask
-    bridge_torch()  # torch 2.13: nothing to bridge
-    assert decoder.create_attention_mask is original
+    original = getattr(decoder.create_attention_mask, "__wrapped__", decoder.create_attention_mask)
+    if takes_separate_full_blocks(flex.create_block_mask):
+        bridge_torch()  # torch>=2.12: nothing to bridge
+        assert decoder.create_attention_mask is original
     monkeypatch.setattr(flex, "create_block_mask", lambda mask_mod, B, H, Q_LEN, KV_LEN, device="cuda", BLOCK_SIZE=128: None)
     monkeypatch.setattr(decoder, "create_attention_mask", original)
     bridge_torch()
