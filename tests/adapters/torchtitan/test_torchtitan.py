@@ -194,3 +194,13 @@ def test_bridge_torch_wraps_torchtitans_decoder_mask_call_only_on_a_torch_withou
     assert decoder.create_attention_mask.__wrapped__ is original
     with pytest.raises(NotImplementedError, match="separate_full_blocks=False"):
         decoder.create_attention_mask(None, 1, None, 8, 8, separate_full_blocks=False)
+
+
+def test_the_per_micro_batch_variant_divides_by_the_micro_batchs_own_count_and_records_the_global_one():
+    from packcheck.impls.adapters.torchtitan.trainer import LoggedStep
+    from packcheck.impls.adapters.torchtitan.variants import PerMicroBatchTokensLoss
+
+    logged = LoggedStep()
+    loss = PerMicroBatchTokensLoss(lambda pred, labels, count: count, logged)
+    labels = torch.tensor([[3, IGNORE_INDEX, 5, 7]])
+    assert loss(None, labels, torch.tensor(10)).item() == 3 and logged.valid_tokens == [10]
