@@ -86,7 +86,7 @@ ADAPTERS: dict[str, tuple[str, dict[str, str]]] = {
     "verl_fsdp": ("verl", {"verl_fsdp": "float32", "verl_fsdp.pretrain-mask": "float32",
                            "verl_fsdp.trainer-normalisers": "float32", "verl_fsdp.eos-pad-embedding": "float32"}),
     # From a source checkout (prime-rl is not on PyPI): PACKCHECK_PRIME_RL_SRC=/path/to/prime-rl; skipped without it.
-    "prime_rl": ("prime_rl", {"prime_rl": "float64", "prime_rl.fused-lm-head": "float64", "prime_rl.cp-rank-loss": "float64"}),
+    "prime_rl": ("prime-rl", {"prime_rl": "float64", "prime_rl.fused-lm-head": "float64", "prime_rl.cp-rank-loss": "float64"}),
     # GPU only (CUDA): never in the default run. This session (CPU torch) checks that every case is declined with the
     # reason; on a GPU machine run it in that machine's torch as docs/gpu.md says (`packcheck run --engine torchtitan --device cuda`).
     "torchtitan": ("torchtitan", {"torchtitan": "bfloat16"}),
