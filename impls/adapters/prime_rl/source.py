@@ -35,7 +35,7 @@ def skip_reason() -> str | None:
     where = os.environ.get(ENV_VAR)
     if not where:
         return (f"{ENV_VAR} is not set: point it at a prime-rl checkout (git clone https://github.com/PrimeIntellect-ai/prime-rl; "
-                f"measured at {TESTED_COMMIT[:9]}) and install the extra: pip install -e '.[test,prime_rl]'")
+                f"measured at {TESTED_COMMIT[:9]}) and install the extra: pip install -e '.[test,prime-rl]'")
     missing = [root for root in ROOTS if not (Path(where) / root / "prime_rl").is_dir()]
     if missing:
         return f"{ENV_VAR}={where} is not a prime-rl checkout: {', '.join(f'{r}/prime_rl' for r in missing)} not found"
