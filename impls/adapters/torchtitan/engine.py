@@ -14,8 +14,10 @@ CUDA only: torchtitan's flex attention has no backward on the CPU (NotImplemente
 varlen backend needs `aten::_flash_attention_forward` (CUDA); SDPA is refused for language
 models. float32 and bfloat16 (torchtitan's `training.dtype`: the model is built in that dtype).
 On torch 2.11 (the GPU machines' torch), which lacks two names torchtitan 0.3.0 uses outside what
-is under test, compat.py bridges them before torchtitan is imported. One process (dp=1, cp=1): data and context parallel arms are declined, and arms the harness moves
-to the CPU (docs/gpu.md) are declined with the CPU reason.
+is under test, compat.py bridges them before torchtitan is imported. torchtitan's flex attention is
+compiled without its per-shape autotuning (flex_compile.py says why). One process (dp=1, cp=1): data
+and context parallel arms are declined, and arms the harness moves to the CPU (docs/gpu.md) are
+declined with the CPU reason.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from packcheck.harness.contract import Case, LayoutKind, StepResult
 from packcheck.harness.engines import Capabilities, Engine
 from packcheck.impls.adapters.torchtitan import batch as batches
 from packcheck.impls.adapters.torchtitan import compat
+from packcheck.impls.adapters.torchtitan.flex_compile import compile_flex_without_autotuning
 from packcheck.impls.adapters.torchtitan.model import build_model, hf_name, to_hf
 from packcheck.impls.adapters.torchtitan.trainer import CountingLoss, LoggedStep, make_trainer
 
@@ -91,15 +94,19 @@ class Torchtitan(Engine):
             return "no CUDA device is visible here: " + CPU_REASON
         return None
 
+    def micro_batches(self, case: Case) -> tuple[list[batches.MicroBatch], list[batches.Span]]:
+        return batches.micro_batches(case)
+
     def run(self, case: Case) -> StepResult:
         self.require_supported(case)
         compat.bridge_torch()
+        autotuned = not compile_flex_without_autotuning()
         ensure_process_group()
         device = torch.device("cuda", torch.cuda.current_device())
         model, config = build_model(case.model.checkpoint, case.dtype, device)
         for name, parameter in model.named_parameters():  # the Case names frozen parameters the Hugging Face way
             parameter.requires_grad_(not case.model.is_frozen(hf_name(config, name, parameter)))
-        data, spans = batches.micro_batches(case)
+        data, spans = self.micro_batches(case)
         logged, grads, logprobs = LoggedStep(), {}, []
         trainer = make_trainer(case, model, config, device, len(data), logged, self.loss_class)
         iterator = iter([({"input": mb.inputs_RT, "positions": mb.positions_RT}, mb.labels_RT) for mb in data])
@@ -119,7 +126,8 @@ class Torchtitan(Engine):
             grads=to_hf(config, grads),
             params_after=to_hf(config, dict(model.named_parameters())) if case.optimizer is not None else None,
             grad_norm=logged.grad_norm if case.optimizer is not None else None,
-            notes={"torchtitan": torchtitan_version(), "micro_batches": len(data), "torch": torch.__version__},
+            notes={"torchtitan": torchtitan_version(), "micro_batches": len(data), "torch": torch.__version__,
+                   "flex_autotune": autotuned},
         )
 
 

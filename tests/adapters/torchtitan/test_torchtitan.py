@@ -204,3 +204,42 @@ def test_the_per_micro_batch_variant_divides_by_the_micro_batchs_own_count_and_r
     loss = PerMicroBatchTokensLoss(lambda pred, labels, count: count, logged)
     labels = torch.tensor([[3, IGNORE_INDEX, 5, 7]])
     assert loss(None, labels, torch.tensor(10)).item() == 3 and logged.valid_tokens == [10]
+    assert loss(None, torch.full((1, 4), IGNORE_INDEX), torch.tensor(10)).item() == 1  # no targets: a guarded mean's 1
+
+
+def test_autotuning_is_turned_off_and_every_other_inductor_option_kept():
+    from packcheck.impls.adapters.torchtitan.flex_compile import without_autotuning
+
+    torchtitans = {"wrap_inductor_compiled_regions": True, "max_autotune": True, "coordinate_descent_tuning": True,
+                   "triton.cudagraphs": False}  # torchtitan 0.3.0's FlexAttention.inductor_configs
+    assert without_autotuning(torchtitans) == {"wrap_inductor_compiled_regions": True, "max_autotune": False,
+                                               "coordinate_descent_tuning": False, "triton.cudagraphs": False}
+    assert without_autotuning({"triton.cudagraphs": False}) == {"triton.cudagraphs": False}  # adds nothing torchtitan did not set
+
+
+def test_flex_attention_is_recompiled_once_unless_the_variable_keeps_torchtitans_autotuning(monkeypatch):
+    pytest.importorskip("torchtitan", reason="needs the torchtitan extra")
+    from packcheck.impls.adapters.torchtitan.compat import bridge_torch
+    from packcheck.impls.adapters.torchtitan.flex_compile import AUTOTUNE_VARIABLE, compile_flex_without_autotuning
+
+    bridge_torch()
+    from torchtitan.models.common.attention import FlexAttention
+
+    assert FlexAttention.inductor_configs["max_autotune"]  # what this module exists for: torchtitan autotunes
+    monkeypatch.setattr(FlexAttention, "_compiled_flex_attn", torchtitans := FlexAttention._compiled_flex_attn)
+    monkeypatch.setattr(FlexAttention, "packcheck_compiled_without_autotuning", False, raising=False)
+    monkeypatch.setenv(AUTOTUNE_VARIABLE, "1")
+    assert not compile_flex_without_autotuning() and FlexAttention._compiled_flex_attn is torchtitans
+    monkeypatch.delenv(AUTOTUNE_VARIABLE)
+    assert compile_flex_without_autotuning()
+    ours = FlexAttention._compiled_flex_attn
+    assert ours is not torchtitans and compile_flex_without_autotuning() and FlexAttention._compiled_flex_attn is ours
+
+
+def test_the_row_positions_variant_numbers_every_row_from_zero_to_its_width_and_keeps_the_rest():
+    from packcheck.impls.adapters.torchtitan.variants import TorchtitanRowPositions
+
+    (mb,), spans = TorchtitanRowPositions().micro_batches(case(layout=packed(12), device="cuda"))
+    (want,), want_spans = micro_batches(case(layout=packed(12)))
+    assert mb.positions_RT.tolist() == [list(range(12))] * 2  # one document per row, as torchtitan reads it
+    assert torch.equal(mb.inputs_RT, want.inputs_RT) and torch.equal(mb.labels_RT, want.labels_RT) and spans == want_spans
