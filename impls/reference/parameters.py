@@ -7,8 +7,9 @@ rank's shard; `full_tensor` all-gathers it (a collective: every rank calls it, i
 
 from __future__ import annotations
 
+import sys
+
 import torch
-from torch.distributed.tensor import DTensor
 
 
 def trainable(model: torch.nn.Module) -> list[torch.nn.Parameter]:
@@ -16,15 +17,19 @@ def trainable(model: torch.nn.Module) -> list[torch.nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
 
 
+def is_sharded(tensor: torch.Tensor) -> bool:
+    """A DTensor? Asked without importing torch.distributed.tensor (half a second of every rank's start-up):
+    a tensor can only be one once FSDP2 (parallel/fully_sharded.py) has imported it."""
+    module = sys.modules.get("torch.distributed.tensor")
+    return module is not None and isinstance(tensor, module.DTensor)
+
+
 def full_tensor(parameter: torch.Tensor) -> torch.Tensor:
     """A parameter whole: an FSDP-sharded one (a DTensor) all-gathered."""
-    return parameter.full_tensor() if isinstance(parameter, DTensor) else parameter
+    return parameter.full_tensor() if is_sharded(parameter) else parameter
 
 
 def local_part(tensor: torch.Tensor) -> torch.Tensor:
     """What this rank holds of `tensor`: its shard of a DTensor, else the tensor itself."""
-    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
+    return tensor.to_local() if is_sharded(tensor) else tensor
 
-
-def is_sharded(tensor: torch.Tensor) -> bool:
-    return isinstance(tensor, DTensor)

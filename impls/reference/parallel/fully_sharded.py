@@ -16,22 +16,30 @@ a collective per forward: parameters are all-gathered once, in the first forward
 unsharded (reshard_after_forward False); gradients accumulate unsharded without communication
 until the rank's last backward, which alone reduce-scatters (and reshards). Parameters a rank's
 rows never reached are reduced as zeros (reduce_scatter_unused_params), like DDP's buckets.
+
+torch.distributed.fsdp (and DTensor with it) is imported where a model is sharded, not with this
+module: half a second of every rank's start-up, most of which never shard.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
-from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.fsdp import FSDPModule, fully_shard
 
 from packcheck.impls.reference.parallel.mesh import Mesh
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
 
 
 def data_parallel_mesh(mesh: Mesh) -> DeviceMesh:
     """The FSDP mesh: the dp group; with cp > 1, (cp replicate, dp shard) over the groups the mesh already has."""
+    from torch.distributed.device_mesh import DeviceMesh
+
     device_type = "cuda" if mesh.device.startswith("cuda") else "cpu"
     if mesh.cp == 1:
         return DeviceMesh.from_group(mesh.dp_group, device_type, mesh_dim_names=("dp",))
@@ -48,6 +56,8 @@ def missing_fsdp2_feature() -> str | None:
     """Why this torch's FSDP2 cannot shard the reference exactly, or None: every rank must reduce-scatter the same
     tensors even where a parameter got no gradient on some rank (an expert no token chose), which
     `set_reduce_scatter_unused_params` asks for (torch 2.11, on the GPU machines, has no such method)."""
+    from torch.distributed.fsdp import FSDPModule
+
     if not hasattr(FSDPModule, "set_reduce_scatter_unused_params"):
         return (f"dp_style 'shard' needs FSDP2's set_reduce_scatter_unused_params, which torch {torch.__version__} lacks; "
                 "use dp_style 'replicate' or a torch that has it (2.13 does)")
@@ -56,6 +66,8 @@ def missing_fsdp2_feature() -> str | None:
 
 def shard_model(model: nn.Module, mesh: Mesh) -> nn.Module:
     """`model` sharded over the data-parallel group (every rank must call this, in the same order)."""
+    from torch.distributed.fsdp import FSDPModule, fully_shard
+
     fsdp_mesh = data_parallel_mesh(mesh)
     for layer in decoder_layers(model):
         fully_shard(layer, mesh=fsdp_mesh, reshard_after_forward=False)
@@ -70,7 +82,8 @@ def shard_model(model: nn.Module, mesh: Mesh) -> nn.Module:
 
 
 def is_fully_sharded(model: nn.Module) -> bool:
-    return isinstance(model, FSDPModule)
+    fsdp = sys.modules.get("torch.distributed.fsdp")  # not imported: nothing was sharded
+    return fsdp is not None and isinstance(model, fsdp.FSDPModule)
 
 
 class ShardedGradientSync:
