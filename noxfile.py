@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import glob
 import os
+import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 
 import nox
 
@@ -111,14 +113,37 @@ def adapter_engines(adapter: str, variants: bool) -> dict[str, str]:
     return {engine: dtype for engine, dtype in ADAPTERS[adapter][1].items() if ("." in engine) == variants}
 
 
+def conformance_commands(session: nox.Session, engines: dict[str, str], arm_timeout: int = 120) -> list[list[str]]:
+    # world-4 launches of a real engine need more than the default 30 s per arm on 2 cores
+    return [["pytest", "--pyargs", "packcheck.conformance", "--engine", engine, "--dtype", dtype, "--arm-timeout", str(arm_timeout),
+             *session.posargs] for engine, dtype in engines.items()]
+
+
 def conformance_of(session: nox.Session, engines: dict[str, str]) -> None:
-    for engine, dtype in engines.items():  # world-4 launches of a real engine need more than the default 30 s per arm on 2 cores
-        session.run("pytest", "--pyargs", "packcheck.conformance", "--engine", engine, "--dtype", dtype, "--arm-timeout", "120", *session.posargs)
+    for command in conformance_commands(session, engines):
+        session.run(*command)
 
 
 def adapter_tests_and_conformance(session: nox.Session, engines: dict[str, str]) -> None:
     session.run("pytest", *(f"tests/adapters/{name}" for name in engines), *session.posargs)
     conformance_of(session, engines)
+
+
+def run_two_at_a_time(session: nox.Session, commands: list[list[str]]) -> None:
+    """The commands in the session's environment, two at a time, each one's output printed whole when it ends; the session fails naming every command that failed. A conformance run keeps about one core busy (pytest
+    and a world-1 rank take turns), so on the 2-core CI machine two of them take little longer than one."""
+    env = {**os.environ, **{k: v for k, v in session.env.items() if v is not None},
+           "PATH": os.pathsep.join([session.bin, os.environ.get("PATH", "")]), "VIRTUAL_ENV": os.path.dirname(session.bin)}
+
+    def run(command: list[str]) -> tuple[list[str], int]:
+        done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        session.log(f"{' '.join(command)}: exit {done.returncode}\n{done.stdout}")
+        return command, done.returncode
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        failed = [" ".join(command) for command, code in pool.map(run, commands) if code != 0]
+    if failed:
+        session.error("failed: " + "; ".join(failed))
 
 
 @nox.session
@@ -132,10 +157,13 @@ def adapters(session: nox.Session, adapter: str) -> None:
 
 @nox.session
 def engines(session: nox.Session) -> None:
-    """The CI adapters (CI_ADAPTERS) in one environment: every adapter's tests, then the conformance suite per engine."""
+    """The CI adapters (CI_ADAPTERS) in one environment: every adapter's tests and the conformance suite per engine,
+    two at a time."""
     install(session, ",".join(["test", *(ADAPTERS[adapter][0] for adapter in CI_ADAPTERS)]))
-    adapter_tests_and_conformance(session, {engine: dtype for adapter in CI_ADAPTERS
-                                            for engine, dtype in adapter_engines(adapter, variants=False).items()})
+    engines = {engine: dtype for adapter in CI_ADAPTERS for engine, dtype in adapter_engines(adapter, variants=False).items()}
+    # two at a time: arms wait on each other's cores, hence the longer arm timeout
+    run_two_at_a_time(session, [["pytest", *(f"tests/adapters/{name}" for name in engines), *session.posargs],
+                                *conformance_commands(session, engines, arm_timeout=300)])
 
 
 @nox.session(default=False)
