@@ -13,7 +13,7 @@ import os
 import pytest
 from hypothesis import settings
 
-from packcheck.conformance.plugin import hypothesis_profile
+from packcheck.conformance.plugin import POOL, hypothesis_profile
 
 # Each third-party adapter's own tests need its pinned extra (a separate environment): its nox
 # session runs them by path (`nox -s "adapters(adapter='trl')"`); a plain `pytest` does not collect them.
@@ -88,6 +88,14 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if groups[id(item)]:
                 item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """A mutant's cells run together and its engine serves nothing else: after its last cell its launches (world 1, 2
+    and 4) are closed rather than left idle in the pool until the next engines evict them."""
+    group = engine_group(item)
+    if group and group.startswith("mutant.") and (nextitem is None or engine_group(nextitem) != group) and POOL in item.config.stash:
+        item.config.stash[POOL].release(group)
 
 
 @pytest.hookimpl(trylast=True)

@@ -101,6 +101,12 @@ class LaunchPool:
                 self._failed[key] = LaunchFailed(outcome.error or "the launch ended before its engine was built", outcome.error_type)
         return outcome
 
+    def release(self, spec: str) -> None:
+        """Close `spec`'s live launches now (its arms are over): kept warm, idle ranks still poll for cases and
+        take CPU from the arms that run (benchmarks/idle_launch.py)."""
+        for key in [key for key in self._live if key[0] == spec]:
+            self._live.pop(key).close()
+
     def close(self) -> None:
         for launch in self._live.values():
             launch.close()

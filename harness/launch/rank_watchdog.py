@@ -33,7 +33,8 @@ from packcheck.harness.launch.layout import CaseDir
 from packcheck.harness.launch.rank_sync import RankSync
 from packcheck.harness.launch.stacks import thread_stacks
 
-POLL_SECONDS = 0.05
+POLL_SECONDS = 0.05  # while a case is armed
+IDLE_POLL_SECONDS = 0.25  # between cases, only whether the agent is gone (the rank also dies with it: exit_status.die_with_parent)
 EXIT_STATUS = {"timeout": exit_status.RANK_TIMED_OUT, "peer_failed": exit_status.PEER_FAILED, "raised": exit_status.ENGINE_RAISED}
 
 
@@ -125,7 +126,7 @@ class RankWatchdog:
     def _watch(self) -> None:
         sync = None
         while True:
-            time.sleep(POLL_SECONDS)
+            time.sleep(POLL_SECONDS if self._case is not None else IDLE_POLL_SECONDS)
             if os.getppid() != self._parent:
                 os._exit(exit_status.ORPHANED)
             with self._lock:
