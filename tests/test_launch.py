@@ -208,3 +208,21 @@ def test_a_cuda_mesh_larger_than_the_machine_is_declined_by_the_machine_without_
         assert outcome.status == "unsupported" and f"needs 4 GPUs (one per rank); this machine has {torch.cuda.device_count()}" in outcome.unsupported
         assert not list(tmp_path.iterdir()), "no launch was started"
         assert pool.run(engine_spec(ReferenceEngine), dp_case("cpu_after", dp=1)).status == OK, "a later arm is not poisoned"
+
+
+def test_release_ends_one_engines_launches_and_keeps_the_others(tmp_path):
+    """The conftest releases a mutant's launches after its last cell: its ranks exit, the other engine's launch
+    stays warm, and a later arm of the released engine starts a fresh launch."""
+    from packcheck.harness.launch import LaunchPool
+    from packcheck.harness.text import path_name
+
+    other = "tests.engines.distributed:" + AllReducesLoss.__name__
+    with LaunchPool(tmp_path, timeout=60) as pool:
+        assert pool.run(engine_spec(ReferenceEngine), dp_case("ref", dp=1)).status == OK
+        assert pool.run(other, dp_case("other")).status == OK
+        released = [launch for (spec, _, _), launch in pool._live.items() if spec == engine_spec(ReferenceEngine)]
+        pool.release(engine_spec(ReferenceEngine))
+        assert [spec for spec, _, _ in pool._live] == [other]
+        assert all(launch.ended and launch.process.wait(0) is not None for launch in released), "the released ranks have left"
+        assert pool.run(engine_spec(ReferenceEngine), dp_case("again", dp=1)).status == OK
+        assert len(list((tmp_path / path_name(engine_spec(ReferenceEngine))).glob("launch-*"))) == 2, "a fresh launch"
