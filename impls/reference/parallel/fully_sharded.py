@@ -75,6 +75,8 @@ def shard_model(model: nn.Module, mesh: Mesh) -> nn.Module:
     for module in model.modules():
         if isinstance(module, FSDPModule):
             module.set_gradient_divide_factor(1.0)  # a sum: each rank's loss is its share of the global loss
+            # plain SUM collectives: with a factor set, float32/bf16 would reduce with PREMUL_SUM, which gloo lacks
+            module.set_force_sum_reduction_for_comms(True)
     model.set_reduce_scatter_unused_params(True)
     # the root first: a VLM encodes images through its (already sharded) tower before the root's forward runs
     model._get_fsdp_state()._lazy_init()
