@@ -43,8 +43,8 @@ def test_chunked_equals_plain_in_float64(chunk):
 
 
 def test_chunk_size_bounds_the_logits():
-    assert chunk_tokens(151936) == 768 and chunk_tokens(128256) == 1024 and chunk_tokens(128) == 2**20
-    assert chunk_tokens(2**27) == 1 and chunk_tokens(2**21) == 64
+    assert chunk_tokens(151936) == 3456 and chunk_tokens(128256) == 4096 and chunk_tokens(128) == 2**22
+    assert chunk_tokens(2**29) == 1 and chunk_tokens(2**23) == 64
 
 
 def test_the_tiny_model_with_chunked_logprobs_equals_the_plain_model():

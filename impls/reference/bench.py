@@ -66,13 +66,15 @@ def profile_step(trainer, step: int, directory: Path, arm: str, cuda: bool) -> s
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities, record_shapes=False) as prof:
+    with profile(activities=activities, record_shapes=True) as prof:
         trainer.step(step)
         synchronize(cuda)
     directory.mkdir(parents=True, exist_ok=True)
     prof.export_chrome_trace(str(directory / f"{arm}.trace.json"))
-    table = prof.key_averages().table(sort_by="cuda_time_total" if cuda else "cpu_time_total", row_limit=40)
-    (directory / f"{arm}.top.txt").write_text(table)
+    sort_by = "self_device_time_total" if cuda else "self_cpu_time_total"
+    top = prof.key_averages().table(sort_by=sort_by, row_limit=40)
+    by_shape = prof.key_averages(group_by_input_shape=True).table(sort_by=sort_by, row_limit=25)
+    (directory / f"{arm}.top.txt").write_text(f"{arm}: one step, kernels by self {'device' if cuda else 'CPU'} time\n\n{top}\n\nby input shape\n\n{by_shape}\n")
     return str(directory / f"{arm}.top.txt")
 
 
@@ -102,7 +104,11 @@ def run_arm(arm: str, ctx: BenchContext, warmup: int, steps: int, profile_dir: P
         if prefetch is not None:
             result["row_wait_s"] = prefetch.waited_s
         if profile_dir is not None:
-            result["profile"] = profile_step(trainer, warmup + steps, profile_dir, arm, cuda)
+            try:  # the figures above stand whatever the profiler does
+                result["profile"] = profile_step(trainer, warmup + steps, profile_dir, arm, cuda)
+            except Exception as err:  # noqa: BLE001
+                result["profile_error"] = f"{type(err).__name__}: {err}"[:2000]
+                print(f"  {arm} profile failed: {result['profile_error']}", file=sys.stderr, flush=True)
     except Exception as err:  # noqa: BLE001 -- reported in the table and the JSON, then the next arm runs
         result["error"] = f"{type(err).__name__}: {err}"[:4000]
         result["traceback"] = traceback.format_exc()[-8000:]
@@ -185,7 +191,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         pass
     cuda = args.device == "cuda"
     if cuda:  # every layer has the same code; enough compiled entries that none falls back to eager
-        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 64)
+        limit = "recompile_limit" if hasattr(torch._dynamo.config, "recompile_limit") else "cache_size_limit"
+        setattr(torch._dynamo.config, limit, max(getattr(torch._dynamo.config, limit), 64))
     choice = resolve_model(args.family, args.model)
     config = choice.spec.config
     data_steps = args.warmup + args.steps + (1 if args.profile else 0)
