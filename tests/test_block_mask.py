@@ -56,3 +56,28 @@ def test_flex_with_the_block_mask_equals_sdpa_with_the_dense_mask():
     want = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=document_causal_mask(segment_ids_BT))
     got = flex_attention(q, k, v, block_mask=document_block_mask(segment_ids_BT, block=16))
     assert (got - want).abs().max().item() <= 1e-12
+
+
+def test_varlen_layout_equals_sdpa_with_the_dense_mask():
+    """The varlen backend's cu_seqlens and token layout, with a CPU stand-in for the CUDA kernel (per-document SDPA)."""
+    from packcheck.impls.reference.model.varlen_attention import cu_seqlens, varlen_attend
+
+    def per_document(q_NHD, k_NKD, v_NKD, cu_q, cu_k, max_q, max_k, is_causal, scale):
+        assert is_causal and torch.equal(cu_q, cu_k) and k_NKD.shape[1] == q_NHD.shape[1]  # heads repeated: no enable_gqa here
+        out = torch.empty_like(q_NHD)
+        for a, b in zip(cu_q[:-1].tolist(), cu_q[1:].tolist()):
+            q, k, v = (x[a:b].transpose(0, 1) for x in (q_NHD, k_NKD, v_NKD))
+            out[a:b] = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale).transpose(0, 1)
+        return out
+
+    segment_ids_BT = segments(ROWS["mixed"])
+    B, T = segment_ids_BT.shape
+    cu, longest = cu_seqlens(segment_ids_BT)
+    assert cu.tolist()[:4] == [0, 1, 2, 32] and cu[-1].item() == B * T and longest == 64
+    generator = torch.Generator().manual_seed(1)
+    q = torch.randn(B, 4, T, 8, dtype=torch.float64, generator=generator)
+    k, v = (torch.randn(B, 2, T, 8, dtype=torch.float64, generator=generator) for _ in range(2))
+    want = torch.nn.functional.scaled_dot_product_attention(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1),
+                                                            attn_mask=document_causal_mask(segment_ids_BT), scale=0.3)
+    got = varlen_attend(q, k, v, (cu, longest), 0.3, per_document, frozenset({"is_causal", "scale"}))
+    assert (got - want).abs().max().item() <= 1e-12

@@ -148,6 +148,12 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def write_report(report: dict, out: Path | None) -> None:
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=1))
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m packcheck.impls.reference.bench", description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="0.6b", help="a size preset of the family: tiny, 0.6b, 1b (default: %(default)s)")
@@ -210,21 +216,24 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{packing['documents_per_row']:.1f} documents a row, packing efficiency {packing['packing_efficiency'] * 100:.2f}% "
           f"(one document per padded row: {packing['padding_baseline_efficiency'] * 100:.2f}%); "
           f"{flops_per_step / 1e12:.1f} TFLOP a step ({statistics.fmean(f.attention for f in flops) / flops_per_step * 100:.1f}% attention)", flush=True)
-    results = {}
+    command = ["python", "-m", "packcheck.impls.reference.bench", *(sys.argv[1:] if argv is None else argv)]
+    report = {
+        "schema": SCHEMA, "complete": False, "provenance": provenance(device=args.device, command=command),
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}, "model_config": config,
+        "packing": packing, "flops_per_step": flops_per_step, "tokens_per_step": tokens_per_step,
+        "flops": [f.to_json() for f in flops], "peak_flops": args.peak, "arms": {},
+    }
+    results = report["arms"]
     for arm in args.arms:
         print(f"arm {arm}", flush=True)
         results[arm] = run_arm(arm, ctx, args.warmup, args.steps, args.profile)
-    add_rates(results, flops_per_step, tokens_per_step, args.peak)
+        add_rates(results, flops_per_step, tokens_per_step, args.peak)
+        print(table({arm: results[arm]}).splitlines()[-1], flush=True)
+        write_report(report, args.out)  # after every arm: a run stopped part-way keeps the arms it finished
+    report["complete"] = True
     print(table(results))
+    write_report(report, args.out)
     if args.out is not None:
-        report = {
-            "schema": SCHEMA, "provenance": provenance(device=args.device, command=["python", "-m", "packcheck.impls.reference.bench", *(sys.argv[1:] if argv is None else argv)]),
-            "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}, "model_config": config,
-            "packing": packing, "flops_per_step": flops_per_step, "tokens_per_step": tokens_per_step,
-            "flops": [f.to_json() for f in flops], "peak_flops": args.peak, "arms": results,
-        }
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=1))
         print(f"wrote {args.out}")
     return 0 if all("error" not in r for r in results.values()) else 1
 

@@ -10,6 +10,8 @@ parameters.
 - reference-fast:   reference.fast (fast.py) through the same accumulate_gradients: chunked log-probs,
                     compiled decoder layers with FlexAttention and a block-level BlockMask (CUDA),
                     rows built and pinned on a background thread (bench_prefetch.py).
+- reference-fast-varlen: the same with torch's varlen (flash) attention over cu_seqlens
+                    (model/varlen_attention.py) instead of FlexAttention (CUDA; on the CPU: SDPA).
 - transformers:     transformers' AutoModelForCausalLM (Qwen3ForCausalLM / LlamaForCausalLM) from the
                     same checkpoint, packed rows passed as per-document position_ids (its masking_utils
                     turns position resets into a packed-sequence mask: find_packed_sequence_indices),
@@ -30,7 +32,9 @@ from packcheck.impls.reference.bench_prefetch import RowPrefetcher
 from packcheck.impls.reference.engine import DTYPES
 from packcheck.impls.reference.fast import FAST_PIPELINE, make_fast
 from packcheck.impls.reference.model import load_model
+from packcheck.impls.reference.model.attention import AttentionBackend
 from packcheck.impls.reference.model.block_mask import FLEX_BLOCKS
+from packcheck.impls.reference.model.varlen_attention import varlen_backend
 from packcheck.impls.reference.pipeline import REFERENCE
 from packcheck.impls.reference.predictions import label_logprobs
 from packcheck.impls.reference.step import accumulate_gradients
@@ -55,7 +59,7 @@ def adamw(model: torch.nn.Module, cuda: bool) -> torch.optim.AdamW:
 
 
 class ReferenceTrainer:
-    def __init__(self, ctx: BenchContext, fast: bool, attention: str = "sdpa"):
+    def __init__(self, ctx: BenchContext, fast: bool, attention: str | AttentionBackend = "sdpa"):
         self.ctx, self.fast = ctx, fast
         self.model = load_model(ctx.checkpoint, DTYPES[ctx.dtype], ctx.device)
         self.pipe = FAST_PIPELINE if fast else REFERENCE
@@ -63,7 +67,7 @@ class ReferenceTrainer:
         self.prefetch = None
         if fast:
             make_fast(self.model, compile_layers=ctx.cuda)
-            self.attention = FLEX_BLOCKS if ctx.cuda else attention
+            self.attention = attention if ctx.cuda else "sdpa"
             self.prefetch = RowPrefetcher(ctx.data.cases, self.pipe, pin=ctx.cuda)
         self.optimizer = adamw(self.model, ctx.cuda)
 
@@ -109,7 +113,8 @@ class TransformersTrainer:
 ARMS: dict[str, Callable[[BenchContext], object]] = {
     "reference": lambda ctx: ReferenceTrainer(ctx, fast=False, attention="sdpa"),
     "reference-flex": lambda ctx: ReferenceTrainer(ctx, fast=False, attention="flex"),
-    "reference-fast": lambda ctx: ReferenceTrainer(ctx, fast=True),
+    "reference-fast": lambda ctx: ReferenceTrainer(ctx, fast=True, attention=FLEX_BLOCKS),
+    "reference-fast-varlen": lambda ctx: ReferenceTrainer(ctx, fast=True, attention=varlen_backend() if ctx.cuda else "sdpa"),
     "transformers": lambda ctx: TransformersTrainer(ctx, "flex_attention" if ctx.cuda else "sdpa", compile_layers=ctx.cuda),
     "transformers-sdpa": lambda ctx: TransformersTrainer(ctx, "sdpa", compile_layers=False),
 }

@@ -33,6 +33,7 @@ from packcheck.impls.reference.model.lm_head_inputs import LmHeadInputs
 from packcheck.impls.reference.predictions import label_logprobs
 
 CHUNK_ELEMENTS = 2**29  # logits per chunk (1 GiB in bf16): 3456 tokens at vocab 151936, 10 chunks for 32k tokens
+MIN_CHUNKS = 4  # at least this many chunks (tokens permitting): the suite's tiny cases cross chunk boundaries too
 COMPILE_FAILURES: list[str] = []
 
 
@@ -115,6 +116,6 @@ def chunked_label_logprobs(head: LmHeadInputs | torch.Tensor, label_BT: torch.Te
         return label_logprobs(head, label_BT)
     hidden_BTC, weight_VC = head
     B, T, C = hidden_BTC.shape
-    chunk = chunk_tokens(weight_VC.shape[0]) if chunk is None else chunk
+    chunk = min(chunk_tokens(weight_VC.shape[0]), max(1, -(-B * T // MIN_CHUNKS))) if chunk is None else chunk
     lp_N = ChunkedLabelLogprobs.apply(hidden_BTC.reshape(B * T, C), weight_VC, label_BT.reshape(B * T), chunk)
     return lp_N.view(B, T)
