@@ -115,7 +115,10 @@ def run_arm(arm: str, ctx: BenchContext, warmup: int, steps: int, profile_dir: P
         print(f"  {arm} FAILED: {result['error']}", file=sys.stderr, flush=True)
         print(result["traceback"], file=sys.stderr, flush=True)
     finally:
-        del trainer
+        prefetch = getattr(trainer, "prefetch", None)
+        if prefetch is not None:
+            prefetch.close()
+        del trainer, prefetch
         release(cuda)
     if arm == "reference-fast" and chunked_logprobs.COMPILE_FAILURES:
         result["compile_failures"] = list(chunked_logprobs.COMPILE_FAILURES)

@@ -9,14 +9,14 @@ parameters.
 - reference-flex:   the same with the reference's eager-layer FlexAttention ('flex').
 - reference-fast:   reference.fast (fast.py) through the same accumulate_gradients: chunked log-probs,
                     compiled decoder layers with FlexAttention and a block-level BlockMask (CUDA),
-                    rows built and pinned on a background thread (bench_prefetch.py).
+                    rows built in a worker process and pinned (bench_prefetch.py).
 - reference-fast-varlen: the same with torch's varlen (flash) attention over cu_seqlens
                     (model/varlen_attention.py) instead of FlexAttention (CUDA; on the CPU: SDPA).
 - transformers:     transformers' AutoModelForCausalLM (Qwen3ForCausalLM / LlamaForCausalLM) from the
                     same checkpoint, packed rows passed as per-document position_ids (its masking_utils
                     turns position resets into a packed-sequence mask: find_packed_sequence_indices),
                     attention 'flex_attention' with each decoder layer compiled on CUDA ('sdpa', eager,
-                    on the CPU, where flex has no backward); rows from the same background builder.
+                    on the CPU, where flex has no backward); rows from the same worker process.
 - transformers-sdpa: transformers eager with 'sdpa' (its dense packed mask).
 """
 
@@ -61,14 +61,13 @@ def adamw(model: torch.nn.Module, cuda: bool) -> torch.optim.AdamW:
 class ReferenceTrainer:
     def __init__(self, ctx: BenchContext, fast: bool, attention: str | AttentionBackend = "sdpa"):
         self.ctx, self.fast = ctx, fast
+        self.prefetch = RowPrefetcher(ctx.data.cases, "reference.fast", pin=ctx.cuda) if fast else None  # starts while the model loads
         self.model = load_model(ctx.checkpoint, DTYPES[ctx.dtype], ctx.device)
         self.pipe = FAST_PIPELINE if fast else REFERENCE
         self.attention = attention
-        self.prefetch = None
         if fast:
             make_fast(self.model, compile_layers=ctx.cuda)
             self.attention = attention if ctx.cuda else "sdpa"
-            self.prefetch = RowPrefetcher(ctx.data.cases, self.pipe, pin=ctx.cuda)
         self.optimizer = adamw(self.model, ctx.cuda)
 
     def step(self, step: int) -> float:
@@ -83,6 +82,7 @@ class TransformersTrainer:
         from transformers import AutoModelForCausalLM
 
         self.ctx = ctx
+        self.prefetch = RowPrefetcher(ctx.data.cases, "reference", pin=ctx.cuda)  # starts while the model loads
         self.model = AutoModelForCausalLM.from_pretrained(ctx.checkpoint, dtype=DTYPES[ctx.dtype],
                                                           attn_implementation=attn_implementation).to(ctx.device)
         self.model.config.use_cache = False
@@ -90,7 +90,6 @@ class TransformersTrainer:
         if compile_layers:
             for layer in self.model.model.layers:
                 layer.compile()
-        self.prefetch = RowPrefetcher(ctx.data.cases, REFERENCE, pin=ctx.cuda)
         self.optimizer = adamw(self.model, ctx.cuda)
 
     def step(self, step: int) -> float:
