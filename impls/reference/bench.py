@@ -10,7 +10,8 @@ initial weights, for a model size preset (harness/models/sizes.py).
 Data (bench_data.py): a long-tailed (log-normal, clipped) document-length distribution with
 length-1 documents and a document that fills a row, packed first-fit decreasing into rows of
 `--row-tokens`, `--rows-per-step` rows a step (default: 32768 tokens a step). Arms (bench_arms.py):
-reference, reference-fast, transformers by default; reference-flex and transformers-sdpa on request.
+reference-fast, transformers, reference by default (in that order); reference-fast-varlen, reference-flex and
+transformers-sdpa on request.
 
 Per arm: the model is loaded and its optimizer built (setup), `--warmup` steps run (compilation
 happens there and is excluded), then `--steps` timed steps, each between two torch.cuda.synchronize().
@@ -74,7 +75,8 @@ def profile_step(trainer, step: int, directory: Path, arm: str, cuda: bool) -> s
     sort_by = "self_device_time_total" if cuda else "self_cpu_time_total"
     top = prof.key_averages().table(sort_by=sort_by, row_limit=40)
     by_shape = prof.key_averages(group_by_input_shape=True).table(sort_by=sort_by, row_limit=25)
-    (directory / f"{arm}.top.txt").write_text(f"{arm}: one step, kernels by self {'device' if cuda else 'CPU'} time\n\n{top}\n\nby input shape\n\n{by_shape}\n")
+    kind = "device" if cuda else "CPU"
+    (directory / f"{arm}.top.txt").write_text(f"{arm}: one step, kernels by self {kind} time\n\n{top}\n\nby input shape\n\n{by_shape}\n")
     return str(directory / f"{arm}.top.txt")
 
 
@@ -120,7 +122,7 @@ def run_arm(arm: str, ctx: BenchContext, warmup: int, steps: int, profile_dir: P
             prefetch.close()
         del trainer, prefetch
         release(cuda)
-    if arm == "reference-fast" and chunked_logprobs.COMPILE_FAILURES:
+    if arm.startswith("reference-fast") and chunked_logprobs.COMPILE_FAILURES:
         result["compile_failures"] = list(chunked_logprobs.COMPILE_FAILURES)
     return result
 

@@ -117,4 +117,4 @@ ARMS: dict[str, Callable[[BenchContext], object]] = {
     "transformers": lambda ctx: TransformersTrainer(ctx, "flex_attention" if ctx.cuda else "sdpa", compile_layers=ctx.cuda),
     "transformers-sdpa": lambda ctx: TransformersTrainer(ctx, "sdpa", compile_layers=False),
 }
-DEFAULT_ARMS = ("reference", "reference-fast", "transformers")
+DEFAULT_ARMS = ("reference-fast", "transformers", "reference")  # the comparison that matters first, should a run be cut short

@@ -39,7 +39,7 @@ def _ordered(blocks_BNN: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def document_block_mask(segment_ids_BT: torch.Tensor, block: int = BLOCK):
     from torch.nn.attention.flex_attention import BlockMask
 
-    B, T = segment_ids_BT.shape
+    T = segment_ids_BT.shape[1]
     document_BT = document_index(segment_ids_BT)
     n = -(-T // block)
     starts_N = torch.arange(n, device=segment_ids_BT.device) * block
