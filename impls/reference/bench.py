@@ -45,6 +45,8 @@ from packcheck.impls.reference import chunked_logprobs
 from packcheck.impls.reference.bench_arms import ARMS, DEFAULT_ARMS, BenchContext
 from packcheck.impls.reference.bench_data import build_bench_data
 from packcheck.impls.reference.bench_flops import H200_BF16_PEAK, mfu, step_flops
+from packcheck.impls.reference.pipeline import REFERENCE
+from packcheck.impls.reference.step import build_micro_batches
 
 SCHEMA = "packcheck.bench/1"
 STEP_TOKENS = 32768
@@ -103,8 +105,9 @@ def run_arm(arm: str, ctx: BenchContext, warmup: int, steps: int, profile_dir: P
         result |= {"losses": losses, "step_s": seconds, "warmup_s": sum(seconds[:warmup]), "median_step_s": statistics.median(seconds[warmup:])}
         result["peak_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30 if cuda else None
         prefetch = getattr(trainer, "prefetch", None)
-        if prefetch is not None:
+        if prefetch is not None:  # how long a timed step still waited for its rows from the worker process
             result["row_wait_s"] = prefetch.waited_s
+            result["median_row_wait_s"] = statistics.median(prefetch.waited_s[warmup:warmup + steps])
         if profile_dir is not None:
             try:  # the figures above stand whatever the profiler does
                 result["profile"] = profile_step(trainer, warmup + steps, profile_dir, arm, cuda)
@@ -125,6 +128,16 @@ def run_arm(arm: str, ctx: BenchContext, warmup: int, steps: int, profile_dir: P
     if arm.startswith("reference-fast") and chunked_logprobs.COMPILE_FAILURES:
         result["compile_failures"] = list(chunked_logprobs.COMPILE_FAILURES)
     return result
+
+
+def host_row_build_seconds(cases) -> float:
+    """The median time the reference's row builder takes for one step on this host (inside the `reference` arm's step)."""
+    seconds = []
+    for case in cases:
+        tick = time.perf_counter()
+        build_micro_batches(case, REFERENCE)
+        seconds.append(time.perf_counter() - tick)
+    return statistics.median(seconds)
 
 
 def add_rates(results: dict, flops_per_step: float, tokens_per_step: float, peak: float) -> None:
@@ -214,18 +227,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     flops_per_step = statistics.fmean(f.total for f in flops)
     tokens_per_step = statistics.fmean(f.tokens for f in flops)
     packing = data.stats(args.warmup)
+    host_rows_s = host_row_build_seconds(data.cases[:3])
     device = f"cuda:{torch.cuda.current_device()}" if cuda else "cpu"
     ctx = BenchContext(checkpoint=choice.spec.checkpoint, data=data, dtype=args.dtype, device=device)
     print(f"bench: {args.family} {args.model} ({flops[0].matmul_params / 1e9:.3f}B matmul parameters), {args.dtype} on {device} "
           f"({torch.cuda.get_device_name() if cuda else 'cpu'}); {args.rows_per_step} x {args.row_tokens}-token rows a step; "
           f"{packing['documents_per_row']:.1f} documents a row, packing efficiency {packing['packing_efficiency'] * 100:.2f}% "
           f"(one document per padded row: {packing['padding_baseline_efficiency'] * 100:.2f}%); "
-          f"{flops_per_step / 1e12:.1f} TFLOP a step ({statistics.fmean(f.attention for f in flops) / flops_per_step * 100:.1f}% attention)", flush=True)
+          f"{flops_per_step / 1e12:.1f} TFLOP a step ({statistics.fmean(f.attention for f in flops) / flops_per_step * 100:.1f}% attention); "
+          f"building a step's rows on the host takes {host_rows_s * 1e3:.0f} ms", flush=True)
     command = ["python", "-m", "packcheck.impls.reference.bench", *(sys.argv[1:] if argv is None else argv)]
     report = {
         "schema": SCHEMA, "complete": False, "provenance": provenance(device=args.device, command=command),
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}, "model_config": config,
-        "packing": packing, "flops_per_step": flops_per_step, "tokens_per_step": tokens_per_step,
+        "packing": packing, "host_row_build_s": host_rows_s, "flops_per_step": flops_per_step, "tokens_per_step": tokens_per_step,
         "flops": [f.to_json() for f in flops], "peak_flops": args.peak, "arms": {},
     }
     results = report["arms"]
