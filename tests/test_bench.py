@@ -28,3 +28,13 @@ def test_cpu_smoke_run_reports_every_arm(tmp_path, capsys):
     packing = report["packing"]
     assert packing["length_1_documents"] > 0 and packing["packing_efficiency"] > packing["padding_baseline_efficiency"]
     assert report["flops_per_step"] > 0 and "| reference-fast |" in capsys.readouterr().out
+
+
+def test_a_failing_arm_is_reported_and_the_others_run(tmp_path):
+    """FlexAttention has no backward on the CPU: that arm fails with its error, the next still reports its figures."""
+    out = tmp_path / "bench.json"
+    code = bench.main(["--device", "cpu", "--model", "tiny", "--family", "llama", "--steps", "1", "--warmup", "0",
+                       "--arms", "reference-flex", "reference", "--out", str(out)])
+    arms = json.loads(out.read_text())["arms"]
+    assert code == 1 and "FlexAttention" in arms["reference-flex"]["error"] and "median_step_s" not in arms["reference-flex"]
+    assert "error" not in arms["reference"] and math.isfinite(arms["reference"]["tokens_per_s"])

@@ -94,7 +94,7 @@ def run_arm(arm: str, ctx: BenchContext, warmup: int, steps: int, profile_dir: P
         trainer = ARMS[arm](ctx)
         synchronize(cuda)
         result["setup_s"] = time.perf_counter() - tick
-        losses, seconds = [], []
+        losses, seconds = result.setdefault("losses", []), result.setdefault("step_s", [])  # kept if a later step fails
         for step in range(warmup + steps):
             synchronize(cuda)
             tick = time.perf_counter()
@@ -102,7 +102,7 @@ def run_arm(arm: str, ctx: BenchContext, warmup: int, steps: int, profile_dir: P
             synchronize(cuda)
             seconds.append(time.perf_counter() - tick)
             print(f"  {arm} step {step + 1}/{warmup + steps}: {seconds[-1] * 1e3:.1f} ms, loss {losses[-1]:.6f}", flush=True)
-        result |= {"losses": losses, "step_s": seconds, "warmup_s": sum(seconds[:warmup]), "median_step_s": statistics.median(seconds[warmup:])}
+        result |= {"warmup_s": sum(seconds[:warmup]), "median_step_s": statistics.median(seconds[warmup:])}
         result["peak_memory_gib"] = torch.cuda.max_memory_allocated() / 2**30 if cuda else None
         prefetch = getattr(trainer, "prefetch", None)
         if prefetch is not None:  # how long a timed step still waited for its rows from the worker process

@@ -22,6 +22,7 @@ parameters.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Callable
 
@@ -54,6 +55,17 @@ class BenchContext:
         return self.device.startswith("cuda")
 
 
+@contextlib.contextmanager
+def closing_on_error(prefetch: RowPrefetcher | None):
+    """A trainer that fails to build stops its row-building process (run_arm never gets the trainer to close it)."""
+    try:
+        yield
+    except BaseException:
+        if prefetch is not None:
+            prefetch.close()
+        raise
+
+
 def adamw(model: torch.nn.Module, cuda: bool) -> torch.optim.AdamW:
     return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=LR, fused=cuda or None)
 
@@ -62,13 +74,14 @@ class ReferenceTrainer:
     def __init__(self, ctx: BenchContext, fast: bool, attention: str | AttentionBackend = "sdpa"):
         self.ctx, self.fast = ctx, fast
         self.prefetch = RowPrefetcher(ctx.data.cases, "reference.fast", pin=ctx.cuda) if fast else None  # starts while the model loads
-        self.model = load_model(ctx.checkpoint, DTYPES[ctx.dtype], ctx.device)
-        self.pipe = FAST_PIPELINE if fast else REFERENCE
-        self.attention = attention
-        if fast:
-            make_fast(self.model, compile_layers=ctx.cuda)
-            self.attention = attention if ctx.cuda else "sdpa"
-        self.optimizer = adamw(self.model, ctx.cuda)
+        with closing_on_error(self.prefetch):
+            self.model = load_model(ctx.checkpoint, DTYPES[ctx.dtype], ctx.device)
+            self.pipe = FAST_PIPELINE if fast else REFERENCE
+            self.attention = attention
+            if fast:
+                make_fast(self.model, compile_layers=ctx.cuda)
+                self.attention = attention if ctx.cuda else "sdpa"
+            self.optimizer = adamw(self.model, ctx.cuda)
 
     def step(self, step: int) -> float:
         rows = None if self.prefetch is None else self.prefetch.next(step)
@@ -83,14 +96,15 @@ class TransformersTrainer:
 
         self.ctx = ctx
         self.prefetch = RowPrefetcher(ctx.data.cases, "reference", pin=ctx.cuda)  # starts while the model loads
-        self.model = AutoModelForCausalLM.from_pretrained(ctx.checkpoint, dtype=DTYPES[ctx.dtype],
-                                                          attn_implementation=attn_implementation).to(ctx.device)
-        self.model.config.use_cache = False
-        self.model.train()
-        if compile_layers:
-            for layer in self.model.model.layers:
-                layer.compile()
-        self.optimizer = adamw(self.model, ctx.cuda)
+        with closing_on_error(self.prefetch):
+            self.model = AutoModelForCausalLM.from_pretrained(ctx.checkpoint, dtype=DTYPES[ctx.dtype],
+                                                              attn_implementation=attn_implementation).to(ctx.device)
+            self.model.config.use_cache = False
+            self.model.train()
+            if compile_layers:
+                for layer in self.model.model.layers:
+                    layer.compile()
+            self.optimizer = adamw(self.model, ctx.cuda)
 
     def step(self, step: int) -> float:
         rows = self.prefetch.next(step)
