@@ -15,10 +15,11 @@ transformers-sdpa on request.
 
 Per arm: the model is loaded and its optimizer built (setup), `--warmup` steps run (compilation
 happens there and is excluded), then `--steps` timed steps, each between two torch.cuda.synchronize().
-Reported: the median step time, tokens/s (document tokens, padding excluded, per median step), MFU
-(FLOPs counted explicitly, bench_flops.py: 6 x matmul parameters x tokens, lm_head included, plus
-the document-causal attention's 6 x layers x heads x head_dim x sum of L(L+1) over documents;
-against 989 TFLOP/s), peak memory (torch.cuda.max_memory_allocated from setup to the last step,
+Reported: the median step time; tokens/s (document tokens, padding excluded) and MFU, each the
+median over the timed steps of the step's own rate (steps differ: one may hold a row-long document),
+with the totals' rates beside them in the JSON (`mean_*`); FLOPs counted explicitly (bench_flops.py:
+6 x matmul parameters x tokens, lm_head included, plus the document-causal attention's
+6 x layers x heads x head_dim x sum of L(L+1) over documents; against 989 TFLOP/s), peak memory (torch.cuda.max_memory_allocated from setup to the last step,
 reset per arm), the loss of every step (the same data and weights: the arms' step-1 losses agree
 to rounding) and the ratio of tokens/s to the transformers arm. An arm that fails prints its error
 and the others go on. `--profile DIR` profiles one more step of each arm (torch.profiler: a
@@ -44,7 +45,7 @@ from packcheck.harness.provenance import provenance
 from packcheck.impls.reference import chunked_logprobs
 from packcheck.impls.reference.bench_arms import ARMS, DEFAULT_ARMS, BenchContext
 from packcheck.impls.reference.bench_data import build_bench_data
-from packcheck.impls.reference.bench_flops import H200_BF16_PEAK, mfu, step_flops
+from packcheck.impls.reference.bench_flops import H200_BF16_PEAK, StepFlops, mfu, step_flops
 from packcheck.impls.reference.pipeline import REFERENCE
 from packcheck.impls.reference.step import build_micro_batches
 
@@ -140,16 +141,19 @@ def host_row_build_seconds(cases) -> float:
     return statistics.median(seconds)
 
 
-def add_rates(results: dict, flops_per_step: float, tokens_per_step: float, peak: float) -> None:
-    base = results.get("transformers", {}).get("median_step_s")
-    for result in results.values():
-        if "median_step_s" not in result:
-            continue
-        seconds = result["median_step_s"]
-        result["tokens_per_s"] = tokens_per_step / seconds
-        result["tflops"] = flops_per_step / seconds / 1e12
-        result["mfu"] = mfu(flops_per_step, seconds, peak)
-        result["vs_transformers"] = base / seconds if base else None
+def add_rates(results: dict, flops: list[StepFlops], warmup: int, peak: float) -> None:
+    """Rates per timed step (its own tokens and FLOPs over its own time: steps differ, one may hold a
+    row-long document), then their median; `mean_*`: the timed steps' totals over their total time."""
+    timed_seconds = {arm: r["step_s"][warmup:] for arm, r in results.items() if "median_step_s" in r}
+    base = statistics.median(f.tokens / s for f, s in zip(flops, timed_seconds["transformers"])) if "transformers" in timed_seconds else None
+    for arm, seconds in timed_seconds.items():
+        result = results[arm]
+        result["tokens_per_s"] = statistics.median(f.tokens / s for f, s in zip(flops, seconds))
+        result["tflops"] = statistics.median(f.total / s for f, s in zip(flops, seconds)) / 1e12
+        result["mfu"] = statistics.median(mfu(f.total, s, peak) for f, s in zip(flops, seconds))
+        result["mean_tokens_per_s"] = sum(f.tokens for f in flops) / sum(seconds)
+        result["mean_mfu"] = mfu(sum(f.total for f in flops), sum(seconds), peak)
+        result["vs_transformers"] = result["tokens_per_s"] / base if base else None
 
 
 def table(results: dict) -> str:
@@ -247,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for arm in args.arms:
         print(f"arm {arm}", flush=True)
         results[arm] = run_arm(arm, ctx, args.warmup, args.steps, args.profile)
-        add_rates(results, flops_per_step, tokens_per_step, args.peak)
+        add_rates(results, flops, args.warmup, args.peak)
         print(table({arm: results[arm]}).splitlines()[-1], flush=True)
         write_report(report, args.out)  # after every arm: a run stopped part-way keeps the arms it finished
     report["complete"] = True
