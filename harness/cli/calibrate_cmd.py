@@ -25,7 +25,6 @@ from pathlib import Path
 from packcheck.harness.cli.errors import UsageError
 from packcheck.harness.cli.run_cmd import add_matrix_options, checked_inputs, checked_matrix, output_directory
 
-DEFAULT_FACTOR = 3.0
 JUDGED_DTYPES = ("float32", "bfloat16", "float64")
 
 
@@ -35,8 +34,8 @@ def add_parser(commands) -> None:
     runs.add_argument("--seeds", help="the seeds to run: a range 0-49, or a comma list 0,3,7")
     runs.add_argument("--results", nargs="+", help="read these runs' directories (each holding results.json, or seed-N/ folders) instead")
     add_matrix_options(parser, engine_required=False)  # --results reads runs: no engine
-    parser.add_argument("--factor", type=float, default=DEFAULT_FACTOR,
-                        help=f"the suggested tolerance is the floor times this (default: {DEFAULT_FACTOR:g})")
+    parser.add_argument("--factor", type=float, default=None,
+                        help="the suggested tolerance is the floor times this (default: the table's CALIBRATION_FACTOR, 4)")
     parser.set_defaults(handler=handle)
 
 
@@ -55,7 +54,10 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def handle(args) -> int:
+    from packcheck.harness.compare.tolerances import CALIBRATION_FACTOR
+
     out = output_directory(args.out)
+    factor = CALIBRATION_FACTOR if args.factor is None else args.factor
     if args.results:
         directories = run_directories(args.results)
     else:
@@ -64,7 +66,7 @@ def handle(args) -> int:
         if args.dtype not in JUDGED_DTYPES:
             raise UsageError(f"--dtype {args.dtype!r}: calibrate one of {', '.join(JUDGED_DTYPES)}")
         directories = run_seeds(args, parse_seeds(args.seeds), out)
-    report = summarise(directories, args.factor)
+    report = summarise(directories, factor)
     (out / "calibration.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     print(markdown(report))
     print(f"calibration: {out / 'calibration.json'}", file=sys.stderr)

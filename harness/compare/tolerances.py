@@ -44,16 +44,20 @@ class Tolerance:
 
 NOISE_QUANTITIES = ("logprobs", "loss", "grad", "dloss_dlogprobs", "params_after")
 
-# The reference's noise floor per dtype and field, measured on one H200 (torch 2.11) by `packcheck calibrate` over
-# the single-GPU scenarios of every family, seeds 0-27 (float32) and 0-22 (bfloat16), 2026-12-02; where each came from:
-# float32: qwen3_5 (the gated delta rule's recurrence) sets every field but params_after, 10-30x the dense families'.
-# bfloat16 logprobs: every tiny-model arm pair agreed bit for bit (floor 0); the entry keeps the provisional 0.1 nats
-# tolerance (PROVISIONAL) until the 0.6b preset's floor is measured.
+# The reference's noise floor per dtype and field: the largest error of its null comparisons measured on one H200
+# (torch 2.11, 2026-12-02) by `packcheck calibrate` over the single-GPU scenarios of every family: float32 seeds 0-27
+# and 100-149 (75 seeds; qwen3_5 18, qwen2_5_vl 4), bfloat16 0-22 and 100-149 (63; qwen3_5 14, qwen2_5_vl 4).
+# float32: qwen3_5 (the gated delta rule's recurrence) sets every field but params_after, 10-50x the dense families'.
+# bfloat16 logprobs: every tiny-model arm pair agreed bit for bit (floor 0); the entry is the qwen3 0.6b preset's
+# packed-vs-unpacked difference at seed 100 (0.125 nats: two bf16 spacings of a log-prob near -12).
 NOISE_FLOORS: dict[str, dict[str, float]] = {
-    "float32": {"logprobs": 7.25e-5, "loss": 1.14e-5, "grad": 1.76e-4, "dloss_dlogprobs": 1.81e-5, "params_after": 1.17e-7},
-    "bfloat16": {"logprobs": 0.1 / 3.0, "loss": 8.37e-3, "grad": 1.41e-2, "dloss_dlogprobs": 3.42e-3, "params_after": 8.13e-3},
+    "float32": {"logprobs": 1.6e-4, "loss": 1.14e-5, "grad": 2.97e-4, "dloss_dlogprobs": 6.11e-5, "params_after": 1.78e-7},
+    "bfloat16": {"logprobs": 0.125, "loss": 8.37e-3, "grad": 2.12e-2, "dloss_dlogprobs": 3.42e-3, "params_after": 8.13e-3},
 }
-CALIBRATION_FACTOR = 3.0  # a clean engine may err by this many times the reference's worst null comparison
+# a clean engine may err by this many times the reference's worst null comparison: with floors from seeds 0-27 alone,
+# 4x left every comparison of the held-out seeds 100-149 below its tolerance (the worst at 0.85 of it; at 3x, float32
+# qwen3_5's dloss_dlogprobs was over, 3.4x its seeds-0-27 floor)
+CALIBRATION_FACTOR = 4.0
 
 
 def calibrated(dtype: str, **discrete: float) -> Tolerance:

@@ -7,8 +7,9 @@ rounding noise. Over many seeds their maximum per tolerance field is the dtype's
 the tolerance a verdict applies is a factor above it (harness/compare/tolerances.py).
 
 What is measured, from results.json rows:
-- `floors`: per tolerance field, the comparisons the dtype's table judges (threshold equal to the
-  table's entry): arm against arm, or against the harness's definition, on the run's device.
+- `floors`: per tolerance field, the comparisons the dtype's table judges (rows with a floor ratio;
+  in older results, a threshold equal to the table's entry): arm against arm, or against the
+  harness's definition, on the run's device.
   Arms relocated to the CPU in float64 (placement.PREFIX) measure nothing about the dtype and are
   left out; so are comparisons a scenario judges with its own bound (goldens, the float64 oracle).
 - `against_float64`: the gradient oracle's comparisons (an arm against the same arm in float64): the
@@ -93,9 +94,15 @@ def samples(rows: Iterable[Mapping], seed: int, table: Tolerance) -> tuple[list[
         sample = Sample(field=field, observed=observed(row), seed=seed, row=row)
         if is_oracle(row["against"]):
             oracle.append(sample)
-        elif row["threshold"] == getattr(table, field):
+        elif judged_by_table(row, table, field):
             judged.append(sample)
     return judged, oracle
+
+
+def judged_by_table(row: Mapping, table: Tolerance, field: str) -> bool:
+    """Whether the dtype's calibrated table judged the row: it then carries its floor ratio (results written before
+    floor ratios existed: its threshold is the table's entry)."""
+    return "floor_ratio" in row or row["threshold"] == getattr(table, field)
 
 
 def floors(measured: Iterable[Sample]) -> dict[str, Floor]:
