@@ -6,7 +6,7 @@ from typing import Callable, Iterable
 
 from packcheck.harness.compare.comparison import Arms, Comparison
 from packcheck.harness.compare.conditioning import error_weights
-from packcheck.harness.compare.metrics import flat_index_to_position, max_rel, rel, rel_l2
+from packcheck.harness.compare.metrics import flat_index_to_position, rel, tensor_errors
 from packcheck.harness.compare.router import compare_router
 from packcheck.harness.compare.tolerances import Tolerance
 from packcheck.harness.contract import OptimizerSpec, StepResult
@@ -44,9 +44,9 @@ def compare_tensors(arms: Arms, quantity: str, observed: dict, reference: dict, 
     rows = []
     for name in sorted(reference):
         a, b = observed[name], reference[name]
-        worst, index = max_rel(a, b)
+        l2, worst, index = tensor_errors(a, b)
         where = f"element {flat_index_to_position(index, tuple(b.shape))}" if index >= 0 else ""
-        rows.append(Comparison(arms=arms, quantity=quantity, item=name, metric="rel_l2", observed=rel_l2(a, b), threshold=threshold))
+        rows.append(Comparison(arms=arms, quantity=quantity, item=name, metric="rel_l2", observed=l2, threshold=threshold))
         rows.append(Comparison(arms=arms, quantity=quantity, item=name, metric="max_rel", observed=worst, threshold=threshold, where=where))
     return rows
 
@@ -62,10 +62,9 @@ def compare_params_after(arms: Arms, observed: StepResult, reference: StepResult
         a, b = observed.params_after[name], reference.params_after[name]
         # a frozen parameter has no gradient: nothing conditions it (and it must not move at all)
         weights = error_weights(b, clip * reference.grads[name], optimizer) if name in reference.grads else None
-        worst, index = max_rel(a, b, weights)
+        l2, worst, index = tensor_errors(a, b, weights)
         where = f"element {flat_index_to_position(index, tuple(b.shape))}" if index >= 0 else ""
-        rows.append(Comparison(arms=arms, quantity="params_after", item=name, metric="cond_rel_l2",
-                               observed=rel_l2(a, b, weights), threshold=threshold))
+        rows.append(Comparison(arms=arms, quantity="params_after", item=name, metric="cond_rel_l2", observed=l2, threshold=threshold))
         rows.append(Comparison(arms=arms, quantity="params_after", item=name, metric="cond_max_rel", observed=worst,
                                threshold=threshold, where=where))
     return rows
