@@ -19,7 +19,7 @@ from packcheck.harness.contract import Layout, LayoutKind, StepResult
 from packcheck.harness.run.scenario_runner import setting_for
 from packcheck.harness.scenarios import Judgement
 from packcheck.harness.scenarios.optimizer_step import (
-    BASELINE, FROZEN_BASELINE, FROZEN_SHARD, MESHES, OPTIMIZER, OPTIMIZER_STEP, build, checkpoint_params,
+    BASELINE, FROZEN_BASELINE, FROZEN_SHARD, MESHES, OPTIMIZER, OPTIMIZER_STEP, build, checkpoint_params, compare_moved,
 )
 
 FAMILY = "llama"
@@ -94,6 +94,25 @@ def test_the_judge_flags_a_moved_frozen_tensor_and_an_unmoved_trainable_one(clea
     assert not any(arm == FROZEN_BASELINE for arm, _ in failed), f"the harness's own step must pass: {sorted(failed)}"
     assert f"frozen parameters moved on {FROZEN_SHARD}" in OPTIMIZER_STEP.diagnose(j, [c for c in rows if not c.passed])
 
+
+
+def test_in_bfloat16_only_a_tensor_whose_step_survives_rounding_must_move(clean):
+    """bfloat16 parameters: a tensor whose whole AdamW step is below its rounding stays as in the checkpoint in a
+    correct engine (found on an H200: qwen3_5's A_log); one whose step survives rounding must still move."""
+    _, before, good = clean
+    name = next(iter(good.grads))
+    before = before | {name: torch.ones_like(before[name])}  # weight decay's 1e-3 of 1.0 is below bf16's 2**-8 there
+    low = {n: t.to(torch.bfloat16) for n, t in before.items()}
+    tiny_step = {n: (torch.full_like(g, 1e-30) if n == name else g) for n, g in good.grads.items()}  # clipped to ~0: no step
+    after = {n: t.to(torch.bfloat16) for n, t in adamw_step(before, tiny_step, OPTIMIZER, global_norm(tiny_step)).items()}
+    after[name] = low[name]  # the correct bf16 result: weight decay (lr * wd = tiny) and the step round away
+    result = dataclasses.replace(good, grads=tiny_step, params_after=after)
+    rounded_away = compare_moved(BASELINE, result, before)
+    assert rounded_away.passed and "rounds away in torch.bfloat16" in rounded_away.where, rounded_away.where
+    other = next(n for n in tiny_step if n != name)
+    after_missing_step = dict(after) | {other: low[other]}
+    flagged = compare_moved(BASELINE, dataclasses.replace(result, params_after=after_missing_step), before)
+    assert not flagged.passed and other in flagged.where, flagged.where
 
 
 @pytest.mark.parametrize("family", [FAMILY])

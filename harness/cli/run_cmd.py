@@ -20,7 +20,17 @@ from packcheck.harness.cli.errors import UsageError
 
 def add_parser(commands) -> None:
     parser = commands.add_parser("run", help="run scenarios against one or more engines")
-    parser.add_argument("--engine", nargs="+", required=True,
+    add_matrix_options(parser)
+    parser.add_argument("--save-arms", choices=("failing", "all", "none"), default="failing",
+                        help="keep each arm's case and full result under OUT/cases for failing verdicts, all, or none (default: failing)")
+    parser.add_argument("--no-report", action="store_true", help="skip report.html (default: write it)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of every generated input, weights included; 0 is the goldens' (default: 0)")
+    parser.set_defaults(handler=handle)
+
+
+def add_matrix_options(parser, engine_required: bool = True) -> None:
+    """The options that say what a matrix runs: engines, families, scenarios, dtype, device, model and data (run, calibrate)."""
+    parser.add_argument("--engine", nargs="+", required=engine_required,
                         help="engine names, glob patterns ('mutant.*') or 'package.module:Class'")
     parser.add_argument("--family", nargs="+", default=None, help="model families (default: every family the engine supports)")
     parser.add_argument("--scenario", nargs="+", default=None, help="scenarios (default: all)")
@@ -30,18 +40,13 @@ def add_parser(commands) -> None:
     parser.add_argument("--device", default="cpu", help="cpu | cuda (default: cpu)")
     parser.add_argument("--attention", default="auto", help="attention backend every case asks for (default: auto, the engine's choice)")
     parser.add_argument("--out", default="reports/latest", help="output directory (default: reports/latest)")
-    parser.add_argument("--save-arms", choices=("failing", "all", "none"), default="failing",
-                        help="keep each arm's case and full result under OUT/cases for failing verdicts, all, or none (default: failing)")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="seconds one arm may run on a rank before it is reported as hung; the run goes on (default: 600)")
-    parser.add_argument("--no-report", action="store_true", help="skip report.html (default: write it)")
     parser.add_argument("--model", default="tiny",
                         help="a size preset of each family (tiny, 0.6b, 1b: `packcheck list families`) or a directory holding a "
                              "Hugging Face config.json, with its safetensors or seeded weights (default: tiny)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of every generated input, weights included; 0 is the goldens' (default: 0)")
     parser.add_argument("--data-scale", type=int, default=None,
                         help="documents and packed rows this many times longer, odd (default: the model's: 1 for tiny, 85 for 0.6b/1b)")
-    parser.set_defaults(handler=handle)
 
 
 def expand_engines(specs: list[str]) -> list[str]:
@@ -116,20 +121,12 @@ def _interrupt(signum, frame) -> None:
     raise Interrupted(signal.Signals(signum).name)
 
 
-def handle(args) -> int:
-    from packcheck.harness.contract import DTYPES
+def checked_matrix(args) -> tuple[list[str], list]:
+    """--device, --timeout, --engine, --family and --scenario checked: the engine specs and the scenarios to run."""
     from packcheck.harness.engines import engine_names, unknown_engine
-    from packcheck.harness.launch import LaunchPool
     from packcheck.harness.models import get_family
-    from packcheck.harness.provenance import provenance
-    from packcheck.harness.run.dtype_choice import AUTO
-    from packcheck.harness.run.results import ResultsFile
-    from packcheck.harness.run.scenario_runner import first_error_line
-    from packcheck.harness.run.session import Matrix, exit_status, run_matrix, unsupported_reason, where_arms_ran
     from packcheck.harness.scenarios import SCENARIOS, get_scenario
 
-    if args.dtype not in (*DTYPES, AUTO):
-        raise UsageError(f"--dtype {args.dtype!r} is not one of {', '.join(DTYPES)}, {AUTO}")
     if args.device not in ("cpu", "cuda"):
         raise UsageError(f"--device {args.device!r}: use cpu or cuda")
     if not args.timeout > 0:
@@ -141,7 +138,21 @@ def handle(args) -> int:
             raise UsageError(f"--engine {spec}: {unknown_engine(spec, known)}")
     for family in args.family or ():
         get_family(family)
-    scenarios = [get_scenario(name) for name in args.scenario] if args.scenario else list(SCENARIOS.values())
+    return engines, [get_scenario(name) for name in args.scenario] if args.scenario else list(SCENARIOS.values())
+
+
+def handle(args) -> int:
+    from packcheck.harness.contract import DTYPES
+    from packcheck.harness.launch import LaunchPool
+    from packcheck.harness.provenance import provenance
+    from packcheck.harness.run.dtype_choice import AUTO
+    from packcheck.harness.run.results import ResultsFile
+    from packcheck.harness.run.scenario_runner import first_error_line
+    from packcheck.harness.run.session import Matrix, exit_status, run_matrix, unsupported_reason, where_arms_ran
+
+    if args.dtype not in (*DTYPES, AUTO):
+        raise UsageError(f"--dtype {args.dtype!r} is not one of {', '.join(DTYPES)}, {AUTO}")
+    engines, scenarios = checked_matrix(args)
     out = output_directory(args.out)
     inputs = checked_inputs(args)
     pool = LaunchPool(out / "launches", args.timeout)

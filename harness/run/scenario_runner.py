@@ -48,6 +48,9 @@ class RunOptions:
     timeout: float = DEFAULT_TIMEOUT  # seconds per arm (per case on every rank)
     pool: LaunchPool | None = None  # the run's warm launches; None: a pool of this verdict's own, closed after it
     inputs: Inputs = Inputs()  # the model, seed and data scale every arm is built from
+    # arms with more ranks than the machine has GPUs run on the CPU in float64 (False: skipped and named; for
+    # `packcheck calibrate`, which measures the asked dtype's noise, not the logic the CPU pass checks)
+    logic_pass: bool = True
 
 
 def setting_for(family: str, dtype: str, device: str, attention: str = "auto", inputs: Inputs = Inputs()) -> Setting:
@@ -176,14 +179,14 @@ def run_scenario(engine: EngineInfo | str | Engine | type[Engine], scenario: Sce
     if not isinstance(engine, (EngineInfo, str)):
         engine = engine_spec(engine)
     if options.pool is not None:
-        return _run_scenario(engine, scenario, family, dtype, device, save_dir, attention, save_passing, options.pool, options.inputs)
+        return _run_scenario(engine, scenario, family, dtype, device, save_dir, attention, save_passing, options.pool, options)
     with LaunchPool(Path(tempfile.mkdtemp(prefix="packcheck-launches-")), options.timeout) as pool:
-        return _run_scenario(engine, scenario, family, dtype, device, save_dir, attention, save_passing, pool, options.inputs)
+        return _run_scenario(engine, scenario, family, dtype, device, save_dir, attention, save_passing, pool, options)
 
 
 def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dtype: str, device: str, save_dir: Path | None,
-                  attention: str, save_passing: bool, pool: LaunchPool, inputs: Inputs = Inputs()) -> Verdict:
-    started = time.perf_counter()
+                  attention: str, save_passing: bool, pool: LaunchPool, options: RunOptions) -> Verdict:
+    started, inputs = time.perf_counter(), options.inputs
     spec = engine if isinstance(engine, str) else engine.spec
     verdict = Verdict(engine=spec if isinstance(engine, str) else engine.name, engine_spec=spec, family=family, scenario=scenario.name,
                       dtype=dtype, device=device, status=PASS, attention=attention, inputs=inputs.flags())
@@ -201,7 +204,7 @@ def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dty
     elif scenario.unsupported_in is not None and (why := scenario.unsupported_in(setting)):
         verdict.status, verdict.detail = UNSUPPORTED, why
     else:
-        judge_placed(info, scenario, setting, verdict, pool, save_dir, save_passing)
+        judge_placed(info, scenario, setting, verdict, pool, save_dir, save_passing, options.logic_pass)
     finding = finding_for(info.known_findings, scenario.name, family)
     if finding is not None and numeric_failure(verdict) and verdict.worst.margin >= finding.min_margin:
         verdict.known_finding = finding.headline()
@@ -210,11 +213,14 @@ def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dty
 
 
 def judge_placed(info: EngineInfo, scenario: Scenario, setting: Setting, verdict: Verdict, pool: LaunchPool, save_dir: Path | None,
-                 save_passing: bool) -> None:
+                 save_passing: bool, logic_pass: bool = True) -> None:
     """Judge the arms this machine hosts on the asked device; those with more ranks than it has GPUs run on the CPU
     in float64 with the scenario's single-process and required arms (its baselines), judged apart (harness/run/placement.py)."""
     moved: list[str] = []
     here = setting.device != "cuda" or not placement.required_arm_moves(scenario, scenario.build(setting))
+    if not here and not logic_pass:
+        verdict.status, verdict.detail = UNSUPPORTED, "a required arm has more ranks than this machine has GPUs, and the CPU pass is off"
+        return
     if here:
         invalid = InvalidArms()
         cases, results = build_and_run(info, scenario, setting, verdict, pool, moved, invalid=invalid)
@@ -222,7 +228,10 @@ def judge_placed(info: EngineInfo, scenario: Scenario, setting: Setting, verdict
         judge_and_save(verdict, scenario, setting, cases, results, invalid, save_dir, save_passing)
         if results is None and moved:
             verdict.detail += f"arms {', '.join(moved)} (more ranks than this machine has GPUs) were not run on the CPU: the verdict ended first\n"
-        if results is None or not moved:
+        if results is not None and moved and not logic_pass:
+            verdict.skipped_arms += moved
+            verdict.detail += f"arms {', '.join(moved)} (more ranks than this machine has GPUs) were skipped: the CPU pass is off\n"
+        if results is None or not moved or not logic_pass:
             return
     logic = Verdict(engine=verdict.engine, engine_spec=verdict.engine_spec, family=verdict.family, scenario=scenario.name,
                     dtype=placement.LOGIC_DTYPE, device=placement.LOGIC_DEVICE, status=PASS, attention=verdict.attention)

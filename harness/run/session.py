@@ -38,6 +38,7 @@ class Matrix:
     save_arms: str = "failing"  # all | failing | none
     dtype_for: dict[str, str] = field(default_factory=dict)  # engine spec -> its dtype where it is not `dtype` (--dtype auto)
     inputs: Inputs = field(default_factory=Inputs)  # --model, --seed, --data-scale
+    logic_pass: bool = True  # arms with more ranks than GPUs run on the CPU in float64 (False: skipped; calibration)
     verdicts: list[Verdict] = field(default_factory=list)
     not_started: dict[str, LaunchFailed] = field(default_factory=dict)  # engine spec -> why its processes never came up
 
@@ -74,7 +75,8 @@ def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: Text
                     save_dir = None if matrix.save_arms == "none" else arms_directory(results.directory, engine.name, family, scenario.name)
                     verdict = run_scenario(engine, scenario, family, matrix.dtype_for.get(spec, matrix.dtype), matrix.device, save_dir=save_dir,
                                            attention=matrix.attention, save_passing=matrix.save_arms == "all",
-                                           options=RunOptions(timeout=pool.timeout, pool=pool, inputs=matrix.inputs))
+                                           options=RunOptions(timeout=pool.timeout, pool=pool, inputs=matrix.inputs,
+                                                             logic_pass=matrix.logic_pass))
                 progress.finish(verdict_line(verdict), safe_text(verdict.message()) if verdict.failed else "")
                 matrix.verdicts.append(verdict)
                 results.add(verdict)

@@ -1,0 +1,168 @@
+"""`packcheck calibrate`: measure a clean engine's noise floor per tolerance field over many seeds.
+
+    packcheck calibrate --engine reference --device cuda --dtype bfloat16 --seeds 0-49 --out reports/cal-bf16
+    packcheck calibrate --results reports/cal-bf16 reports/cal-bf16-more --out reports/cal-bf16-all
+
+The first form runs the matrix once per seed (every generated input varies with it: samples,
+masks, weights), each seed's results in OUT/seed-N, the engine's launches kept warm across seeds.
+The second reads such runs (any `packcheck run --seed N` output) without running anything. Both
+write OUT/calibration.json and print, per dtype and tolerance field, how many null comparisons
+were measured, their median, 99th percentile and maximum (the floor) with where it occurred, the
+dtype's tolerance today, and the floor x `--factor`, the tolerance the floor suggests
+(harness/run/calibration.py says what counts as a null comparison).
+
+The exit status is 1 when any verdict of the runs is not a pass or unsupported: for a clean engine
+that is a false positive of today's tolerances (or a bug the seeds exposed), named in the output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+from packcheck.harness.cli.errors import UsageError
+from packcheck.harness.cli.run_cmd import add_matrix_options, checked_inputs, checked_matrix, output_directory
+
+DEFAULT_FACTOR = 3.0
+JUDGED_DTYPES = ("float32", "bfloat16", "float64")
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("calibrate", help="measure a clean engine's noise floor per tolerance field over many seeds")
+    runs = parser.add_mutually_exclusive_group(required=True)
+    runs.add_argument("--seeds", help="the seeds to run: a range 0-49, or a comma list 0,3,7")
+    runs.add_argument("--results", nargs="+", help="read these runs' directories (each holding results.json, or seed-N/ folders) instead")
+    add_matrix_options(parser, engine_required=False)  # --results reads runs: no engine
+    parser.add_argument("--factor", type=float, default=DEFAULT_FACTOR,
+                        help=f"the suggested tolerance is the floor times this (default: {DEFAULT_FACTOR:g})")
+    parser.set_defaults(handler=handle)
+
+
+def parse_seeds(text: str) -> list[int]:
+    try:
+        if "-" in text:
+            first, last = (int(part) for part in text.split("-", 1))
+            seeds = list(range(first, last + 1))
+        else:
+            seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        seeds = []
+    if not seeds or min(seeds) < 0:
+        raise UsageError(f"--seeds {text!r}: give a range like 0-49 or a comma list like 0,3,7 of seeds >= 0")
+    return seeds
+
+
+def handle(args) -> int:
+    out = output_directory(args.out)
+    if args.results:
+        directories = run_directories(args.results)
+    else:
+        if not args.engine:
+            raise UsageError("--seeds runs an engine: name it with --engine (e.g. --engine reference)")
+        if args.dtype not in JUDGED_DTYPES:
+            raise UsageError(f"--dtype {args.dtype!r}: calibrate one of {', '.join(JUDGED_DTYPES)}")
+        directories = run_seeds(args, parse_seeds(args.seeds), out)
+    report = summarise(directories, args.factor)
+    (out / "calibration.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+    print(markdown(report))
+    print(f"calibration: {out / 'calibration.json'}", file=sys.stderr)
+    return 1 if any(group["not_passing"] for group in report["dtypes"].values()) else 0
+
+
+def run_directories(paths: list[str]) -> list[Path]:
+    """Each given run directory, or the seed-N runs under it."""
+    found = []
+    for path in map(Path, paths):
+        runs = sorted(p.parent for p in path.glob("seed-*/results.json*")) or [path]
+        found += list(dict.fromkeys(runs))
+    return found
+
+
+def run_seeds(args, seeds: list[int], out: Path) -> list[Path]:
+    from packcheck.harness.launch import LaunchPool
+    from packcheck.harness.provenance import provenance
+    from packcheck.harness.run.results import ResultsFile
+    from packcheck.harness.run.session import Matrix, run_matrix
+
+    engines, scenarios = checked_matrix(args)
+    args.seed = seeds[0]
+    inputs = checked_inputs(args)
+    pool = LaunchPool(out / "launches", args.timeout)
+    directories = []
+    try:
+        for seed in seeds:
+            seeded = dataclasses.replace(inputs, seed=seed)
+            print(f"seed {seed} ({seeds.index(seed) + 1} of {len(seeds)})", file=sys.stderr, flush=True)
+            results = ResultsFile(out / f"seed-{seed}", provenance(args.device, ["packcheck", *args.argv])
+                                  | {"dtype": args.dtype, "inputs": seeded.to_json()})
+            matrix = Matrix(engines=engines, families=args.family, scenarios=scenarios, dtype=args.dtype, device=args.device,
+                            attention=args.attention, save_arms="none", inputs=seeded, logic_pass=False)
+            try:
+                run_matrix(matrix, results, pool)
+            finally:
+                results.write()
+            directories.append(results.directory)
+    finally:
+        pool.close()
+    return directories
+
+
+def summarise(directories: list[Path], factor: float) -> dict:
+    """Per dtype: the floors, the floors against float64, each arm pair's floor, and the verdicts that did not pass."""
+    from packcheck.harness.compare import tolerance_for
+    from packcheck.harness.run import calibration
+    from packcheck.harness.run.results import load_results
+
+    measured: dict[str, dict] = {}
+    for directory in directories:
+        data = load_results(directory)
+        seed = int(data["provenance"].get("inputs", {}).get("seed", 0))
+        for dtype in sorted({v["dtype"] for v in data["verdicts"]}):
+            group = measured.setdefault(dtype, {"judged": [], "oracle": [], "seeds": set(), "verdicts": 0, "not_passing": []})
+            rows = [r for r in data["rows"] if r.get("dtype") == dtype]
+            judged, oracle = calibration.samples(rows, seed, tolerance_for(dtype))
+            group["judged"] += judged
+            group["oracle"] += oracle
+            group["seeds"].add(seed)
+            verdicts = [v for v in data["verdicts"] if v["dtype"] == dtype]
+            group["verdicts"] += len(verdicts)
+            group["not_passing"] += [f"seed {seed}: {v['message']}" for v in verdicts if v["status"] not in ("pass", "unsupported")]
+    return {"factor": factor, "runs": [str(d) for d in directories],
+            "dtypes": {dtype: dtype_report(dtype, group, factor) for dtype, group in measured.items()}}
+
+
+def dtype_report(dtype: str, group: dict, factor: float) -> dict:
+    from packcheck.harness.compare import tolerance_for
+    from packcheck.harness.run import calibration
+
+    table = tolerance_for(dtype)
+    fields = {}
+    for field, floor in calibration.floors(group["judged"]).items():
+        allowed = getattr(table, field)
+        fields[field] = floor.to_json() | {"tolerance": allowed, "max_over_tolerance": floor.floor / allowed if allowed else None,
+                                           "suggested": factor * floor.floor}
+    return {"seeds": sorted(group["seeds"]), "verdicts": group["verdicts"], "not_passing": group["not_passing"], "fields": fields,
+            "against_float64": {f: floor.to_json() for f, floor in calibration.floors(group["oracle"]).items()},
+            "arm_pairs": calibration.arm_pair_floors(group["judged"])}
+
+
+def markdown(report: dict) -> str:
+    lines = []
+    for dtype, group in report["dtypes"].items():
+        seeds = group["seeds"]
+        lines += [f"## {dtype}: {len(seeds)} seeds ({seeds[0]}..{seeds[-1]}), {group['verdicts']} verdicts, "
+                  f"{len(group['not_passing'])} not passing", "",
+                  "| field | comparisons | median | p99 | max (floor) | tolerance | max / tolerance | floor x factor | where the max was |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for field, f in group["fields"].items():
+            ratio = "-" if f["max_over_tolerance"] is None else f"{f['max_over_tolerance']:.3g}"
+            lines.append(f"| {field} | {f['count']} | {f['median']:.3g} | {f['p99']:.3g} | {f['max']:.3g} | {f['tolerance']:.3g} | "
+                         f"{ratio} | {f['suggested']:.3g} | {f['worst']} |")
+        if group["against_float64"]:
+            lines += ["", "against the float64 oracle (the engine's own error):", ""]
+            lines += [f"- {field}: {f['count']} comparisons, median {f['median']:.3g}, max {f['max']:.3g} ({f['worst']})"
+                      for field, f in group["against_float64"].items()]
+        lines += [""] + [f"- not passing: {line}" for line in group["not_passing"][:20]] + [""]
+    return "\n".join(lines)

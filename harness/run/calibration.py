@@ -1,0 +1,110 @@
+"""The noise floor of lower-precision runs, measured from a clean engine's results over many seeds.
+
+A run of the reference in float32 or bfloat16 compares arms that differ only by rounding: packed
+against unpacked, one micro-batch against several, the engine's loss against the harness's
+closed form. Every such comparison of a clean engine is a null measurement: its observed error is
+rounding noise. Over many seeds their maximum per tolerance field is the dtype's noise floor, and
+the tolerance a verdict applies is a factor above it (harness/compare/tolerances.py).
+
+What is measured, from results.json rows:
+- `floors`: per tolerance field, the comparisons the dtype's table judges (threshold equal to the
+  table's entry): arm against arm, or against the harness's definition, on the run's device.
+  Arms relocated to the CPU in float64 (placement.PREFIX) measure nothing about the dtype and are
+  left out; so are comparisons a scenario judges with its own bound (goldens, the float64 oracle).
+- `against_float64`: the gradient oracle's comparisons (an arm against the same arm in float64): the
+  engine's own error against the exact answer, which golden_regression's noise factor bounds.
+- `arm_pairs`: the floor of each scenario's arm pair, for reading which comparison sets a floor.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from packcheck.harness.compare import Tolerance
+from packcheck.harness.run.placement import PREFIX as RELOCATED
+from packcheck.harness.scenarios.oracle_arms import is_oracle
+
+# the Tolerance field a quantity is judged by (compare/arms.py, the policy and router comparisons)
+FIELD_OF = {"logprobs": "logprobs", "ratio": "logprobs", "loss": "loss", "aux_loss": "loss", "entropy_term": "loss",
+            "grad": "grad", "dloss_dlogprobs": "dloss_dlogprobs", "params_after": "params_after"}
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One null measurement: a clean engine's observed error and where it came from."""
+
+    field: str
+    observed: float
+    seed: int
+    row: Mapping  # the results row (family, scenario, arms, quantity, item, metric, where)
+
+    def origin(self) -> str:
+        r = self.row
+        item = f" {r['item']}" if r.get("item") else ""
+        return f"seed {self.seed} {r['family']} {r['scenario']} {r['arms']} {r['quantity']}{item} {r['metric']}"
+
+
+@dataclass(frozen=True, slots=True)
+class Floor:
+    """The distribution of one field's null measurements."""
+
+    field: str
+    count: int
+    median: float
+    p99: float
+    worst: Sample
+
+    @property
+    def floor(self) -> float:
+        return self.worst.observed
+
+    def to_json(self) -> dict:
+        return {"field": self.field, "count": self.count, "median": self.median, "p99": self.p99, "max": self.floor,
+                "worst": self.worst.origin()}
+
+
+def observed(row: Mapping) -> float:
+    value = row["observed"]
+    return float(value) if isinstance(value, str) else value  # results.json writes inf/nan as strings
+
+
+def samples(rows: Iterable[Mapping], seed: int, table: Tolerance) -> tuple[list[Sample], list[Sample]]:
+    """The run's null measurements judged by `table` (the run's dtype's entry), and those against the float64 oracle."""
+    judged, oracle = [], []
+    for row in rows:
+        field = FIELD_OF.get(row["quantity"])
+        if field is None or row["arm"].startswith(RELOCATED) or row["against"].startswith(RELOCATED):
+            continue
+        sample = Sample(field=field, observed=observed(row), seed=seed, row=row)
+        if is_oracle(row["against"]):
+            oracle.append(sample)
+        elif row["threshold"] == getattr(table, field):
+            judged.append(sample)
+    return judged, oracle
+
+
+def floors(measured: Iterable[Sample]) -> dict[str, Floor]:
+    by_field: dict[str, list[Sample]] = defaultdict(list)
+    for sample in measured:
+        by_field[sample.field].append(sample)
+    return {field: _floor(field, group) for field, group in sorted(by_field.items())}
+
+
+def arm_pair_floors(measured: Iterable[Sample]) -> dict[str, dict[str, float]]:
+    """scenario / arms -> field -> the largest observed error over every seed and family."""
+    worst: dict[str, dict[str, float]] = defaultdict(dict)
+    for s in measured:
+        key = f"{s.row['scenario']} / {s.row['arms']}"
+        worst[key][s.field] = max(worst[key].get(s.field, 0.0), s.observed)
+    return dict(sorted(worst.items()))
+
+
+def _floor(field: str, group: list[Sample]) -> Floor:
+    values = sorted(s.observed for s in group)
+    p99 = values[min(len(values) - 1, math.ceil(0.99 * len(values)) - 1)]
+    return Floor(field=field, count=len(values), median=statistics.median(values), p99=p99,
+                 worst=max(group, key=lambda s: s.observed))
