@@ -15,6 +15,8 @@ Each part of an arm's life outside `engine.run`, timed on the same code paths a 
     every parameter of the checkpoint in the run's dtype, made on the run's device as the engine would return it;
 (c) comparison: `compare_results` of two such results (every gradient tensor), as the judges call it;
 (d) recording: the verdict's rows and results.jsonl/results.json (`ResultsFile`), `--save-arms none`.
+With `--device cuda`, (c') times the same comparison on the GPU (both results copied there first), which no run does
+today: the figure for deciding whether GPU runs should compare there.
 
 The engine's step is `engine.run(case)` of the reference on the packed arm of packed_vs_unpacked, in this process
 (world 1, after one warm-up run), timed with `--device cuda` or `--measure-step`; `--engine-step-seconds` takes it
@@ -138,6 +140,18 @@ def comparison(case: Case, observed: StepResult, reference: StepResult, dtype: s
                  repeat)
 
 
+def comparison_on(device: str, case: Case, observed: StepResult, reference: StepResult, dtype: str, repeat: int) -> float:
+    """(c) as it would cost on `device`: both results moved there (host to device included), then compared. Not what a
+    run does today (the harness compares on its CPU): the figure for deciding whether it should, on GPU runs."""
+    def moved(result: StepResult) -> StepResult:
+        return StepResult(logprobs=[lp.to(device) for lp in result.logprobs], loss=result.loss, num_loss_tokens=result.num_loss_tokens,
+                          grads={name: g.to(device) for name, g in result.grads.items()})
+
+    seconds, _ = timed(lambda: compare_results(Arms("packed", "unpacked"), moved(observed), moved(reference), tolerance_for(dtype),
+                                               lambda i, t: f"{i}:{t}"), repeat)
+    return seconds
+
+
 def recording(rows: list, setting, repeat: int) -> float:
     """(d): one verdict with these comparisons into results.jsonl, then results.json (--save-arms none)."""
     verdict = Verdict(engine="reference", engine_spec="reference", family=setting.family, scenario="packed_vs_unpacked",
@@ -218,6 +232,12 @@ def main(argv: list[str] | None = None) -> int:
     compare_s, rows = comparison(arm, other, reference, args.dtype, args.repeat)
     parts["c_compare_per_arm"] = compare_s / 2
     print(f"(c) compare_results of two arms ({len(rows)} comparisons): {compare_s:.3f} s", flush=True)
+    if args.device == "cuda":
+        try:
+            on_gpu = comparison_on("cuda", arm, other, reference, args.dtype, args.repeat)
+            print(f"(c') the same comparison on the GPU, both results copied there first (not what a run does): {on_gpu:.3f} s", flush=True)
+        except Exception as err:  # noqa: BLE001 - an alternative's figure; the run's own figures stand
+            print(f"(c') the comparison on the GPU failed ({type(err).__name__}: {err})", flush=True)
     parts["d_record"] = recording(rows, setting, args.repeat)
     print(f"(d) recording the verdict (results.jsonl + results.json): {parts['d_record'] * 1e3:.2f} ms", flush=True)
     del other, reference

@@ -142,7 +142,8 @@ def _not_computed(case: Case, result: StepResult) -> list[str]:
     samples that differ, or no gradient at all behind a loss that is not zero (a policy loss may clip
     every token: there, behind per-token weights the engine itself reports as non-zero)."""
     problems = []
-    supervised = [float(result.logprobs[i][t]) for i, t in sorted(case.supervised)]
+    values = {i: result.logprobs[i].tolist() for i in {i for i, _ in case.supervised}}  # one copy per sample, not one per token
+    supervised = [values[i][t] for i, t in sorted(case.supervised)]
     distinct_samples = len({tuple(s.input_ids) for s in case.samples if s.num_targets})
     if distinct_samples > 1 and len(supervised) > 1 and len(set(supervised)) == 1:
         problems.append(f"result.logprobs: every one of the {len(supervised)} supervised tokens of {distinct_samples} different "
