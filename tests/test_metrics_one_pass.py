@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from packcheck.harness.compare.metrics import max_rel, rel_l2, tensor_errors
+from packcheck.harness.compare.metrics import Float64Buffers, max_rel, rel_l2, tensor_errors
 
 
 def pairs():
@@ -29,3 +29,15 @@ def test_one_pass_equals_the_definitions_bit_for_bit(name, observed, reference, 
     l2, worst, index = tensor_errors(observed, reference, weights)
     assert (l2, (worst, index)) == (rel_l2(observed, reference, weights), max_rel(observed, reference, weights))
     assert torch.equal(observed, before[0]) and torch.equal(reference, before[1]), "the caller's tensors are not changed"
+
+
+def test_buffers_shared_across_tensors_of_any_size_and_layout_give_the_same_numbers():
+    buffers = Float64Buffers()
+    cases = list(pairs())
+    cases += [(f"{name}-transposed", observed.t(), reference.t(), None if weights is None else weights.t())
+              for name, observed, reference, weights in cases if observed.dim() == 2]
+    for name, observed, reference, weights in cases + cases[::-1]:  # growing and shrinking
+        before = (observed.clone(), reference.clone())
+        got = tensor_errors(observed, reference, weights, buffers)
+        assert (got[0], got[1:]) == (rel_l2(observed, reference, weights), max_rel(observed, reference, weights)), name
+        assert torch.equal(observed, before[0]) and torch.equal(reference, before[1]), name
