@@ -200,3 +200,10 @@ def gpu(session: nox.Session) -> None:
     for dtype in ("float32", "bfloat16"):
         session.run("python", "-m", "pytest", "--pyargs", "packcheck.conformance", "tests/test_reference_model_parity.py",
                     "--device", "cuda", "--dtype", dtype, *session.posargs)
+
+
+@nox.session(python=False, default=False)
+def bench(session: nox.Session) -> None:
+    """On a CUDA machine, in its own torch: the trainer benchmark, reference vs reference.fast vs transformers
+    (python -m packcheck.impls.reference.bench; docs/performance.md). Posargs replace the default 0.6b, 4k-row run."""
+    session.run("python", "-m", "packcheck.impls.reference.bench", *(session.posargs or ("--model", "0.6b", "--row-tokens", "4096")))

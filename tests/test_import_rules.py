@@ -25,7 +25,8 @@ FLOORS = (
 )
 ENGINE_API = {"harness.contract", "harness.engines"}
 # programs that drive an engine and are not one: the reference trainer picks a family's checkpoint and records provenance
-PROGRAMS = {"impls.reference.train": {"harness.models", "harness.provenance"}}
+PROGRAMS = {"impls.reference.train": {"harness.models", "harness.provenance"},
+            "impls.reference.bench": {"harness.models", "harness.provenance"}}
 
 
 def part(module: str) -> str:

@@ -6,7 +6,7 @@ from typing import Callable, Iterable
 
 from packcheck.harness.compare.comparison import Arms, Comparison
 from packcheck.harness.compare.conditioning import error_weights
-from packcheck.harness.compare.metrics import Float64Buffers, flat_index_to_position, rel, tensor_errors
+from packcheck.harness.compare.metrics import Float64Buffers, flat_index_to_position, rel_nats, tensor_errors
 from packcheck.harness.compare.router import compare_router
 from packcheck.harness.compare.tolerances import Tolerance
 from packcheck.harness.contract import OptimizerSpec, StepResult
@@ -31,7 +31,7 @@ def compare_logprobs(
 
 def compare_scalars(arms: Arms, observed: StepResult, reference: StepResult, tol: Tolerance) -> list[Comparison]:
     return [
-        Comparison(arms=arms, quantity="loss", item="", metric="rel", observed=rel(observed.loss, reference.loss), threshold=tol.loss,
+        Comparison(arms=arms, quantity="loss", item="", metric="rel_nats", observed=rel_nats(observed.loss, reference.loss), threshold=tol.loss,
                    where=f"{observed.loss:.12g} vs {reference.loss:.12g}"),
         Comparison(arms=arms, quantity="num_loss_tokens", item="", metric="abs",
                    observed=float(abs(observed.num_loss_tokens - reference.num_loss_tokens)), threshold=tol.count,

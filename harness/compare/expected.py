@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from packcheck.harness.compare.arms import Locate
 from packcheck.harness.compare.comparison import HARNESS, Arms, Comparison
-from packcheck.harness.compare.metrics import rel
+from packcheck.harness.compare.metrics import rel_nats
 from packcheck.harness.compare.tolerances import Tolerance
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.losses import expected_loss
@@ -28,7 +28,7 @@ def compare_loss_with_logprobs(case: Case, result: StepResult, tol: Tolerance, a
     """The reported loss must equal -sum(logprobs over the harness's supervised set) / |S|."""
     implied = expected_loss(case, result.logprobs).loss
     return Comparison(
-        arms=Arms(arm, HARNESS), quantity="loss", item="implied by logprobs", metric="rel", observed=rel(result.loss, implied),
+        arms=Arms(arm, HARNESS), quantity="loss", item="implied by logprobs", metric="rel_nats", observed=rel_nats(result.loss, implied),
         threshold=tol.loss, where=f"reported {result.loss:.12g}, -mean(logprobs over the loss mask) = {implied:.12g}",
     )
 

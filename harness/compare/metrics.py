@@ -84,6 +84,13 @@ def rel(observed: float, reference: float) -> float:
     return abs(observed - reference) / abs(reference)
 
 
+def rel_nats(observed: float, reference: float) -> float:
+    """A loss's error: relative for a loss of one nat or more, absolute (in nats) below. A policy loss near zero is a
+    difference of terms of a nat or so (measured on an H200, float32: -1.5187e-4 vs -1.5157e-4, 3e-7 nats apart,
+    is 1.9e-3 relative), so its relative error measures the cancellation, not the engine."""
+    return abs(observed - reference) / max(abs(reference), 1.0)
+
+
 def flat_index_to_position(index: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     position = []
     for size in reversed(shape):

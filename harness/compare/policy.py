@@ -16,7 +16,7 @@ import torch
 
 from packcheck.harness.compare.arms import Locate
 from packcheck.harness.compare.comparison import HARNESS, Arms, Comparison
-from packcheck.harness.compare.metrics import rel
+from packcheck.harness.compare.metrics import rel_nats
 from packcheck.harness.compare.tolerances import TOLERANCES, Tolerance
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.losses import Branch, Expected, expected_loss, token_weights
@@ -31,7 +31,7 @@ def describe_branch(case: Case, expected: Expected, sample: int, token: int) -> 
 
 def compare_policy_loss(result: StepResult, expected: Expected, tol: Tolerance, arm: str) -> Comparison:
     return Comparison(
-        arms=Arms(arm, HARNESS), quantity="loss", item="policy loss definition", metric="rel", observed=rel(result.loss, expected.loss),
+        arms=Arms(arm, HARNESS), quantity="loss", item="policy loss definition", metric="rel_nats", observed=rel_nats(result.loss, expected.loss),
         threshold=tol.loss, where=f"reported {result.loss:.12g}, the definition at the engine's log-probs gives {expected.loss:.12g}",
     )
 

@@ -24,7 +24,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from packcheck.harness.compare import Tolerance
+from packcheck.harness.compare import Tolerance, tolerance_for
+from packcheck.harness.compare.tolerances import noise_floor
 from packcheck.harness.run.placement import PREFIX as RELOCATED
 from packcheck.harness.scenarios.oracle_arms import is_oracle
 
@@ -65,6 +66,16 @@ class Floor:
     def to_json(self) -> dict:
         return {"field": self.field, "count": self.count, "median": self.median, "p99": self.p99, "max": self.floor,
                 "worst": self.worst.origin()}
+
+
+def floor_ratio(dtype: str, quantity: str, observed_error: float, threshold: float) -> float | None:
+    """A comparison's error as a multiple of the reference's calibrated noise floor, where the dtype's table judged it
+    (None in float64, for exact quantities, and where a scenario set its own bound)."""
+    field = FIELD_OF.get(quantity)
+    floor = noise_floor(dtype, field) if field else None
+    if not floor or threshold != getattr(tolerance_for(dtype), field):
+        return None
+    return observed_error / floor
 
 
 def observed(row: Mapping) -> float:

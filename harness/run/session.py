@@ -18,6 +18,7 @@ from typing import Sequence, TextIO
 from packcheck.harness.engines import EngineInfo
 from packcheck.harness.launch import LaunchFailed, LaunchPool
 from packcheck.harness.models import FAMILIES
+from packcheck.harness.run.calibration import floor_ratio
 from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run.progress import Progress
 from packcheck.harness.run.results import ResultsFile, arms_directory
@@ -92,7 +93,9 @@ def not_started(matrix: Matrix, spec: str, family: str, scenario: Scenario, fail
 
 def verdict_line(verdict: Verdict) -> str:
     worst = verdict.worst
-    margin = "" if worst is None else f" (worst error/tolerance {worst.margin:.2g})"
+    ratio = None if worst is None else floor_ratio(verdict.dtype, worst.quantity, worst.observed, worst.threshold)
+    floor = "" if ratio is None else f", {ratio:.2g}x the reference's noise floor"
+    margin = "" if worst is None else f" (worst error/tolerance {worst.margin:.2g}{floor})"
     return f"{verdict.status.upper()}{margin} {verdict.seconds:.2f}s{why_not_all(verdict)}"
 
 

@@ -34,7 +34,7 @@ from packcheck.harness.contract.parallel import CP_STYLES
 from packcheck.harness.data.samples import perturbed
 from packcheck.harness.models import model_spec
 from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
-from packcheck.harness.scenarios.building import arm, every_arm_against, failing, input_seed, samples_for
+from packcheck.harness.scenarios.building import arm, every_arm_against, failing, for_model, input_seed, samples_for
 from packcheck.harness.scenarios.diagnoses import shared_diagnosis
 
 SEQ_LEN = 48  # cp=2 cuts each row at token 24
@@ -57,7 +57,9 @@ def documents_only(setting: Setting) -> Setting:
 def build(setting: Setting) -> dict:
     setting = documents_only(setting)
     base = samples_for(setting, DOCUMENTS)
-    other = tuple(perturbed(s, setting.model.vocab_size, seed=input_seed(setting, 3000 + i)) if i in PERTURBED else s for i, s in enumerate(base))
+    # a perturbed document goes through for_model as document_isolation's do: random tokens can hit a VLM's image placeholder
+    other = tuple(for_model(setting, [perturbed(s, setting.model.vocab_size, seed=input_seed(setting, 3000 + i))], first=i)[0]
+                  if i in PERTURBED else s for i, s in enumerate(base))
     arms = {BASE: arm(setting, BASE, base, packed(SEQ_LEN)), OTHER: arm(setting, OTHER, other, packed(SEQ_LEN))}
     for style, name in zip(CP_STYLES, CP_ARMS):
         plan = ParallelPlan(cp=2, cp_style=style)

@@ -61,6 +61,9 @@ class ReferenceEngine(Engine):
         """The GatedDeltaNet backend of hybrid families (model/linear_attention.py); dense families ignore it."""
         return default_linear_attention(case.device, DTYPES[case.dtype])
 
+    def prepare_model(self, model: torch.nn.Module, case: Case) -> None:
+        """A variant's change to the freshly loaded model (reference.fast: chunked log-probs, compiled layers); here none."""
+
     def unsupported_reason(self, case: Case) -> str | None:
         reason = super().unsupported_reason(case)
         if reason is not None:
@@ -96,6 +99,7 @@ class ReferenceEngine(Engine):
         """One step of this rank of the mesh; rank 0 returns the result."""
         device = mesh.device
         model = load_model(case.model.checkpoint, DTYPES[case.dtype], device)
+        self.prepare_model(model, case)
         if isinstance(model, HybridCausalLM):
             model.linear_attention = self.linear_attention_backend(case)
         for name, parameter in model.named_parameters():

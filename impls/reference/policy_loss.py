@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from packcheck.harness.contract import LossSpec
+from packcheck.impls.reference.model.lm_head_inputs import LmHeadInputs
 from packcheck.impls.reference.policy_inputs import PolicyInputs
 
 
@@ -31,8 +32,11 @@ def kl_k3(lp_BT: torch.Tensor, ref_BT: torch.Tensor) -> torch.Tensor:
     return torch.exp(log_ratio_BT) - log_ratio_BT - 1.0
 
 
-def prediction_entropy(logits_BTV: torch.Tensor) -> torch.Tensor:
-    """H[b, p]: the entropy of the distribution position p predicts its label from."""
+def prediction_entropy(logits_BTV: torch.Tensor | LmHeadInputs) -> torch.Tensor:
+    """H[b, p]: the entropy of the distribution position p predicts its label from (every logit needed:
+    from reference.fast's LmHeadInputs the full logits are computed here)."""
+    if isinstance(logits_BTV, LmHeadInputs):
+        logits_BTV = logits_BTV.logits()
     logp_BTV = torch.log_softmax(logits_BTV.to(torch.promote_types(logits_BTV.dtype, torch.float32)), dim=-1)
     return -(logp_BTV.exp() * logp_BTV).sum(-1)
 

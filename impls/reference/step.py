@@ -54,11 +54,14 @@ def build_micro_batches(case: Case, pipe: Pipeline, mesh: Mesh = SINGLE_PROCESS)
 
 
 def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention, scatter: SampleScatter | None = None,
-                         mesh: Mesh = SINGLE_PROCESS) -> tuple[float, int, tuple[float, torch.Tensor] | None]:
+                         mesh: Mesh = SINGLE_PROCESS, micro_batches: list[list[Predictions]] | None = None,
+                         ) -> tuple[float, int, tuple[float, torch.Tensor] | None]:
     """Forwards and backwards of every micro-batch into `.grad`, summed over the mesh: the global
-    loss and loss-token count, and for a MoE model the global aux loss and router counts [L, E]."""
+    loss and loss-token count, and for a MoE model the global aux loss and router counts [L, E].
+    `micro_batches`: this rank's rows if already built (`build_micro_batches`, e.g. on another thread while the GPU works)."""
     device = next(model.parameters()).device
-    micro_batches = build_micro_batches(case, pipe, mesh)
+    if micro_batches is None:
+        micro_batches = build_micro_batches(case, pipe, mesh)
     local_counts = count_targets(micro_batches)
     shards = [[pipe.shard(p, mesh) for p in forwards] for forwards in micro_batches]
     shard_tokens = sum(int(p.label_mask_BT.sum()) for forwards in shards for p in forwards)

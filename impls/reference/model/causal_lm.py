@@ -21,6 +21,7 @@ from packcheck.impls.reference.model.config import ModelConfig
 from packcheck.impls.reference.model.hybrid import HybridCausalLM
 from packcheck.impls.reference.model.hybrid_config import is_hybrid_checkpoint
 from packcheck.impls.reference.model.layers import DecoderLayer
+from packcheck.impls.reference.model.lm_head_inputs import LmHeadInputs
 from packcheck.impls.reference.model.norm import RMSNorm
 from packcheck.impls.reference.model.rope import rope_cos_sin
 
@@ -35,6 +36,8 @@ class DecoderStack(nn.Module):
 
 class CausalLM(nn.Module):
     config_class = ModelConfig
+    # reference.fast sets this: forward returns LmHeadInputs (hidden states, lm_head weight) for a chunked log-prob
+    lm_head_inputs = False
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -58,6 +61,8 @@ class CausalLM(nn.Module):
         cos_BTD, sin_BTD = rope_cos_sin(position_ids_BT, self.config.head_dim, self.config.rope_theta, x_BTC.dtype)
         for layer in self.model.layers:
             x_BTC = layer(x_BTC, cos_BTD, sin_BTD, backend, mask)
+        if self.lm_head_inputs:
+            return LmHeadInputs(self.model.norm(x_BTC), self.lm_head.weight)
         return self.lm_head(self.model.norm(x_BTC))  # logits_BTV
 
     @classmethod
