@@ -96,9 +96,9 @@ def run_inputs(config):
 def chosen_dtype(config, info) -> str:
     """--dtype, or with --dtype auto the most precise dtype the engine declares (harness/run/dtype_choice.py), kept
     for the terminal summary; an engine that declares none is a usage error naming the field."""
-    dtype = config.getoption("--dtype")
     from packcheck.harness.run.dtype_choice import AUTO, NoDtypeDeclared, choose_dtype
 
+    dtype = config.getoption("--dtype")
     if dtype != AUTO:
         return dtype
     if DTYPE_CHOICE not in config.stash:
