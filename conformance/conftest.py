@@ -6,17 +6,18 @@ import pytest
 
 
 def families(config) -> list[str]:
-    """--family, else every family the engine declares (its description, from its own process)."""
-    from packcheck.conformance.plugin import session_pool
+    """--family, else every family the engine declares (its description, from its own process) that --model fits."""
+    from packcheck.conformance.plugin import run_inputs, session_pool
     from packcheck.harness.launch import LaunchFailed
     from packcheck.harness.models import FAMILIES
 
     chosen = config.getoption("--family")
     if chosen:
         return chosen
+    fitting = run_inputs(config)[1] or FAMILIES
     spec = config.getoption("--engine")
     try:
-        return sorted(set(FAMILIES) & session_pool(config).engine_info(spec, config.getoption("--device")).capabilities.families)
+        return sorted(set(fitting) & session_pool(config).engine_info(spec, config.getoption("--device")).capabilities.families)
     except LaunchFailed as failed:
         raise pytest.UsageError(f"--engine {spec}: the engine did not start:\n{failed.text}") from None
 
@@ -37,8 +38,11 @@ def engine(pytestconfig, packcheck_pool):
 
 
 @pytest.fixture(scope="session")
-def dtype(pytestconfig) -> str:
-    return pytestconfig.getoption("--dtype")
+def dtype(request, pytestconfig) -> str:
+    """--dtype; with auto, the most precise dtype the engine declares (conformance/plugin.py, chosen_dtype)."""
+    from packcheck.conformance.plugin import chosen_dtype
+
+    return chosen_dtype(pytestconfig, request.getfixturevalue("engine") if pytestconfig.getoption("--dtype") == "auto" else None)
 
 
 @pytest.fixture(scope="session")

@@ -20,8 +20,8 @@ from packcheck.harness.scenarios.microbatch_invariance import REFERENCE_ARM, arm
 
 
 @pytest.mark.parametrize("layout", ["packed", "unpacked"])
-def test_gradient_is_independent_of_the_partition(engine, run_arm, family, dtype, device, attention, layout):
-    setting = setting_for(family, dtype, device, attention)
+def test_gradient_is_independent_of_the_partition(engine, run_arm, family, dtype, device, attention, packcheck_inputs, layout):
+    setting = setting_for(family, dtype, device, attention, packcheck_inputs)
     chosen_layout = UNPACKED if layout == "unpacked" else None
     whole = arms_for_partition(setting, Partition.all_in_one(len(SKEWED_LENGTHS)), chosen_layout)[REFERENCE_ARM]
     if engine.unsupported_reason(whole):

@@ -24,8 +24,8 @@ from packcheck.harness.scenarios.rl_loss_aggregation import ROLLOUT, SEQ_LEN, bu
 LAYOUTS = {"packed": packed(SEQ_LEN), "unpacked": UNPACKED}
 
 
-def test_policy_loss_equals_its_definition_for_any_partition(engine, run_arm, family, dtype, device, attention):
-    setting = setting_for(family, dtype, device, attention)
+def test_policy_loss_equals_its_definition_for_any_partition(engine, run_arm, family, dtype, device, attention, packcheck_inputs):
+    setting = setting_for(family, dtype, device, attention, packcheck_inputs)
     rollout = build(setting)[ROLLOUT]
     if engine.unsupported_reason(rollout):
         pytest.skip(f"unsupported: {engine.unsupported_reason(rollout)}")

@@ -101,32 +101,16 @@ def auto_dtypes(engines: list[str], pool, device: str) -> dict:
 
 
 def checked_inputs(args):
-    """--model, --seed and --data-scale as the run's Inputs, and the families they fit: a config directory runs its own
-    family, a size preset the families that have it (`--family` may narrow them, never widen them)."""
-    from packcheck.harness.models.sizes import PRESETS, TINY, ModelChoiceError, is_path, read_config
-    from packcheck.harness.run.inputs import Inputs
+    """--model, --seed and --data-scale as the run's Inputs (harness/run/inputs.py), `args.family` narrowed to the
+    families they fit; what no run can take is a usage error."""
+    from packcheck.harness.errors import InputError
+    from packcheck.harness.run.inputs import checked_inputs as checked
 
-    if args.seed < 0:
-        raise UsageError(f"--seed {args.seed}: give a seed of 0 or more (0: the goldens' inputs)")
-    if args.data_scale is not None and (args.data_scale < 1 or args.data_scale % 2 == 0):
-        raise UsageError(f"--data-scale {args.data_scale}: give an odd positive number (an even one makes cp's indivisible row divisible)")
-    if is_path(args.model):
-        try:
-            family = read_config(args.model)[0]
-        except ModelChoiceError as err:
-            raise UsageError(str(err)) from None
-        if args.family and args.family != [family]:
-            raise UsageError(f"--model {args.model} is a {family!r} model; run it with --family {family} (or without --family)")
-        args.family = [family]
-    elif args.model != TINY:
-        having = [family for family, presets in PRESETS.items() if args.model in presets]
-        lacking = [family for family in args.family or having if args.model not in PRESETS.get(family, {})]
-        if not having or lacking:
-            raise UsageError(f"--model {args.model}: {', '.join(lacking) if having else 'no family'} has no such size preset; "
-                             + "; ".join(f"{family}: {', '.join(presets)}" for family, presets in PRESETS.items())
-                             + "; or give a directory holding a Hugging Face config.json")
-        args.family = args.family or having
-    return Inputs(model=args.model, seed=args.seed, data_scale=args.data_scale)
+    try:
+        inputs, args.family = checked(args.model, args.seed, args.data_scale, args.family)
+    except InputError as err:
+        raise UsageError(str(err)) from None
+    return inputs
 
 
 class Interrupted(Exception):

@@ -6,7 +6,7 @@ from typing import Callable, Iterable
 
 from packcheck.harness.compare.comparison import Arms, Comparison
 from packcheck.harness.compare.conditioning import error_weights
-from packcheck.harness.compare.metrics import flat_index_to_position, max_rel, rel_l2, rel_nats
+from packcheck.harness.compare.metrics import Float64Buffers, flat_index_to_position, rel_nats, tensor_errors
 from packcheck.harness.compare.router import compare_router
 from packcheck.harness.compare.tolerances import Tolerance
 from packcheck.harness.contract import OptimizerSpec, StepResult
@@ -41,12 +41,12 @@ def compare_scalars(arms: Arms, observed: StepResult, reference: StepResult, tol
 
 def compare_tensors(arms: Arms, quantity: str, observed: dict, reference: dict, threshold: float) -> list[Comparison]:
     """Relative L2 and max-relative error for every named tensor."""
-    rows = []
+    rows, buffers = [], Float64Buffers()
     for name in sorted(reference):
         a, b = observed[name], reference[name]
-        worst, index = max_rel(a, b)
+        l2, worst, index = tensor_errors(a, b, buffers=buffers)
         where = f"element {flat_index_to_position(index, tuple(b.shape))}" if index >= 0 else ""
-        rows.append(Comparison(arms=arms, quantity=quantity, item=name, metric="rel_l2", observed=rel_l2(a, b), threshold=threshold))
+        rows.append(Comparison(arms=arms, quantity=quantity, item=name, metric="rel_l2", observed=l2, threshold=threshold))
         rows.append(Comparison(arms=arms, quantity=quantity, item=name, metric="max_rel", observed=worst, threshold=threshold, where=where))
     return rows
 
@@ -55,17 +55,16 @@ def compare_params_after(arms: Arms, observed: StepResult, reference: StepResult
                          optimizer: OptimizerSpec | None) -> list[Comparison]:
     """Every parameter after the optimizer step: relative L2 and max-relative as for gradients, each
     element's error weighted by the step's conditioning there (harness/compare/conditioning.py)."""
-    rows = []
+    rows, buffers = [], Float64Buffers()
     # the step sees the gradient clipped by the reference's norm: condition on what it saw
     clip = optimizer.clip_coefficient(reference.grad_norm) if optimizer is not None and reference.grad_norm is not None else 1.0
     for name in sorted(reference.params_after):
         a, b = observed.params_after[name], reference.params_after[name]
         # a frozen parameter has no gradient: nothing conditions it (and it must not move at all)
         weights = error_weights(b, clip * reference.grads[name], optimizer) if name in reference.grads else None
-        worst, index = max_rel(a, b, weights)
+        l2, worst, index = tensor_errors(a, b, weights, buffers)
         where = f"element {flat_index_to_position(index, tuple(b.shape))}" if index >= 0 else ""
-        rows.append(Comparison(arms=arms, quantity="params_after", item=name, metric="cond_rel_l2",
-                               observed=rel_l2(a, b, weights), threshold=threshold))
+        rows.append(Comparison(arms=arms, quantity="params_after", item=name, metric="cond_rel_l2", observed=l2, threshold=threshold))
         rows.append(Comparison(arms=arms, quantity="params_after", item=name, metric="cond_max_rel", observed=worst,
                                threshold=threshold, where=where))
     return rows

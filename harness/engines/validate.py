@@ -43,6 +43,16 @@ PRECISE_ENOUGH = {
 }
 
 
+def all_finite(t: torch.Tensor) -> bool:
+    """Whether every value of `t` is finite, from its least and greatest (min and max propagate NaN, and an inf is
+    one of them): one reduction without a tensor of flags, 15x faster than isfinite(t).all() on a CPU in bfloat16
+    (0.75B gradient values at the 0.6b size: 0.3 s instead of 5 s; benchmarks/harness_overhead.py)."""
+    if t.numel() == 0:
+        return True
+    low, high = torch.aminmax(t)
+    return bool(torch.isfinite(low) & torch.isfinite(high))
+
+
 def _check_tensor(where: str, t: object, shape: tuple[int, ...], case: Case, problems: list[str]) -> bool:
     if not isinstance(t, torch.Tensor):
         problems.append(f"{where} is {type(t).__name__}, expected a torch.Tensor")
@@ -61,7 +71,7 @@ def _check_tensor(where: str, t: object, shape: tuple[int, ...], case: Case, pro
     if tuple(t.shape) != shape:
         problems.append(f"{where} has shape {tuple(t.shape)}, expected {shape}")
         return False
-    if not bool(torch.isfinite(t).all()):
+    if not all_finite(t):
         bad = int((~torch.isfinite(t)).sum())
         problems.append(f"{where} has {bad} non-finite values (NaN/inf)")
         return False
@@ -132,12 +142,14 @@ def _not_computed(case: Case, result: StepResult) -> list[str]:
     samples that differ, or no gradient at all behind a loss that is not zero (a policy loss may clip
     every token: there, behind per-token weights the engine itself reports as non-zero)."""
     problems = []
-    supervised = [float(result.logprobs[i][t]) for i, t in sorted(case.supervised)]
+    values = {i: result.logprobs[i].tolist() for i in {i for i, _ in case.supervised}}  # one copy per sample, not one per token
+    supervised = [values[i][t] for i, t in sorted(case.supervised)]
     distinct_samples = len({tuple(s.input_ids) for s in case.samples if s.num_targets})
     if distinct_samples > 1 and len(supervised) > 1 and len(set(supervised)) == 1:
         problems.append(f"result.logprobs: every one of the {len(supervised)} supervised tokens of {distinct_samples} different "
                         f"samples has log-prob {supervised[0]!r}: the log-probs do not depend on the tokens (not computed)")
-    if result.grads and all(not bool(t.any()) for t in result.grads.values()):
+    # smallest first: the first non-zero one ends the search (the embedding's gradient alone took 0.2 s at the 0.6b size)
+    if result.grads and all(not bool(t.any()) for t in sorted(result.grads.values(), key=torch.Tensor.numel)):
         weighed = sum(int(w.count_nonzero()) for w in result.dloss_dlogprobs or [])
         if weighed or (case.loss.kind is not LossKind.PPO_CLIP and result.loss != 0.0):
             said = f" and its own dloss_dlogprobs weighs {weighed} tokens" if weighed else ""

@@ -9,7 +9,8 @@ Start-up (an interpreter per process, torch, the rendezvous, building the engine
 case costs a fraction of that, so a launch serves every case of its engine and world size for as
 long as they succeed. A case that errs or hangs ends the launch (its ranks stop, the agent tears
 them down), and the parent starts a fresh one for the next case. Each case gets its own directory,
-which is the engine's working directory, and its own copy of the model checkpoint: nothing an
+which is the engine's working directory, and the model checkpoint as copied from the cache (the launch's
+private copy, copied afresh after a case that changed it: harness/launch/private_checkpoint.py): nothing an
 engine writes reaches the harness's files or another case.
 """
 
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -28,6 +28,7 @@ from packcheck.harness.launch.collect import log_tail, read_outcome
 from packcheck.harness.launch.guard import GuardedProcess
 from packcheck.harness.launch.job import Job
 from packcheck.harness.launch.layout import CaseDir, LaunchDir
+from packcheck.harness.launch.private_checkpoint import PrivateCheckpoint
 from packcheck.harness.launch.outcome import CaseOutcome
 from packcheck.harness.launch.quiet import quiet
 
@@ -60,6 +61,7 @@ class Launch:
         self.started_at = time.monotonic()
         self.cases = 0
         self.ended = False
+        self.checkpoint = PrivateCheckpoint(directory.checkpoint)
 
     @classmethod
     def start(cls, engine_spec: str, device: str, world_size: int, timeout: float, workdir: Path,
@@ -127,8 +129,8 @@ class Launch:
 
     def _submit(self, case: Case, mode: str) -> CaseDir:
         case_dir = CaseDir.create(self.dir.cases, self.cases, case.name)
-        shutil.copytree(case.model.checkpoint, case_dir.checkpoint)
-        private = case.with_(model=case.model.with_checkpoint(str(case_dir.checkpoint.resolve())))
+        checkpoint = self.checkpoint.for_case(case.model.checkpoint)
+        private = case.with_(model=case.model.with_checkpoint(str(checkpoint.resolve())))
         case_dir.case.write_text(json.dumps(private.to_json()))
         write_json_atomically(self.dir.queue_entry(self.cases), {"case_dir": str(case_dir.path.resolve()), "mode": mode})
         self.cases += 1

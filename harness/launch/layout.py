@@ -13,9 +13,10 @@ between ranks, the launcher's store); nothing is pickled across processes.
       build-stacks.rank1.txt    rank 1's stacks, dumped when building the engine outlasted --timeout
       startup.rank1.json    a rank that failed before its first case: the traceback
       pid.rank1             each rank's process id, for the parent's guard
+      checkpoint/           the launch's own copy of the model checkpoint (the engine may do anything to it: a case
+                            that changed it gets the next case a fresh copy; harness/launch/private_checkpoint.py)
       cases/000-packed/
-        case.json           the Case, its checkpoint pointing at the private copy beside it
-        checkpoint/         the case's own copy of the model checkpoint (the engine may do anything to it)
+        case.json           the Case, its checkpoint pointing at the launch's private copy
         started.rank1       rank 1 began the case (its deadline runs from here)
         unsupported.json    rank 0's engine declined the case (its own unsupported_reason; or, forced, it raised UnsupportedCase)
         invalid.json        rank 0's result broke the contract: every problem, field by field
@@ -46,10 +47,6 @@ class CaseDir:
     @property
     def case(self) -> Path:
         return self.path / "case.json"
-
-    @property
-    def checkpoint(self) -> Path:
-        return self.path / "checkpoint"
 
     @property
     def result(self) -> Path:
@@ -86,6 +83,10 @@ class LaunchDir:
     @property
     def job(self) -> Path:
         return self.path / "job.json"
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.path / "checkpoint"
 
     @property
     def engine_info(self) -> Path:

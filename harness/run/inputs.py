@@ -8,8 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from packcheck.harness.models.sizes import TINY, resolve_model
+from packcheck.harness.errors import InputError
+from packcheck.harness.models.sizes import PRESETS, TINY, is_path, read_config, resolve_model
 from packcheck.harness.scenarios import Setting
+
+
+class BadInputs(InputError):
+    """--model, --seed or --data-scale that no run can take: the message names the flag and the fix."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -30,3 +35,28 @@ class Inputs:
 
     def to_json(self) -> dict:
         return {"model": self.model, "seed": self.seed} | ({"data_scale": self.data_scale} if self.data_scale else {})
+
+
+def checked_inputs(model: str, seed: int, data_scale: int | None, families: list[str] | None) -> tuple[Inputs, list[str] | None]:
+    """--model, --seed and --data-scale as a run's Inputs, and the families they fit: a config directory runs its own
+    family, a size preset the families that have it (`families`, the --family given, may narrow them, never widen
+    them; None with the tiny default: every family). Shared by `packcheck run` and the pytest plugin."""
+    if seed < 0:
+        raise BadInputs(f"--seed {seed}: give a seed of 0 or more (0: the goldens' inputs)")
+    if data_scale is not None and (data_scale < 1 or data_scale % 2 == 0):
+        raise BadInputs(f"--data-scale {data_scale}: give an odd positive number (an even one makes cp's indivisible row divisible)")
+    if is_path(model):
+        family = read_config(model)[0]
+        if families and families != [family]:
+            raise BadInputs(f"--model {model} is a {family!r} model; run it with --family {family} (or without --family)")
+        families = [family]
+    elif model != TINY:
+        having = [family for family, presets in PRESETS.items() if model in presets]
+        lacking = [family for family in families or having if model not in PRESETS.get(family, {})]
+        if not having or lacking:
+            which = f"{', '.join(lacking)} has no such size preset" if having else "no family has such a size preset"
+            raise BadInputs(f"--model {model}: {which}; "
+                            + "; ".join(f"{family}: {', '.join(presets)}" for family, presets in PRESETS.items())
+                            + "; or give a directory holding a Hugging Face config.json")
+        families = families or having
+    return Inputs(model=model, seed=seed, data_scale=data_scale), families
