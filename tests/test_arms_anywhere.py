@@ -4,6 +4,8 @@ summary say so. PACKCHECK_VISIBLE_GPUS stands in for the GPUs this CPU machine d
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from packcheck.harness.compare import Arms, Comparison
@@ -130,3 +132,19 @@ def test_with_one_gpu_the_baseline_stays_and_the_dp_arm_runs_on_the_cpu(monkeypa
         assert v.status == PASS and v.worst.margin <= 1e-3, v.message()
     else:
         assert v.status == FAIL and v.worst.margin >= 1e6, v.message()
+
+
+def test_at_a_realistic_size_the_cpu_pass_checks_the_logic_at_the_family_tiny_size(monkeypatch):
+    """A float64 CPU step of the 0.6b preset needs tens of GiB per rank: the relocated arms and their baselines run at
+    the family's tiny size, same seed and arm names, and the verdict says so. (The 0.6b setting is stood in for by its
+    name: building its weights takes a minute.)"""
+    monkeypatch.setenv(VISIBLE_GPUS_ENV, "1")
+    tiny = Inputs(seed=3).setting("llama", "bfloat16", "cuda")
+    realistic = dataclasses.replace(tiny, model_name="0.6b", data_scale=85)
+    logic = placement.logic_setting(realistic)
+    assert (logic.device, logic.dtype, logic.model_name, logic.data_scale, logic.seed) == ("cpu", "float64", "tiny", 1, 3)
+    assert logic.model == Inputs(seed=3).setting("llama", "float64", "cpu").model
+    assert set(SCENARIOS["cp_vs_nocp"].build(logic)) == set(SCENARIOS["cp_vs_nocp"].build(realistic))
+    assert "at llama's tiny size, seed 3" in placement.logic_note(realistic, logic)
+    same = placement.logic_setting(tiny)
+    assert (same.model, same.data_scale) == (tiny.model, tiny.data_scale) and placement.logic_note(tiny, same) == ""

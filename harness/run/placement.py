@@ -7,7 +7,8 @@ measure bf16 rounding, not the engine's logic. So the runner judges a verdict in
 
   1. the arms this machine hosts, on the asked device and dtype (today's verdict);
   2. the arms it cannot host, plus the scenario's single-process and required arms (its baselines),
-     built again on the CPU in float64 and judged with the float64 tolerance.
+     built again on the CPU in float64 (at the family's tiny size where the run's model is larger)
+     and judged with the float64 tolerance.
 
 Pass 2's arms are named `cpu_float64/<arm>` in comparisons and saved arms, and the verdict lists
 them (docs/gpu.md, "Every arm on any machine"). Where a required or single-process arm cannot be
@@ -23,6 +24,8 @@ from typing import Iterable, Mapping
 from packcheck.harness.compare import Arms, Comparison
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.launch.capacity import cannot_host
+from packcheck.harness.models.sizes import TINY
+from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run.verdict import ERROR, FAIL, HANG, PASS, UNSUPPORTED, Verdict
 from packcheck.harness.scenarios import Scenario, Setting
 
@@ -36,8 +39,21 @@ def needs_more_gpus(case: Case) -> bool:
 
 
 def logic_setting(setting: Setting) -> Setting:
-    """The same inputs on the CPU in float64: where an arm the machine cannot host runs."""
-    return dataclasses.replace(setting, device=LOGIC_DEVICE, dtype=LOGIC_DTYPE)
+    """The same inputs on the CPU in float64: where an arm the machine cannot host runs. A run at a realistic size
+    (`--model 0.6b`, a config directory) checks that logic at the family's tiny size, same seed: sharding,
+    reductions and counts do not depend on the width, and a float64 CPU step of a 0.75B model needs tens of GiB
+    per rank (a world-4 arm would not fit a GPU machine's host memory)."""
+    if setting.model_name == TINY:
+        return dataclasses.replace(setting, device=LOGIC_DEVICE, dtype=LOGIC_DTYPE)
+    return Inputs(seed=setting.seed).setting(setting.family, LOGIC_DTYPE, LOGIC_DEVICE, setting.attention)
+
+
+def logic_note(setting: Setting, logic: Setting) -> str:
+    """What the verdict says when its CPU pass ran another model than its GPU pass ("" when the same)."""
+    if logic.model_name == setting.model_name:
+        return ""
+    return (f"these arms ran at {setting.family}'s {logic.model_name} size, seed {logic.seed} (the logic check; "
+            f"the run's --model {setting.model_name} is too large for float64 on the CPU)\n")
 
 
 def required_arm_moves(scenario: Scenario, cases: Mapping[str, Case]) -> bool:

@@ -236,6 +236,7 @@ def judge_placed(info: EngineInfo, scenario: Scenario, setting: Setting, verdict
     logic = Verdict(engine=verdict.engine, engine_spec=verdict.engine_spec, family=verdict.family, scenario=scenario.name,
                     dtype=placement.LOGIC_DTYPE, device=placement.LOGIC_DEVICE, status=PASS, attention=verdict.attention)
     cpu = placement.logic_setting(setting)
+    logic.detail += placement.logic_note(setting, cpu)
     keep = None if not here else (lambda name, case: case.parallel.world_size == 1 or name not in scenario.optional_arms or name in moved)
     invalid = InvalidArms()
     cases, results = build_and_run(info, scenario, cpu, logic, pool, keep=keep, invalid=invalid)
