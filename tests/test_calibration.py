@@ -10,6 +10,7 @@ import pytest
 
 from packcheck.harness.cli.main import main
 from packcheck.harness.compare.tolerances import CALIBRATION_FACTOR, NOISE_FLOORS, NOISE_QUANTITIES, tolerance_for
+from packcheck.harness.report import render_markdown
 from packcheck.harness.run import calibration
 from packcheck.harness.run.placement import PREFIX
 
@@ -59,6 +60,7 @@ def test_calibrate_measures_floors_over_seeds_and_writes_each_seed(tmp_path, cap
     assert 0 < report["fields"]["grad"]["max"] < tolerance_for("float32").grad
     seed_rows = json.loads((tmp_path / "seed-1" / "results.json").read_text())["rows"]
     assert any("floor_ratio" in r for r in seed_rows), "rows the float32 table judges carry their floor ratio"
+    assert "inputs: seed 1" in render_markdown(tmp_path / "seed-1"), "a seed's summary names its inputs"
     assert "| grad |" in capsys.readouterr().out
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from packcheck.harness.cli.main import main
 from packcheck.harness.engines import Capabilities
+from packcheck.harness.report import render_markdown
 from packcheck.harness.run.dtype_choice import NoDtypeDeclared, choose_dtype
 
 
@@ -38,6 +39,8 @@ def test_run_auto_judges_each_engine_at_its_choice(tmp_path, capsys):
     assert data["provenance"]["dtype"] == "auto" and "float32" in data["provenance"]["dtype_choice"][
         "packcheck.impls.example.minimal_engine:MinimalEngine"]
     assert "--dtype float32" in next(v["reproduce"] for v in data["verdicts"] if v["engine"] == "example.minimal")
+    summary = render_markdown(tmp_path)  # a pull request's comment says which dtype each engine was judged at
+    assert "dtype auto: `packcheck.impls.example.minimal_engine:MinimalEngine`: float32 (--dtype auto" in summary
 
 
 def test_run_auto_with_no_declared_dtype_is_a_usage_error(tmp_path, capsys):

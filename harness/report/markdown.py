@@ -71,6 +71,18 @@ def _baseline_section(run, base_dir: str | Path) -> list[str]:
     return lines
 
 
+def run_choices(prov: dict) -> list[str]:
+    """The inputs a run chose that a reader of the summary needs: the model, seed and data scale where not the
+    defaults, and each engine's dtype under --dtype auto."""
+    inputs = prov.get("inputs") or {}
+    shown = [f"{key.replace('_', ' ')} {_text(inputs[key])}" for key in ("model", "seed", "data_scale")
+             if key in inputs and inputs[key] not in ("tiny", 0)]
+    lines = [f"inputs: {', '.join(shown)}", ""] if shown else []
+    for engine, choice in (prov.get("dtype_choice") or {}).items():
+        lines += [f"dtype auto: {_code(engine)}: {_text(choice)}", ""]
+    return lines
+
+
 def render_markdown(run_dir: str | Path, baseline_dir: str | Path | None = None) -> str:
     """The summary of the run in `run_dir`; with `baseline_dir`, a section against that run (for a PR: the main branch's)."""
     run = load_run(run_dir)
@@ -81,6 +93,7 @@ def render_markdown(run_dir: str | Path, baseline_dir: str | Path | None = None)
     origin = ", ".join(f"{k} {_text(prov[k])}" for k in ("packcheck", "torch", "device_name", "git_commit") if prov.get(k))
     if origin:
         lines += [origin, ""]
+    lines += run_choices(prov)
     lines += [", ".join(f"{n} {status}" for status, n in counts.items()), ""]
     if verdicts.empty:
         return "\n".join(lines + ["This run has no verdicts.", ""])
