@@ -40,6 +40,7 @@ def test_null_comparisons_are_the_table_judged_rows_on_the_device():
     assert [(s.field, s.observed) for s in oracle] == [("grad", 0.3)]
     floors = calibration.floors(judged + [calibration.Sample("grad", 0.03, 9, rows[1])])
     assert floors["grad"].floor == 0.03 and floors["grad"].count == 2 and floors["grad"].worst.origin().startswith("seed 9 llama")
+    assert calibration.family_floors(judged) == {"grad": {"llama": 0.02}, "logprobs": {"llama": 0.06}}
 
 
 def test_a_row_reports_its_error_as_a_multiple_of_the_floor_only_where_the_table_judged_it():
@@ -60,6 +61,8 @@ def test_calibrate_measures_floors_over_seeds_and_writes_each_seed(tmp_path, cap
     assert 0 < report["fields"]["grad"]["max"] < tolerance_for("float32").grad
     seed_rows = json.loads((tmp_path / "seed-1" / "results.json").read_text())["rows"]
     assert any("floor_ratio" in r for r in seed_rows), "rows the float32 table judges carry their floor ratio"
+    recorded = json.loads((tmp_path / "seed-1" / "results.json").read_text())["provenance"]["tolerances"]["float32"]
+    assert recorded["grad"] == tolerance_for("float32").grad
     assert "inputs: seed 1" in render_markdown(tmp_path / "seed-1"), "a seed's summary names its inputs"
     assert "| grad |" in capsys.readouterr().out
 
@@ -78,3 +81,13 @@ def test_calibrate_names_bad_seeds_and_a_missing_engine(tmp_path, capsys):
     assert "--seeds '5-x': give a range like 0-49" in capsys.readouterr().err
     assert main(["calibrate", "--seeds", "0-1", "--out", str(tmp_path)]) == 2
     assert "name it with --engine" in capsys.readouterr().err
+
+
+def test_a_run_is_read_against_the_table_it_recorded():
+    """Recalibrating changes the table: a run's rows are judged-by-table against the table in its provenance."""
+    old = {name: 1e-3 for name in NOISE_QUANTITIES}
+    table = calibration.judging_table({"tolerances": {"bfloat16": old}}, "bfloat16")
+    assert table.grad == 1e-3 and table.router_reassigned == tolerance_for("bfloat16").router_reassigned
+    judged, _ = calibration.samples([row("packed", "unpacked", "grad", 4e-4, 1e-3)], seed=0, table=table)
+    assert [s.observed for s in judged] == [4e-4]
+    assert calibration.judging_table({}, "bfloat16") == tolerance_for("bfloat16")  # results from before the record

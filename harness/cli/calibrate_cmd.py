@@ -113,7 +113,6 @@ def run_seeds(args, seeds: list[int], out: Path) -> list[Path]:
 
 def summarise(directories: list[Path], factor: float) -> dict:
     """Per dtype: the floors, the floors against float64, each arm pair's floor, and the verdicts that did not pass."""
-    from packcheck.harness.compare import tolerance_for
     from packcheck.harness.run import calibration
     from packcheck.harness.run.results import load_results
 
@@ -124,7 +123,7 @@ def summarise(directories: list[Path], factor: float) -> dict:
         for dtype in sorted({v["dtype"] for v in data["verdicts"]}):
             group = measured.setdefault(dtype, {"judged": [], "oracle": [], "seeds": set(), "verdicts": 0, "not_passing": []})
             rows = [r for r in data["rows"] if r.get("dtype") == dtype]
-            judged, oracle = calibration.samples(rows, seed, tolerance_for(dtype))
+            judged, oracle = calibration.samples(rows, seed, calibration.judging_table(data["provenance"], dtype))
             group["judged"] += judged
             group["oracle"] += oracle
             group["seeds"].add(seed)
@@ -147,7 +146,7 @@ def dtype_report(dtype: str, group: dict, factor: float) -> dict:
                                            "suggested": factor * floor.floor}
     return {"seeds": sorted(group["seeds"]), "verdicts": group["verdicts"], "not_passing": group["not_passing"], "fields": fields,
             "against_float64": {f: floor.to_json() for f, floor in calibration.floors(group["oracle"]).items()},
-            "arm_pairs": calibration.arm_pair_floors(group["judged"])}
+            "families": calibration.family_floors(group["judged"]), "arm_pairs": calibration.arm_pair_floors(group["judged"])}
 
 
 def markdown(report: dict) -> str:
@@ -162,6 +161,9 @@ def markdown(report: dict) -> str:
             ratio = "-" if f["max_over_tolerance"] is None else f"{f['max_over_tolerance']:.3g}"
             lines.append(f"| {field} | {f['count']} | {f['median']:.3g} | {f['p99']:.3g} | {f['max']:.3g} | {f['tolerance']:.3g} | "
                          f"{ratio} | {f['suggested']:.3g} | {f['worst']} |")
+        lines += ["", "per family (max):", ""]
+        lines += [f"- {field}: " + ", ".join(f"{family} {value:.2g}" for family, value in families.items())
+                  for field, families in group["families"].items()]
         if group["against_float64"]:
             lines += ["", "against the float64 oracle (the engine's own error):", ""]
             lines += [f"- {field}: {f['count']} comparisons, median {f['median']:.3g}, max {f['max']:.3g} ({f['worst']})"

@@ -90,6 +90,11 @@ def noise_floor(dtype: str, field: str) -> float | None:
     return NOISE_FLOORS.get(dtype, {}).get(field)
 
 
+def table_json() -> dict[str, dict[str, float]]:
+    """The table a run judges with, as results.json's provenance records it (a later recalibration changes it)."""
+    return {dtype: {name: getattr(tolerance, name) for name in NOISE_QUANTITIES} for dtype, tolerance in TOLERANCES.items()}
+
+
 def tolerance_for(dtype: str) -> Tolerance:
     if dtype not in TOLERANCES:
         raise KeyError(f"no tolerance policy for dtype {dtype!r}; known: {sorted(TOLERANCES)}")

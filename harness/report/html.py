@@ -178,6 +178,15 @@ def _script() -> tuple[markupsafe.Markup, str]:
     return markupsafe.Markup(text), f"sha256-{digest}"
 
 
+def header_provenance(provenance: dict, dtypes: set[str]) -> dict:
+    """The provenance as the header lists it: the tolerance table only for the dtypes the run judged, one line each."""
+    table = provenance.get("tolerances") or {}
+    shown = {k: v for k, v in provenance.items() if k != "tolerances"}
+    for dtype in sorted(dtypes & set(table)):
+        shown[f"tolerances {dtype}"] = ", ".join(f"{name} {value:.3g}" for name, value in table[dtype].items())
+    return shown
+
+
 def render_html(run_dir: str | Path, baseline_dir: str | Path | None = None) -> str:
     run = load_run(run_dir)
     verdicts = run.verdicts
@@ -185,7 +194,7 @@ def render_html(run_dir: str | Path, baseline_dir: str | Path | None = None) -> 
     return _environment().get_template("report.html.j2").render(
         script=script, script_hash=script_hash,
         directory=str(run.directory),
-        provenance=run.provenance,
+        provenance=header_provenance(run.provenance, set(verdicts["dtype"]) if not verdicts.empty else set()),
         counts=status_counts(verdicts),
         matrix=_matrix(run),
         details=[_detail(run, v) for v in verdicts.itertuples(index=False) if v.status != "pass"],

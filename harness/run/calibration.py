@@ -7,18 +7,19 @@ rounding noise. Over many seeds their maximum per tolerance field is the dtype's
 the tolerance a verdict applies is a factor above it (harness/compare/tolerances.py).
 
 What is measured, from results.json rows:
-- `floors`: per tolerance field, the comparisons the dtype's table judges (rows with a floor ratio;
-  in older results, a threshold equal to the table's entry): arm against arm, or against the
+- `floors`: per tolerance field, the comparisons the dtype's table judges (a threshold equal to the
+  entry of the table the run recorded in its provenance): arm against arm, or against the
   harness's definition, on the run's device.
   Arms relocated to the CPU in float64 (placement.PREFIX) measure nothing about the dtype and are
   left out; so are comparisons a scenario judges with its own bound (goldens, the float64 oracle).
 - `against_float64`: the gradient oracle's comparisons (an arm against the same arm in float64): the
   engine's own error against the exact answer, which golden_regression's noise factor bounds.
-- `arm_pairs`: the floor of each scenario's arm pair, for reading which comparison sets a floor.
+- `arm_pairs`: the floor of each scenario's arm pair, `family_floors` each family's: which sets a floor.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections import defaultdict
@@ -99,10 +100,15 @@ def samples(rows: Iterable[Mapping], seed: int, table: Tolerance) -> tuple[list[
     return judged, oracle
 
 
+def judging_table(provenance: Mapping, dtype: str) -> Tolerance:
+    """The table a run judged `dtype` with: recorded in its provenance (today's, for results written before that)."""
+    recorded = (provenance.get("tolerances") or {}).get(dtype)
+    return tolerance_for(dtype) if recorded is None else dataclasses.replace(tolerance_for(dtype), **recorded)
+
+
 def judged_by_table(row: Mapping, table: Tolerance, field: str) -> bool:
-    """Whether the dtype's calibrated table judged the row: it then carries its floor ratio (results written before
-    floor ratios existed: its threshold is the table's entry)."""
-    return "floor_ratio" in row or row["threshold"] == getattr(table, field)
+    """Whether the dtype's table judged the row (not a scenario's own bound): its threshold is the table's entry."""
+    return row["threshold"] == getattr(table, field)
 
 
 def floors(measured: Iterable[Sample]) -> dict[str, Floor]:
@@ -119,6 +125,15 @@ def arm_pair_floors(measured: Iterable[Sample]) -> dict[str, dict[str, float]]:
         key = f"{s.row['scenario']} / {s.row['arms']}"
         worst[key][s.field] = max(worst[key].get(s.field, 0.0), s.observed)
     return dict(sorted(worst.items()))
+
+
+def family_floors(measured: Iterable[Sample]) -> dict[str, dict[str, float]]:
+    """field -> family -> the largest observed error: which family sets a dtype's floor, and by how much."""
+    worst: dict[str, dict[str, float]] = defaultdict(dict)
+    for s in measured:
+        family = s.row["family"]
+        worst[s.field][family] = max(worst[s.field].get(family, 0.0), s.observed)
+    return {field: dict(sorted(by_family.items())) for field, by_family in sorted(worst.items())}
 
 
 def _floor(field: str, group: list[Sample]) -> Floor:

@@ -19,6 +19,7 @@ import math
 import os
 from pathlib import Path
 
+from packcheck.harness.compare.tolerances import table_json
 from packcheck.harness.errors import InputError
 from packcheck.harness.files import write_atomically
 from packcheck.harness.run.calibration import floor_ratio
@@ -43,7 +44,7 @@ class ResultsFile:
     def __init__(self, directory: Path, provenance: dict):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.provenance = provenance
+        self.provenance = provenance | {"tolerances": table_json()}
         self.verdicts: list[Verdict] = []
         write_atomically(self.lines_path, json.dumps({"schema": SCHEMA, "provenance": provenance}) + "\n")
 
