@@ -89,6 +89,7 @@ def arm_rows(scenario, family: str, dtype: str) -> list[str]:
 
 def tolerance_rows(scenario) -> list[str]:
     from packcheck.harness.compare import NOISE_FACTOR, TOLERANCES
+    from packcheck.harness.compare.tolerances import CALIBRATION_FACTOR
 
     dtypes = list(TOLERANCES)
     rows = [("quantity: metric", *dtypes, "what")]
@@ -96,7 +97,9 @@ def tolerance_rows(scenario) -> list[str]:
     lines = _columns(rows)
     lines.append(_para(EXACT))
     source = ("Source: the one tolerance table, harness/compare/tolerances.py (TOLERANCES); float64's 1e-10 is derived from the "
-              "spread of the reference across CPU kernel paths (~3e-15) in docs/margins.md, \"Portability\".")
+              "spread of the reference across CPU kernel paths (~3e-15) in docs/margins.md, \"Portability\"; float32's and "
+              f"bfloat16's are {CALIBRATION_FACTOR:g} x the reference's noise floor measured on an H200 over many seeds of every "
+              "family (`packcheck calibrate`; docs/gpu.md, \"Calibrated tolerances\").")
     if scenario.golden_arm is not None:
         source += (f" This scenario compares against the stored float64 golden: in float64 with the table; in a lower "
                    f"precision with {NOISE_FACTOR:g} x the reference's own error at that precision (its noise floor, measured "
