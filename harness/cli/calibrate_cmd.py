@@ -12,18 +12,20 @@ dtype's tolerance today, and the floor x `--factor`, the tolerance the floor sug
 (harness/run/calibration.py says what counts as a null comparison).
 
 The exit status is 1 when any verdict of the runs is not a pass or unsupported: for a clean engine
-that is a false positive of today's tolerances (or a bug the seeds exposed), named in the output.
+that is a false positive of today's tolerances (or a bug the seeds exposed), named in the output;
+2 on a usage error or when Ctrl-C or SIGTERM stopped it (the seeds it finished are summarised).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import signal
 import sys
 from pathlib import Path
 
 from packcheck.harness.cli.errors import UsageError
-from packcheck.harness.cli.run_cmd import add_matrix_options, checked_inputs, checked_matrix, output_directory
+from packcheck.harness.cli.run_cmd import Interrupted, add_matrix_options, checked_inputs, checked_matrix, output_directory, raise_interrupted
 
 JUDGED_DTYPES = ("float32", "bfloat16", "float64")
 
@@ -58,6 +60,7 @@ def handle(args) -> int:
 
     out = output_directory(args.out)
     factor = CALIBRATION_FACTOR if args.factor is None else args.factor
+    interrupted = False
     if args.results:
         directories = run_directories(args.results)
     else:
@@ -65,11 +68,13 @@ def handle(args) -> int:
             raise UsageError("--seeds runs an engine: name it with --engine (e.g. --engine reference)")
         if args.dtype not in JUDGED_DTYPES:
             raise UsageError(f"--dtype {args.dtype!r}: calibrate one of {', '.join(JUDGED_DTYPES)}")
-        directories = run_seeds(args, parse_seeds(args.seeds), out)
+        directories, interrupted = run_seeds(args, parse_seeds(args.seeds), out)
     report = summarise(directories, factor)
     (out / "calibration.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     print(markdown(report))
     print(f"calibration: {out / 'calibration.json'}", file=sys.stderr)
+    if interrupted:
+        return 2
     return 1 if any(group["not_passing"] for group in report["dtypes"].values()) else 0
 
 
@@ -82,7 +87,8 @@ def run_directories(paths: list[str]) -> list[Path]:
     return found
 
 
-def run_seeds(args, seeds: list[int], out: Path) -> list[Path]:
+def run_seeds(args, seeds: list[int], out: Path) -> tuple[list[Path], bool]:
+    """Each seed's run in OUT/seed-N, and whether Ctrl-C or SIGTERM stopped them (the seeds finished are kept)."""
     from packcheck.harness.launch import LaunchPool
     from packcheck.harness.provenance import provenance
     from packcheck.harness.run.results import ResultsFile
@@ -92,7 +98,8 @@ def run_seeds(args, seeds: list[int], out: Path) -> list[Path]:
     args.seed = seeds[0]
     inputs = checked_inputs(args)
     pool = LaunchPool(out / "launches", args.timeout)
-    directories = []
+    directories: list[Path] = []
+    previous = {sig: signal.signal(sig, raise_interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         for seed in seeds:
             seeded = dataclasses.replace(inputs, seed=seed)
@@ -106,9 +113,16 @@ def run_seeds(args, seeds: list[int], out: Path) -> list[Path]:
             finally:
                 results.write()
             directories.append(results.directory)
-    finally:
         pool.close()
-    return directories
+    except (Interrupted, KeyboardInterrupt) as stop:
+        pool.kill()
+        print(f"packcheck calibrate: interrupted ({stop or 'SIGINT'}) after {len(directories)} whole seeds; every engine "
+              "process was killed; the floors below are of those seeds", file=sys.stderr)
+        return directories, True
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return directories, False
 
 
 def summarise(directories: list[Path], factor: float) -> dict:

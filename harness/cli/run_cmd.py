@@ -117,7 +117,7 @@ class Interrupted(Exception):
     """SIGINT or SIGTERM: stop the run, keep what it judged."""
 
 
-def _interrupt(signum, frame) -> None:
+def raise_interrupted(signum, frame) -> None:
     raise Interrupted(signal.Signals(signum).name)
 
 
@@ -162,7 +162,7 @@ def handle(args) -> int:
     matrix = Matrix(engines=engines, families=args.family, scenarios=scenarios, dtype=args.dtype, device=args.device,
                     attention=args.attention, save_arms=args.save_arms, dtype_for={spec: c.dtype for spec, c in chosen.items()},
                     inputs=inputs)
-    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, raise_interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
     interrupted = None
     try:
         run_matrix(matrix, results, pool)
