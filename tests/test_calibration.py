@@ -9,7 +9,7 @@ import json
 import pytest
 
 from packcheck.harness.cli.main import main
-from packcheck.harness.compare.tolerances import CALIBRATION_FACTOR, NOISE_FLOORS, NOISE_QUANTITIES, tolerance_for
+from packcheck.harness.compare.tolerances import CALIBRATION_FACTOR, NOISE_FLOORS, NOISE_QUANTITIES, noise_floors, tolerance_for
 from packcheck.harness.report import render_markdown
 from packcheck.harness.run import calibration
 from packcheck.harness.run.placement import PREFIX
@@ -44,11 +44,31 @@ def test_null_comparisons_are_the_table_judged_rows_on_the_device():
 
 
 def test_a_row_reports_its_error_as_a_multiple_of_the_floor_only_where_the_table_judged_it():
-    floor = NOISE_FLOORS["bfloat16"]["grad"]
-    assert calibration.floor_ratio("bfloat16", "grad", 2 * floor, tolerance_for("bfloat16").grad) == pytest.approx(2.0)
-    assert calibration.floor_ratio("bfloat16", "grad", 2 * floor, 0.77) is None  # a scenario's own bound
-    assert calibration.floor_ratio("float64", "grad", 1e-12, tolerance_for("float64").grad) is None
-    assert calibration.floor_ratio("bfloat16", "num_loss_tokens", 1.0, 0.0) is None
+    floors, floor = noise_floors("bfloat16"), NOISE_FLOORS["bfloat16"]["grad"]
+    assert calibration.floor_ratio(floors, "grad", 2 * floor, tolerance_for("bfloat16").grad) == pytest.approx(2.0)
+    assert calibration.floor_ratio(floors, "grad", 2 * floor, 0.77) is None  # a scenario's own bound
+    assert calibration.floor_ratio(noise_floors("float64"), "grad", 1e-12, tolerance_for("float64").grad) is None
+    assert calibration.floor_ratio(floors, "num_loss_tokens", 1.0, 0.0) is None
+
+
+def test_a_run_judges_with_the_floors_calibrate_measured_on_your_own_model(tmp_path, capsys):
+    """--noise-floors: a calibration.json of the user's own model and machine sets the float32/bfloat16 table (4x
+    its floors), recorded in the provenance; a floor it lacks keeps the shipped one; a bad file names its entry."""
+    own = tmp_path / "calibration.json"
+    own.write_text(json.dumps({"dtypes": {"float32": {"fields": {"logprobs": {"max": 1e-9}}}}}))
+    assert tolerance_for("float32", calibration.floors_from_report(own)["float32"]).logprobs == pytest.approx(4e-9)
+    code = main(["run", "--engine", "reference", "--family", "llama", "--scenario", "packed_vs_unpacked", "--dtype", "float32",
+                 "--noise-floors", str(own), "--out", str(tmp_path / "run"), "--no-report"])
+    assert code == 1, "the reference's float32 log-prob noise (~1e-6 nats) is far above a 4e-9 tolerance"
+    data = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert data["provenance"]["tolerances"]["float32"]["logprobs"] == pytest.approx(4e-9)
+    assert data["provenance"]["tolerances"]["float32"]["grad"] == tolerance_for("float32").grad
+    failing = [r for r in data["rows"] if not r["passed"]]
+    assert failing and {r["quantity"] for r in failing} == {"logprobs"} and all(r["floor_ratio"] > 4 for r in failing)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"dtypes": {"bfloat16": {"fields": {"grad": {"max": 0}}}}}))
+    assert main(["run", "--engine", "reference", "--noise-floors", str(bad), "--out", str(tmp_path / "x")]) == 2
+    assert "dtypes.bfloat16.fields.grad.max is 0" in capsys.readouterr().err
 
 
 def test_calibrate_measures_floors_over_seeds_and_writes_each_seed(tmp_path, capsys):

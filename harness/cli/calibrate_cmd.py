@@ -25,7 +25,8 @@ import sys
 from pathlib import Path
 
 from packcheck.harness.cli.errors import UsageError
-from packcheck.harness.cli.run_cmd import Interrupted, add_matrix_options, checked_inputs, checked_matrix, output_directory, raise_interrupted
+from packcheck.harness.cli.run_cmd import (Interrupted, add_matrix_options, checked_floors, checked_inputs, checked_matrix, floors_provenance,
+                                          output_directory, raise_interrupted)
 
 JUDGED_DTYPES = ("float32", "bfloat16", "float64")
 
@@ -97,6 +98,7 @@ def run_seeds(args, seeds: list[int], out: Path) -> tuple[list[Path], bool]:
     engines, scenarios = checked_matrix(args)
     args.seed = seeds[0]
     inputs = checked_inputs(args)
+    floors = checked_floors(args)
     pool = LaunchPool(out / "launches", args.timeout)
     directories: list[Path] = []
     previous = {sig: signal.signal(sig, raise_interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -105,9 +107,9 @@ def run_seeds(args, seeds: list[int], out: Path) -> tuple[list[Path], bool]:
             seeded = dataclasses.replace(inputs, seed=seed)
             print(f"seed {seed} ({seeds.index(seed) + 1} of {len(seeds)})", file=sys.stderr, flush=True)
             results = ResultsFile(out / f"seed-{seed}", provenance(args.device, ["packcheck", *args.argv])
-                                  | {"dtype": args.dtype, "inputs": seeded.to_json()})
+                                  | {"dtype": args.dtype, "inputs": seeded.to_json()} | floors_provenance(args, floors))
             matrix = Matrix(engines=engines, families=args.family, scenarios=scenarios, dtype=args.dtype, device=args.device,
-                            attention=args.attention, save_arms="none", inputs=seeded, logic_pass=False)
+                            attention=args.attention, save_arms="none", inputs=seeded, logic_pass=False, noise_floors=floors)
             try:
                 run_matrix(matrix, results, pool)
             finally:

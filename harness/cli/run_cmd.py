@@ -47,6 +47,9 @@ def add_matrix_options(parser, engine_required: bool = True) -> None:
                              "Hugging Face config.json, with its safetensors or seeded weights (default: tiny)")
     parser.add_argument("--data-scale", type=int, default=None,
                         help="documents and packed rows this many times longer, odd (default: the model's: 1 for tiny, 85 for 0.6b/1b)")
+    parser.add_argument("--noise-floors", default=None, metavar="CALIBRATION_JSON",
+                        help="judge float32/bfloat16 with 4x the floors `packcheck calibrate` measured on your model and machine "
+                             "(its calibration.json) instead of the shipped ones (default: the shipped, docs/gpu.md)")
 
 
 def expand_engines(specs: list[str]) -> list[str]:
@@ -113,6 +116,25 @@ def checked_inputs(args):
     return inputs
 
 
+def checked_floors(args) -> dict:
+    """--noise-floors read (a usage error names the file and the entry), or {} for the shipped floors."""
+    from packcheck.harness.run.calibration import FloorsProblem, floors_from_report
+
+    if args.noise_floors is None:
+        return {}
+    try:
+        return floors_from_report(args.noise_floors)
+    except FloorsProblem as err:
+        raise UsageError(str(err)) from None
+
+
+def floors_provenance(args, floors: dict) -> dict:
+    """The table a run with its own --noise-floors judges with, and where the floors came from."""
+    from packcheck.harness.compare.tolerances import table_json
+
+    return {"tolerances": table_json(floors), "noise_floors": str(Path(args.noise_floors).resolve())} if floors else {}
+
+
 class Interrupted(Exception):
     """SIGINT or SIGTERM: stop the run, keep what it judged."""
 
@@ -155,13 +177,15 @@ def handle(args) -> int:
     engines, scenarios = checked_matrix(args)
     out = output_directory(args.out)
     inputs = checked_inputs(args)
+    floors = checked_floors(args)
     pool = LaunchPool(out / "launches", args.timeout)
     chosen = auto_dtypes(engines, pool, args.device) if args.dtype == AUTO else {}
     results = ResultsFile(out, provenance(args.device, ["packcheck", *args.argv]) | {"dtype": args.dtype, "inputs": inputs.to_json()}
+                          | floors_provenance(args, floors)
                           | ({"dtype_choice": {spec: f"{c.dtype} ({c.why})" for spec, c in chosen.items()}} if chosen else {}))
     matrix = Matrix(engines=engines, families=args.family, scenarios=scenarios, dtype=args.dtype, device=args.device,
                     attention=args.attention, save_arms=args.save_arms, dtype_for={spec: c.dtype for spec, c in chosen.items()},
-                    inputs=inputs)
+                    inputs=inputs, noise_floors=floors)
     previous = {sig: signal.signal(sig, raise_interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
     interrupted = None
     try:

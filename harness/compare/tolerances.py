@@ -25,7 +25,9 @@ float64 golden. Scenarios that need a different bound override it next to their 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Mapping
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -60,14 +62,14 @@ NOISE_FLOORS: dict[str, dict[str, float]] = {
 CALIBRATION_FACTOR = 4.0
 
 
-def calibrated(dtype: str, **discrete: float) -> Tolerance:
-    return Tolerance(**{name: CALIBRATION_FACTOR * NOISE_FLOORS[dtype][name] for name in NOISE_QUANTITIES}, **discrete)
+def calibrated(floors: Mapping[str, float], **discrete: float) -> Tolerance:
+    return Tolerance(**{name: CALIBRATION_FACTOR * floors[name] for name in NOISE_QUANTITIES}, **discrete)
 
 
 TOLERANCES: dict[str, Tolerance] = {
     "float64": Tolerance(logprobs=1e-10, loss=1e-10, grad=1e-10, dloss_dlogprobs=1e-10, params_after=1e-10),
-    "float32": calibrated("float32", router_reassigned=5e-3),
-    "bfloat16": calibrated("bfloat16", router_reassigned=2e-2),
+    "float32": calibrated(NOISE_FLOORS["float32"], router_reassigned=5e-3),
+    "bfloat16": calibrated(NOISE_FLOORS["bfloat16"], router_reassigned=2e-2),
 }
 
 
@@ -85,17 +87,22 @@ def tolerance_from_floor(floor: dict[str, float], dtype: str, factor: float = NO
 
 
 
-def noise_floor(dtype: str, field: str) -> float | None:
-    """The calibrated floor a field's tolerance is a multiple of, or None (float64, discrete quantities)."""
-    return NOISE_FLOORS.get(dtype, {}).get(field)
+def noise_floors(dtype: str) -> dict[str, float]:
+    """The shipped calibrated floors of `dtype`'s table ({} for float64, whose table is not a multiple of a floor)."""
+    return dict(NOISE_FLOORS.get(dtype, {}))
 
 
-def table_json() -> dict[str, dict[str, float]]:
-    """The table a run judges with, as results.json's provenance records it (a later recalibration changes it)."""
-    return {dtype: {name: getattr(tolerance, name) for name in NOISE_QUANTITIES} for dtype, tolerance in TOLERANCES.items()}
+def table_json(floors: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, dict[str, float]]:
+    """The table a run judges with (with its own `floors` per dtype, where given), as results.json's provenance records it."""
+    return {dtype: {name: getattr(tolerance_for(dtype, (floors or {}).get(dtype)), name) for name in NOISE_QUANTITIES}
+            for dtype in TOLERANCES}
 
 
-def tolerance_for(dtype: str) -> Tolerance:
+def tolerance_for(dtype: str, floors: Mapping[str, float] | None = None) -> Tolerance:
+    """`dtype`'s row of the table; with `floors` (a calibration of the user's own: `packcheck run --noise-floors`),
+    CALIBRATION_FACTOR x those floors for the fields they give."""
     if dtype not in TOLERANCES:
         raise KeyError(f"no tolerance policy for dtype {dtype!r}; known: {sorted(TOLERANCES)}")
-    return TOLERANCES[dtype]
+    if not floors or dtype not in NOISE_FLOORS:
+        return TOLERANCES[dtype]
+    return dataclasses.replace(TOLERANCES[dtype], **{name: CALIBRATION_FACTOR * floors[name] for name in NOISE_QUANTITIES if name in floors})

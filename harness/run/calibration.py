@@ -20,14 +20,17 @@ What is measured, from results.json rows:
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable, Mapping
 
 from packcheck.harness.compare import Tolerance, tolerance_for
-from packcheck.harness.compare.tolerances import noise_floor
+from packcheck.harness.compare.tolerances import CALIBRATION_FACTOR, NOISE_FLOORS
+from packcheck.harness.errors import InputError
 from packcheck.harness.run.placement import PREFIX as RELOCATED
 from packcheck.harness.scenarios.oracle_arms import is_oracle
 
@@ -70,14 +73,46 @@ class Floor:
                 "worst": self.worst.origin()}
 
 
-def floor_ratio(dtype: str, quantity: str, observed_error: float, threshold: float) -> float | None:
-    """A comparison's error as a multiple of the reference's calibrated noise floor, where the dtype's table judged it
-    (None in float64, for exact quantities, and where a scenario set its own bound)."""
-    field = FIELD_OF.get(quantity)
-    floor = noise_floor(dtype, field) if field else None
-    if not floor or threshold != getattr(tolerance_for(dtype), field):
+def floor_ratio(floors: Mapping[str, float], quantity: str, observed_error: float, threshold: float) -> float | None:
+    """A comparison's error as a multiple of its dtype's calibrated noise floor (`floors`: a verdict's), where the table
+    judged it: its threshold is CALIBRATION_FACTOR x the floor (None in float64, for exact quantities, and where a
+    scenario set its own bound)."""
+    floor = floors.get(FIELD_OF.get(quantity, ""))
+    if not floor or threshold != CALIBRATION_FACTOR * floor:
         return None
     return observed_error / floor
+
+
+class FloorsProblem(InputError):
+    """A --noise-floors file packcheck cannot use: the message names the file, the entry and the fix."""
+
+
+def floors_from_report(path: str | Path) -> dict[str, dict[str, float]]:
+    """dtype -> field -> floor from a `packcheck calibrate` calibration.json (each field's "max"), for `--noise-floors`:
+    a run judged by the floors measured on the user's own model and machine. Only float32/bfloat16 fields it names
+    change; the rest keep the shipped floors."""
+    fix = "give the calibration.json that `packcheck calibrate --out DIR` writes"
+    try:
+        report = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise FloorsProblem(f"--noise-floors {path}: cannot read it as JSON ({err}); {fix}") from None
+    dtypes = report.get("dtypes") if isinstance(report, dict) else None
+    if not isinstance(dtypes, dict):
+        raise FloorsProblem(f"--noise-floors {path}: no 'dtypes' object; {fix}")
+    floors: dict[str, dict[str, float]] = {}
+    for dtype, group in dtypes.items():
+        if dtype not in NOISE_FLOORS:
+            continue  # float64's table is not a multiple of a floor
+        for name, entry in (group.get("fields") or {}).items() if isinstance(group, dict) else ():
+            value = entry.get("max") if isinstance(entry, dict) else None
+            if name not in NOISE_FLOORS[dtype] or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise FloorsProblem(f"--noise-floors {path}: dtypes.{dtype}.fields.{name}.max is {value!r}; each field of "
+                                    f"{', '.join(NOISE_FLOORS[dtype])} needs a positive finite floor (a floor of 0 would make "
+                                    "the tolerance exact): measure more seeds, or leave the field out to keep the shipped one")
+            floors.setdefault(dtype, {})[name] = float(value)
+    if not floors:
+        raise FloorsProblem(f"--noise-floors {path}: no float32 or bfloat16 field to use; {fix} for a float32 or bfloat16 run")
+    return floors
 
 
 def observed(row: Mapping) -> float:

@@ -44,7 +44,7 @@ class ResultsFile:
     def __init__(self, directory: Path, provenance: dict):
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.provenance = provenance | {"tolerances": table_json()}
+        self.provenance = {"tolerances": table_json()} | provenance  # a run with --noise-floors records its own
         self.verdicts: list[Verdict] = []
         write_atomically(self.lines_path, json.dumps({"schema": SCHEMA, "provenance": provenance}) + "\n")
 
@@ -72,13 +72,13 @@ class ResultsFile:
 
 
 def rows_of(verdict: Verdict) -> list[dict]:
-    return [_finite({key: getattr(verdict, key) for key in VERDICT_KEYS} | c.to_json() | over_floor(verdict.dtype, c))
+    return [_finite({key: getattr(verdict, key) for key in VERDICT_KEYS} | c.to_json() | over_floor(verdict.noise_floors, c))
             for c in verdict.comparisons]
 
 
-def over_floor(dtype: str, comparison) -> dict:
+def over_floor(floors: dict[str, float], comparison) -> dict:
     """{"floor_ratio": error / the reference's calibrated noise floor} where the dtype's calibrated table judged it."""
-    ratio = floor_ratio(dtype, comparison.quantity, comparison.observed, comparison.threshold)
+    ratio = floor_ratio(floors, comparison.quantity, comparison.observed, comparison.threshold)
     return {} if ratio is None else {"floor_ratio": ratio}
 
 

@@ -18,11 +18,13 @@ import tempfile
 import time
 import traceback
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from packcheck.harness.collectives import unused_mesh
 from packcheck.harness.compare import HARNESS, Arms, Comparison, tolerance_for
+from packcheck.harness.compare.tolerances import noise_floors
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.engines import Engine, EngineInfo, InvalidResult, finding_for, validate_result
 from packcheck.harness.golden import write_obtained
@@ -51,6 +53,7 @@ class RunOptions:
     # arms with more ranks than the machine has GPUs run on the CPU in float64 (False: skipped and named; for
     # `packcheck calibrate`, which measures the asked dtype's noise, not the logic the CPU pass checks)
     logic_pass: bool = True
+    noise_floors: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # dtype -> field -> floor (--noise-floors)
 
 
 def setting_for(family: str, dtype: str, device: str, attention: str = "auto", inputs: Inputs = Inputs()) -> Setting:
@@ -189,7 +192,8 @@ def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dty
     started, inputs = time.perf_counter(), options.inputs
     spec = engine if isinstance(engine, str) else engine.spec
     verdict = Verdict(engine=spec if isinstance(engine, str) else engine.name, engine_spec=spec, family=family, scenario=scenario.name,
-                      dtype=dtype, device=device, status=PASS, attention=attention, inputs=inputs.flags())
+                      dtype=dtype, device=device, status=PASS, attention=attention, inputs=inputs.flags(),
+                      noise_floors=noise_floors(dtype) | dict(options.noise_floors.get(dtype, {})))
     try:
         info = pool.engine_info(spec, device) if isinstance(engine, str) else engine
     except LaunchFailed as failed:
@@ -279,7 +283,8 @@ def judge_and_save(verdict: Verdict, scenario: Scenario, setting: Setting, cases
     """Judge the arms that ran into `verdict`, fold the invalid ones in (a NaN does not hide the rest: they fail it,
     the valid arms are still judged) and save every arm, its name under `prefix`."""
     if results is not None:
-        judge(verdict, scenario, Judgement(setting=setting, cases=cases, results=results, tolerance=tolerance_for(setting.dtype)))
+        tolerance = tolerance_for(setting.dtype, verdict.noise_floors)
+        judge(verdict, scenario, Judgement(setting=setting, cases=cases, results=results, tolerance=tolerance))
     if invalid and invalid.valid is not None:
         conclude(verdict, invalid, cases, invalid.blocked)
         results = results if results is not None else invalid.valid

@@ -40,6 +40,7 @@ class Matrix:
     dtype_for: dict[str, str] = field(default_factory=dict)  # engine spec -> its dtype where it is not `dtype` (--dtype auto)
     inputs: Inputs = field(default_factory=Inputs)  # --model, --seed, --data-scale
     logic_pass: bool = True  # arms with more ranks than GPUs run on the CPU in float64 (False: skipped; calibration)
+    noise_floors: dict[str, dict[str, float]] = field(default_factory=dict)  # dtype -> field -> floor (--noise-floors)
     verdicts: list[Verdict] = field(default_factory=list)
     not_started: dict[str, LaunchFailed] = field(default_factory=dict)  # engine spec -> why its processes never came up
 
@@ -77,7 +78,7 @@ def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: Text
                     verdict = run_scenario(engine, scenario, family, matrix.dtype_for.get(spec, matrix.dtype), matrix.device, save_dir=save_dir,
                                            attention=matrix.attention, save_passing=matrix.save_arms == "all",
                                            options=RunOptions(timeout=pool.timeout, pool=pool, inputs=matrix.inputs,
-                                                             logic_pass=matrix.logic_pass))
+                                                             logic_pass=matrix.logic_pass, noise_floors=matrix.noise_floors))
                 progress.finish(verdict_line(verdict), safe_text(verdict.message()) if verdict.failed else "")
                 matrix.verdicts.append(verdict)
                 results.add(verdict)
@@ -93,7 +94,7 @@ def not_started(matrix: Matrix, spec: str, family: str, scenario: Scenario, fail
 
 def verdict_line(verdict: Verdict) -> str:
     worst = verdict.worst
-    ratio = None if worst is None else floor_ratio(verdict.dtype, worst.quantity, worst.observed, worst.threshold)
+    ratio = None if worst is None else floor_ratio(verdict.noise_floors, worst.quantity, worst.observed, worst.threshold)
     floor = "" if ratio is None else f", {ratio:.2g}x the reference's noise floor"
     margin = "" if worst is None else f" (worst error/tolerance {worst.margin:.2g}{floor})"
     return f"{verdict.status.upper()}{margin} {verdict.seconds:.2f}s{why_not_all(verdict)}"
