@@ -89,8 +89,8 @@ class FloorsProblem(InputError):
 
 def floors_from_report(path: str | Path) -> dict[str, dict[str, float]]:
     """dtype -> field -> floor from a `packcheck calibrate` calibration.json (each field's "max"), for `--noise-floors`:
-    a run judged by the floors measured on the user's own model and machine. Only float32/bfloat16 fields it names
-    change; the rest keep the shipped floors."""
+    a run judged by the floors measured on the user's own model and machine. Only float32/bfloat16 fields it gives
+    a positive floor change; the rest keep the shipped floors."""
     fix = "give the calibration.json that `packcheck calibrate --out DIR` writes"
     try:
         report = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -105,11 +105,11 @@ def floors_from_report(path: str | Path) -> dict[str, dict[str, float]]:
             continue  # float64's table is not a multiple of a floor
         for name, entry in (group.get("fields") or {}).items() if isinstance(group, dict) else ():
             value = entry.get("max") if isinstance(entry, dict) else None
-            if name not in NOISE_FLOORS[dtype] or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-                raise FloorsProblem(f"--noise-floors {path}: dtypes.{dtype}.fields.{name}.max is {value!r}; each field of "
-                                    f"{', '.join(NOISE_FLOORS[dtype])} needs a positive finite floor (a floor of 0 would make "
-                                    "the tolerance exact): measure more seeds, or leave the field out to keep the shipped one")
-            floors.setdefault(dtype, {})[name] = float(value)
+            if name not in NOISE_FLOORS[dtype] or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+                raise FloorsProblem(f"--noise-floors {path}: dtypes.{dtype}.fields.{name}.max is {value!r}; a floor is a "
+                                    f"finite error >= 0 of one of {', '.join(NOISE_FLOORS[dtype])}; {fix}")
+            if value > 0:  # a field measured bit-exact keeps the shipped floor: a tolerance of 0 would reject any other engine
+                floors.setdefault(dtype, {})[name] = float(value)
     if not floors:
         raise FloorsProblem(f"--noise-floors {path}: no float32 or bfloat16 field to use; {fix} for a float32 or bfloat16 run")
     return floors
