@@ -9,12 +9,11 @@ from __future__ import annotations
 import itertools
 
 import pytest
-
 from packcheck.harness.contract import Layout, LayoutKind, LossSpec, ModelSpec, Partition
 from packcheck.harness.data.rl import rollout_samples
 from packcheck.harness.data.samples import MIXED_DOCUMENTS
+from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.run.scenario_runner import setting_for
-from packcheck.harness.scenarios.building import arm, samples_for
 
 LAYOUTS = {
     "unpacked-right": Layout(kind=LayoutKind.UNPACKED),

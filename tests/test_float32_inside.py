@@ -37,7 +37,7 @@ def test_the_worked_example_at_float64_is_named(verdict_of):
 
 
 def test_the_pattern_needs_every_sign():
-    from packcheck.harness.scenarios.rounding import RoundingPattern
+    from packcheck.harness.judging.rounding import RoundingPattern
 
     inside = RoundingPattern(arm="a", worst_of_float32=0.3, worst_row="", grads_off=21, grads=21, grad_errors=(8.7e-8, 1.8e-7, 2.5e-7),
                              first_documents=1.9e-7, later_documents=3.0e-7, float64_logprobs=1e-10)

@@ -12,17 +12,16 @@ import json
 
 import pytest
 import torch
-
 from packcheck.harness.compare import Arms, compare_tensors, tolerance_for
 from packcheck.harness.contract import UNPACKED, Case, ContractError, LossKind, LossSpec, ParallelPlan, Partition, Sample, packed
 from packcheck.harness.data.samples import MIXED_DOCUMENTS
 from packcheck.harness.engines import InvalidResult, resolve_engine, validate_result
+from packcheck.harness.judging.cases import arm, samples_for
+from packcheck.harness.judging.oracle_arms import WEIGHTED, oracle_case
 from packcheck.harness.losses import expected_loss
 from packcheck.harness.models import model_spec
 from packcheck.harness.run.scenario_runner import setting_for
 from packcheck.harness.scenarios import Judgement, get_scenario
-from packcheck.harness.scenarios.building import arm, samples_for
-from packcheck.harness.scenarios.oracle_arms import WEIGHTED, oracle_case
 
 TOL = tolerance_for("float64")
 

@@ -1,6 +1,7 @@
 """The floors of the house (docs/architecture.md) run one way: every import of a packcheck module
-goes to its own part or a lower floor; harness imports nothing from impls; engines import only the
-contract and the engine API; nothing imports the repository's folders by their bare names."""
+goes to its own part or a lower floor; no module reaches itself through its imports (no circle, inside
+a part either, imports inside functions included); harness imports nothing from impls; engines import
+only the contract and the engine API; nothing imports the repository's folders by their bare names."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ FLOORS = (
     {"harness.models", "harness.data", "harness.losses", "harness.collectives"},
     {"harness.compare"},
     {"harness.golden"},
+    {"harness.judging"},
     {"harness.launch"},
     {"harness.scenarios"},
     {"harness.run"},
@@ -74,6 +76,53 @@ def test_imports_run_down_the_floors():
         elif source != target and floor(target) > floor(source):
             upward.append(f"{module}:{line} imports {name}, a floor above {source}")
     assert not upward, "\n".join(upward)
+
+
+def module_graph() -> dict[str, set[str]]:
+    """packcheck module -> the packcheck modules it imports (a package's import counts as its __init__'s)."""
+    modules = {m for m, _, _ in imports()}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, name, _ in imports():
+        target = name[len("packcheck."):] if name.startswith("packcheck.") else None
+        if target is None:
+            continue
+        target = target if target in modules else f"{target}.__init__" if f"{target}.__init__" in modules else None
+        if target is not None and target != module:
+            graph[module].add(target)
+    return graph
+
+
+def find_circle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One circle of imports (its modules in order, the first repeated at the end), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        state[module] = 1
+        path.append(module)
+        for target in sorted(graph[module]):
+            if state.get(target) == 1:
+                return path[path.index(target):] + [target]
+            if target not in state and (found := visit(target)):
+                return found
+        path.pop()
+        state[module] = 2
+        return None
+
+    for module in sorted(graph):
+        if module not in state and (found := visit(module)):
+            return found
+    return None
+
+
+def test_no_module_reaches_itself_through_its_imports():
+    circle = find_circle(module_graph())
+    assert circle is None, "an import circle (move what both need below both):\n  " + "\n  -> ".join(circle)
+
+
+def test_the_circle_check_finds_a_circle():
+    assert find_circle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert find_circle({"a": {"b"}, "b": set()}) is None
 
 
 def test_engines_import_only_the_contract_and_the_engine_api():

@@ -6,12 +6,11 @@ import dataclasses
 
 import pytest
 import torch
-
 from packcheck.harness.contract import Partition, packed
 from packcheck.harness.data.samples import MIXED_DOCUMENTS
 from packcheck.harness.engines import InvalidResult, resolve_engine, validate_result
+from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.run.scenario_runner import setting_for
-from packcheck.harness.scenarios.building import arm, samples_for
 
 
 @pytest.fixture(scope="module")

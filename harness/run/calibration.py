@@ -31,8 +31,8 @@ from typing import Iterable, Mapping
 from packcheck.harness.compare import Tolerance, tolerance_for
 from packcheck.harness.compare.tolerances import CALIBRATION_FACTOR, NOISE_FLOORS
 from packcheck.harness.errors import InputError
+from packcheck.harness.judging.oracle_arms import is_oracle
 from packcheck.harness.run.placement import PREFIX as RELOCATED
-from packcheck.harness.scenarios.oracle_arms import is_oracle
 
 # the Tolerance field a quantity is judged by (compare/arms.py, the policy and router comparisons)
 FIELD_OF = {"logprobs": "logprobs", "ratio": "logprobs", "loss": "loss", "aux_loss": "loss", "entropy_term": "loss",

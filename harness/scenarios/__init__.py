@@ -1,9 +1,10 @@
 """The golden scenarios, one declarative entry each, in a registry (in the order runs list them)."""
 
-from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
+from packcheck.harness.judging.judgement import Judgement, Setting
+from packcheck.harness.scenarios.base import Scenario
 from packcheck.harness.scenarios.cp_vs_nocp import CP_VS_NOCP
-from packcheck.harness.scenarios.dp_cp_reduction import DP_CP_REDUCTION
 from packcheck.harness.scenarios.document_isolation import DOCUMENT_ISOLATION
+from packcheck.harness.scenarios.dp_cp_reduction import DP_CP_REDUCTION
 from packcheck.harness.scenarios.golden_regression import GOLDEN_REGRESSION
 from packcheck.harness.scenarios.gradient_oracle import GRADIENT_ORACLE
 from packcheck.harness.scenarios.linear_attention_reset import LINEAR_ATTENTION_RESET

@@ -17,22 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from packcheck.harness.compare import Comparison, Tolerance
-from packcheck.harness.contract import Case, ModelSpec, StepResult
-from packcheck.harness.contract.rows import describe_token
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Setting:
-    family: str
-    dtype: str
-    device: str
-    model: ModelSpec
-    attention: str = "auto"
-    seed: int = 0
-    data_scale: int = 1  # documents and packed rows this many times longer (a realistic size's data; harness/models/sizes.py)
-    model_name: str = "tiny"  # the --model the setting's model came from (a size preset, or a config directory)
-
+from packcheck.harness.compare import Comparison
+from packcheck.harness.contract import Case, StepResult
+from packcheck.harness.judging.judgement import Judgement, Setting
 
 # arms built from the results of the first ones: (setting, results by arm) -> more arms
 FollowUp = Callable[[Setting, Mapping[str, StepResult]], dict[str, Case]]
@@ -40,22 +27,6 @@ FollowUp = Callable[[Setting, Mapping[str, StepResult]], dict[str, Case]]
 OracleArms = Callable[[Setting, Mapping[str, Case], Mapping[str, StepResult]], dict[str, Case]]
 ORACLE_ENGINE = "reference"
 
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Judgement:
-    """What a judge sees: the arms that ran, their results, the tolerance, the setting."""
-
-    setting: Setting
-    cases: Mapping[str, Case]
-    results: Mapping[str, StepResult]
-    tolerance: Tolerance
-
-    def locate(self, arm: str) -> Callable[[int, int], str]:
-        case = self.cases[arm]
-        return lambda sample, token: describe_token(case, sample, token)
-
-    def has(self, *arms: str) -> bool:
-        return all(arm in self.results for arm in arms)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -14,9 +14,11 @@ from __future__ import annotations
 from packcheck.harness.contract import UNPACKED, ParallelPlan, packed
 from packcheck.harness.contract.parallel import CP_STYLES
 from packcheck.harness.data.samples import CP_CUTS, CP_CUTS_SEQ_LEN
-from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
-from packcheck.harness.scenarios.building import arm, every_arm_against, failing, samples_for
-from packcheck.harness.scenarios.diagnoses import shared_diagnosis
+from packcheck.harness.judging.cases import arm, samples_for
+from packcheck.harness.judging.diagnoses import shared_diagnosis
+from packcheck.harness.judging.judgement import Judgement, Setting
+from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.building import every_arm_against, failing
 
 SINGLE = "single"
 INDIVISIBLE_SEQ_LEN = 50  # not a multiple of 4

@@ -11,9 +11,10 @@ from __future__ import annotations
 from packcheck.harness.compare import Arms, compare_logprobs
 from packcheck.harness.contract import packed
 from packcheck.harness.data.samples import MIXED_DOCUMENTS, perturbed
-from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
-from packcheck.harness.scenarios.building import arm, for_model, input_seed, samples_for
-from packcheck.harness.scenarios.diagnoses import shared_diagnosis
+from packcheck.harness.judging.cases import arm, for_model, input_seed, samples_for
+from packcheck.harness.judging.diagnoses import shared_diagnosis
+from packcheck.harness.judging.judgement import Judgement, Setting
+from packcheck.harness.scenarios.base import Scenario
 
 SEQ_LEN = 48
 PERTURBED = range(0, len(MIXED_DOCUMENTS), 2)

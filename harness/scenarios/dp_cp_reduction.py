@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from packcheck.harness.contract import ParallelPlan, Partition, packed
 from packcheck.harness.data.samples import SKEWED_LENGTHS
-from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
-from packcheck.harness.scenarios.building import arm, every_arm_against, failing, samples_for
-from packcheck.harness.scenarios.diagnoses import shared_diagnosis
-from packcheck.harness.scenarios.router_diagnosis import router_diagnosis
+from packcheck.harness.judging.cases import arm, samples_for
+from packcheck.harness.judging.diagnoses import shared_diagnosis
+from packcheck.harness.judging.judgement import Judgement, Setting
+from packcheck.harness.judging.router_diagnosis import router_diagnosis
+from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.building import every_arm_against, failing
 
 SEQ_LEN = 48
 SINGLE = "single"

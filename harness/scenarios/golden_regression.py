@@ -9,22 +9,19 @@ needs no reference run.
 from __future__ import annotations
 
 from packcheck.harness.compare import GOLDEN, Arms, Comparison, compare_results, tolerance_from_floor
-from packcheck.harness.contract import OptimizerSpec, Partition, packed
-from packcheck.harness.data.samples import MIXED_DOCUMENTS
 from packcheck.harness.golden import GoldenProblem, load_golden, load_noise_floor, obtained_path
-from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
-from packcheck.harness.scenarios.building import arm, failing, samples_for
-from packcheck.harness.scenarios.diagnoses import shared_diagnosis
-from packcheck.harness.scenarios.document_drift import drift_by_document
+from packcheck.harness.judging.diagnoses import shared_diagnosis
+from packcheck.harness.judging.document_drift import drift_by_document
+from packcheck.harness.judging.golden_case import GOLDEN_ARM, golden_case
+from packcheck.harness.judging.judgement import Judgement, Setting
+from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.building import failing
 
-SEQ_LEN = 48
-ARM = "golden_case"
+ARM = GOLDEN_ARM
 
 
 def build(setting: Setting) -> dict:
-    samples = samples_for(setting, MIXED_DOCUMENTS)
-    partition = Partition.single_rank([(0, 1, 2, 3), (4, 5, 6, 7, 8, 9)])
-    return {ARM: arm(setting, ARM, samples, packed(SEQ_LEN), partition, optimizer=OptimizerSpec())}
+    return {ARM: golden_case(setting)}
 
 
 def not_golden(setting: Setting) -> str | None:

@@ -24,10 +24,12 @@ from packcheck.harness.compare.router import compare_router
 from packcheck.harness.contract import UNPACKED, Partition, packed
 from packcheck.harness.data.samples import MIXED_DOCUMENTS
 from packcheck.harness.golden import GoldenProblem, load_noise_floor
-from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
-from packcheck.harness.scenarios.building import arm, failing, samples_for
-from packcheck.harness.scenarios.diagnoses import shared_diagnosis
-from packcheck.harness.scenarios.oracle_arms import is_oracle, oracle_arms, oracle_name
+from packcheck.harness.judging.cases import arm, samples_for
+from packcheck.harness.judging.diagnoses import shared_diagnosis
+from packcheck.harness.judging.judgement import Judgement, Setting
+from packcheck.harness.judging.oracle_arms import is_oracle, oracle_arms, oracle_name
+from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.building import failing
 
 SEQ_LEN = 48
 PARTITION = Partition.single_rank([(0, 1, 2, 3), (4, 5, 6, 7, 8, 9)])  # uneven micro-batches: 47 and 65 tokens in a text family

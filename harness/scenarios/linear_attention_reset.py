@@ -32,10 +32,12 @@ from packcheck.harness.compare.arms import compare_dloss_dlogprobs, compare_scal
 from packcheck.harness.contract import ParallelPlan, packed
 from packcheck.harness.contract.parallel import CP_STYLES
 from packcheck.harness.data.samples import perturbed
+from packcheck.harness.judging.cases import arm, for_model, input_seed, samples_for
+from packcheck.harness.judging.diagnoses import shared_diagnosis
+from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.models import model_spec
-from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
-from packcheck.harness.scenarios.building import arm, every_arm_against, failing, for_model, input_seed, samples_for
-from packcheck.harness.scenarios.diagnoses import shared_diagnosis
+from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.building import every_arm_against, failing
 
 SEQ_LEN = 48  # cp=2 cuts each row at token 24
 # (length, loss mask): row 1 = A | B with the cut inside B; row 2 = B | A | B | B with the cut inside A

@@ -13,9 +13,10 @@ from __future__ import annotations
 from packcheck.harness.compare import compare_loss_with_logprobs, compare_supervised_set
 from packcheck.harness.contract import Layout, LayoutKind, packed
 from packcheck.harness.data.samples import MASK_EDGE_CASES
-from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
-from packcheck.harness.scenarios.building import arm, samples_for
-from packcheck.harness.scenarios.diagnoses import shared_diagnosis
+from packcheck.harness.judging.cases import arm, samples_for
+from packcheck.harness.judging.diagnoses import shared_diagnosis
+from packcheck.harness.judging.judgement import Judgement, Setting
+from packcheck.harness.scenarios.base import Scenario
 
 SEQ_LEN = 40
 

@@ -37,16 +37,17 @@ import dataclasses
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file
-
 from packcheck.harness.compare import HARNESS, Arms, Comparison, compare_results
 from packcheck.harness.compare.adamw_step import adamw_step, global_norm
 from packcheck.harness.compare.arms import compare_params_after
 from packcheck.harness.compare.metrics import rel
 from packcheck.harness.contract import OptimizerSpec, ParallelPlan, Partition, StepResult, packed
 from packcheck.harness.data.samples import SKEWED_LENGTHS
-from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
-from packcheck.harness.scenarios.building import arm, failing, samples_for
+from packcheck.harness.judging.cases import arm, samples_for
+from packcheck.harness.judging.judgement import Judgement, Setting
+from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.building import failing
+from safetensors.torch import load_file
 
 SEQ_LEN = 48
 BASELINE = "dp1"

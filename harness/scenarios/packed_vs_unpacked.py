@@ -7,10 +7,12 @@ from __future__ import annotations
 from packcheck.harness.compare import Arms, compare_results
 from packcheck.harness.contract import UNPACKED, Layout, LayoutKind, packed
 from packcheck.harness.data.samples import MIXED_DOCUMENTS
-from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
-from packcheck.harness.scenarios.building import arm, failing, samples_for
-from packcheck.harness.scenarios.diagnoses import shared_diagnosis
-from packcheck.harness.scenarios.document_drift import drift_by_document
+from packcheck.harness.judging.cases import arm, samples_for
+from packcheck.harness.judging.diagnoses import shared_diagnosis
+from packcheck.harness.judging.document_drift import drift_by_document
+from packcheck.harness.judging.judgement import Judgement, Setting
+from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.building import failing
 
 SEQ_LEN = 48
 

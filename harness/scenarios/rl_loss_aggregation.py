@@ -23,14 +23,27 @@ from __future__ import annotations
 from typing import Mapping
 
 from packcheck.harness.compare import HARNESS, Arms, compare_count, compare_policy, compare_results
-from packcheck.harness.contract import (SINGLE_PROCESS, UNPACKED, Aggregation, Case, Layout, LayoutKind, LossSpec, ParallelPlan, Partition,
-                                        StepResult, packed)
+from packcheck.harness.contract import (
+    SINGLE_PROCESS,
+    UNPACKED,
+    Aggregation,
+    Case,
+    Layout,
+    LayoutKind,
+    LossSpec,
+    ParallelPlan,
+    Partition,
+    StepResult,
+    packed,
+)
 from packcheck.harness.data.rl import off_policy_samples, rollout_samples
 from packcheck.harness.data.samples import SKEWED_LENGTHS
-from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
-from packcheck.harness.scenarios.building import COUNT_MISMATCH, arm, failing, samples_for
-from packcheck.harness.scenarios.diagnoses import shared_diagnosis
-from packcheck.harness.scenarios.router_diagnosis import router_diagnosis
+from packcheck.harness.judging.cases import arm, samples_for
+from packcheck.harness.judging.diagnoses import shared_diagnosis
+from packcheck.harness.judging.judgement import Judgement, Setting
+from packcheck.harness.judging.router_diagnosis import router_diagnosis
+from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.building import COUNT_MISMATCH, failing
 
 SEQ_LEN = 48
 ROLLOUT = "rollout"

@@ -19,10 +19,12 @@ from packcheck.harness.compare import compare_count, compare_policy, compare_rat
 from packcheck.harness.contract import SINGLE_PROCESS, UNPACKED, Layout, LayoutKind, LossSpec, ParallelPlan, Partition, packed
 from packcheck.harness.data.rl import on_policy_samples, rollout_samples
 from packcheck.harness.data.samples import MIXED_DOCUMENTS
-from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
-from packcheck.harness.scenarios.building import COUNT_MISMATCH, arm, failing, samples_for
-from packcheck.harness.scenarios.diagnoses import shared_diagnosis
-from packcheck.harness.scenarios.document_drift import drift_by_document
+from packcheck.harness.judging.cases import arm, samples_for
+from packcheck.harness.judging.diagnoses import shared_diagnosis
+from packcheck.harness.judging.document_drift import drift_by_document
+from packcheck.harness.judging.judgement import Judgement, Setting
+from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.building import COUNT_MISMATCH, failing
 
 SEQ_LEN = 48
 LOSS = LossSpec(kind="ppo_clip", dual_clip=3.0, kl_coef=0.1)  # ref = old: the KL term must vanish too

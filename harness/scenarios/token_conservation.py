@@ -13,10 +13,10 @@ from __future__ import annotations
 from packcheck.harness.compare import compare_count, compare_loss_with_logprobs
 from packcheck.harness.contract import UNPACKED, LayoutKind, ParallelPlan, Partition, packed
 from packcheck.harness.data.samples import CONSERVATION, CONSERVATION_SEQ_LEN
-from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
-from packcheck.harness.scenarios.building import arm, samples_for
-from packcheck.harness.scenarios.diagnoses import shared_diagnosis
-
+from packcheck.harness.judging.cases import arm, samples_for
+from packcheck.harness.judging.diagnoses import shared_diagnosis
+from packcheck.harness.judging.judgement import Judgement, Setting
+from packcheck.harness.scenarios.base import Scenario
 
 DP_ARM = "packed_dp2"
 

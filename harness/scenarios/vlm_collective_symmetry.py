@@ -18,9 +18,11 @@ from __future__ import annotations
 from packcheck.harness.collectives import first_divergence
 from packcheck.harness.compare import HARNESS, Arms, Comparison
 from packcheck.harness.contract import Layout, LayoutKind, ParallelPlan, Partition, packed
-from packcheck.harness.scenarios.base import Judgement, Scenario, Setting
-from packcheck.harness.scenarios.building import arm, every_arm_against, failing, samples_for
-from packcheck.harness.scenarios.diagnoses import shared_diagnosis
+from packcheck.harness.judging.cases import arm, samples_for
+from packcheck.harness.judging.diagnoses import shared_diagnosis
+from packcheck.harness.judging.judgement import Judgement, Setting
+from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.building import every_arm_against, failing
 
 SEQ_LEN = 48
 SINGLE = "single"

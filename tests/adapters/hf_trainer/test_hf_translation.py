@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from packcheck.harness.contract import UNPACKED, Layout, LayoutKind, Partition, packed
 from packcheck.harness.data.samples import SKEWED_LENGTHS
+from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.run.scenario_runner import setting_for
-from packcheck.harness.scenarios.building import arm, samples_for
 from packcheck.impls.adapters.hf_common.capture import StepCapture
 from packcheck.impls.adapters.hf_common.rows import TranslationError, spans
 from packcheck.impls.adapters.hf_trainer.engine import HfTrainerEngine

@@ -11,13 +11,12 @@ import math
 
 import pytest
 import torch
-
 from packcheck.harness.contract import UNPACKED, Layout, LayoutKind, LossSpec, ParallelPlan, packed
 from packcheck.harness.data.rl import off_policy_samples, rollout_samples
 from packcheck.harness.data.samples import MIXED_DOCUMENTS
+from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.losses.policy import token_loss
 from packcheck.harness.run.scenario_runner import setting_for
-from packcheck.harness.scenarios.building import arm, samples_for
 from packcheck.impls.adapters.prime_rl import source
 
 if source.skip_reason():
@@ -27,7 +26,7 @@ from packcheck.harness.engines import resolve_engine  # noqa: E402
 from packcheck.impls.adapters.prime_rl import batch  # noqa: E402
 from packcheck.impls.adapters.prime_rl.engine import PrimeRL  # noqa: E402
 from packcheck.impls.adapters.prime_rl.ppo_loss import ppo_clip_loss  # noqa: E402
-from packcheck.impls.adapters.prime_rl.variants import PrimeRLFusedLmHead, PrimeRLCpRankLoss  # noqa: E402
+from packcheck.impls.adapters.prime_rl.variants import PrimeRLCpRankLoss, PrimeRLFusedLmHead  # noqa: E402
 
 source.load()
 

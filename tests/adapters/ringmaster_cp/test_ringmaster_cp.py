@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from packcheck.harness.contract import UNPACKED, Layout, LayoutKind, ParallelPlan, packed
 from packcheck.harness.data.samples import CP_CUTS, CP_CUTS_SEQ_LEN, MIXED_DOCUMENTS
 from packcheck.harness.engines import UnsupportedCase, resolve_engine
+from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.run.scenario_runner import run_scenario, setting_for
 from packcheck.harness.scenarios import SCENARIOS
-from packcheck.harness.scenarios.building import arm, samples_for
 from packcheck.impls.adapters.ringmaster_cp.engine import RingmasterCP
 from packcheck.impls.adapters.ringmaster_cp.preshifted_labels import PreshiftedLabels
 from packcheck.impls.adapters.ringmaster_cp.rows import IGNORE, build_forwards

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from packcheck.harness.contract import UNPACKED, Layout, LayoutKind, LossSpec, packed
 from packcheck.harness.data.rl import rollout_samples
 from packcheck.harness.data.samples import MASK_EDGE_CASES
 from packcheck.harness.engines import UnsupportedCase
+from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.run.scenario_runner import setting_for
-from packcheck.harness.scenarios.building import arm, samples_for
 from packcheck.impls.adapters.trl_grpo.batch import micro_batch_inputs, split
 from packcheck.impls.adapters.trl_grpo.engine import TrlGrpoEngine
 from packcheck.impls.adapters.trl_grpo.variants import TrlGrpoPerMicroBatch

@@ -4,12 +4,11 @@ Case's samples, and what it cannot do is rejected."""
 from __future__ import annotations
 
 import pytest
-
 from packcheck.harness.contract import Layout, LayoutKind, Partition, packed
 from packcheck.harness.data.samples import MASK_EDGE_CASES
 from packcheck.harness.engines import UnsupportedCase
+from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.run.scenario_runner import setting_for
-from packcheck.harness.scenarios.building import arm, samples_for
 from packcheck.impls.adapters.hf_common.capture import StepCapture
 from packcheck.impls.adapters.hf_common.rows import spans
 from packcheck.impls.adapters.trl_sft.engine import TrlSftEngine

@@ -18,10 +18,17 @@ from typing import Callable
 
 from packcheck.harness.compare import Comparison
 from packcheck.harness.contract import LayoutKind
-from packcheck.harness.scenarios.base import Judgement
-from packcheck.harness.scenarios.evidence import (baseline_vs_golden, odd_one_out, quantities, self_inconsistent, token_set_problems,
-                                                    token_weight_problems, weights_verified)
-from packcheck.harness.scenarios.rounding import is_float64_truth, rounding_pattern
+from packcheck.harness.judging.evidence import (
+    baseline_vs_golden,
+    odd_one_out,
+    quantities,
+    self_inconsistent,
+    token_set_problems,
+    token_weight_problems,
+    weights_verified,
+)
+from packcheck.harness.judging.judgement import Judgement
+from packcheck.harness.judging.rounding import is_float64_truth, rounding_pattern
 
 Rule = Callable[[Judgement, list[Comparison], "str | None"], "str | None"]
 

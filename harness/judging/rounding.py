@@ -19,13 +19,21 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from packcheck.harness.compare import (GOLDEN, Arms, Comparison, compare_logprobs, compare_results, compare_tensors, tolerance_for,
-                                       tolerance_from_floor)
+from packcheck.harness.compare import (
+    GOLDEN,
+    Arms,
+    Comparison,
+    compare_logprobs,
+    compare_results,
+    compare_tensors,
+    tolerance_for,
+    tolerance_from_floor,
+)
 from packcheck.harness.compare.arms import compare_dloss_dlogprobs
 from packcheck.harness.golden import GoldenProblem, load_golden, load_noise_floor
-from packcheck.harness.scenarios.base import Judgement
-from packcheck.harness.scenarios.document_drift import drift_by_document
-from packcheck.harness.scenarios.oracle_arms import is_oracle, oracle_name
+from packcheck.harness.judging.document_drift import drift_by_document
+from packcheck.harness.judging.judgement import Judgement
+from packcheck.harness.judging.oracle_arms import is_oracle, oracle_name
 
 # the share of gradient tensors that must be off beyond float64 rounding for the error to count as spread
 SPREAD = 0.9

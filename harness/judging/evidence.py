@@ -22,11 +22,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from packcheck.harness.compare import (GOLDEN, HARNESS, Arms, Comparison, Tolerance, compare_count, compare_loss_with_logprobs,
-                                       compare_results, compare_supervised_set, tolerance_from_floor)
+from packcheck.harness.compare import (
+    GOLDEN,
+    HARNESS,
+    Arms,
+    Comparison,
+    Tolerance,
+    compare_count,
+    compare_loss_with_logprobs,
+    compare_results,
+    compare_supervised_set,
+    tolerance_from_floor,
+)
 from packcheck.harness.contract import Case, LossKind, Sample, StepResult
 from packcheck.harness.golden import GoldenProblem, load_golden, load_noise_floor
-from packcheck.harness.scenarios.base import Judgement
+from packcheck.harness.judging.golden_case import golden_case
+from packcheck.harness.judging.judgement import Judgement
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,16 +139,14 @@ def same_case(golden_case: Case, case: Case) -> bool:
 def golden_for(j: Judgement, arm: str) -> tuple[Case, StepResult, Tolerance] | None:
     """The family's golden case, its stored result and the tolerance for `arm`'s dtype, read as golden_regression
     reads them; None when there is none (no golden, a stale or damaged one, no noise floor for the dtype)."""
-    from packcheck.harness.scenarios.golden_regression import ARM, build  # the golden's case, built as golden_regression builds it
-
     family, dtype = j.setting.family, j.cases[arm].dtype
-    golden_case = build(j.setting)[ARM]
+    case = golden_case(j.setting)
     try:
-        golden = load_golden(family, golden_case)
+        golden = load_golden(family, case)
         tolerance = j.tolerance if dtype == "float64" else tolerance_from_floor(load_noise_floor(family, dtype), dtype)
     except GoldenProblem:
         return None
-    return golden_case, golden, tolerance
+    return case, golden, tolerance
 
 
 def baseline_vs_golden(j: Judgement, baseline: str) -> Comparison | None:
