@@ -47,6 +47,11 @@ class Tolerance:
     source: Source = Source.TABLE  # where the noise fields' values come from (harness/compare/bound.py)
     floors: Mapping[str, float] = field(default_factory=dict)  # the noise floor each noise field is a multiple of
 
+    @staticmethod
+    def limits() -> tuple[str, ...]:
+        """The fields that are allowed errors (the rest say where they come from)."""
+        return tuple(f.name for f in dataclasses.fields(Tolerance) if f.type == "float")
+
     def by(self, name: str) -> dict:
         """The threshold of field `name` and the Bound that says so, as Comparison takes them:
         `Comparison(..., **tol.by("loss"))`."""
