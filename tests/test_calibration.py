@@ -9,15 +9,24 @@ import json
 import pytest
 
 from packcheck.harness.cli.main import main
-from packcheck.harness.compare.tolerances import CALIBRATION_FACTOR, NOISE_FLOORS, NOISE_QUANTITIES, noise_floors, tolerance_for
+from packcheck.harness.compare import Arms, Comparison
+from packcheck.harness.compare.bound import RULE, Bound, Source
+from packcheck.harness.compare.tolerances import CALIBRATION_FACTOR, NOISE_FLOORS, NOISE_QUANTITIES, tolerance_for, tolerance_from_floor
+from packcheck.harness.errors import InputError
 from packcheck.harness.report import render_markdown
 from packcheck.harness.run import calibration
 from packcheck.harness.run.placement import PREFIX
 
 
-def row(arm: str, against: str, quantity: str, observed: float, threshold: float, **extra) -> dict:
+def row(arm: str, against: str, quantity: str, observed: float, allowed: dict, **extra) -> dict:
+    """A results row judged by `allowed` (Tolerance.by's threshold and bound)."""
     return {"family": "llama", "scenario": "packed_vs_unpacked", "arms": f"{arm} vs {against}", "arm": arm, "against": against,
-            "quantity": quantity, "item": "", "metric": "max_abs", "observed": observed, "threshold": threshold, **extra}
+            "quantity": quantity, "item": "", "metric": "max_abs", "observed": observed, "threshold": allowed["threshold"],
+            "bound": allowed["bound"].to_json(), **extra}
+
+
+def rule(threshold: float) -> dict:
+    return {"threshold": threshold, "bound": RULE}
 
 
 def test_the_tolerances_are_the_factor_times_the_measured_floors():
@@ -28,14 +37,15 @@ def test_the_tolerances_are_the_factor_times_the_measured_floors():
 
 
 def test_null_comparisons_are_the_table_judged_rows_on_the_device():
-    table = tolerance_for("bfloat16")
-    rows = [row("packed", "unpacked", "logprobs", 0.06, table.logprobs),
-            row("packed", "unpacked", "grad", 0.02, table.grad, floor_ratio=0.02 / NOISE_FLOORS["bfloat16"]["grad"]),
-            row(PREFIX + "cp2", PREFIX + "single", "grad", 1e-12, 1e-10),  # the CPU float64 pass: not bf16 noise
-            row("packed", "oracle/packed", "grad", 0.3, 0.5),  # against the float64 oracle: reported apart
-            row("packed", "golden", "grad", 0.1, 0.77),  # a scenario's own bound (the golden's floor): left out
-            row("packed", "unpacked", "num_loss_tokens", 0.0, 0.0)]  # exact: no floor
-    judged, oracle = calibration.samples(rows, seed=7, table=table)
+    table, golden = tolerance_for("bfloat16"), tolerance_from_floor({name: 0.077 for name in NOISE_QUANTITIES}, "bfloat16")
+    rows = [row("packed", "unpacked", "logprobs", 0.06, table.by("logprobs")),
+            row("packed", "unpacked", "grad", 0.02, table.by("grad"), floor_ratio=0.02 / NOISE_FLOORS["bfloat16"]["grad"]),
+            row(PREFIX + "cp2", PREFIX + "single", "grad", 1e-12, tolerance_for("float64").by("grad")),  # CPU float64: not bf16 noise
+            row("packed", "oracle/packed", "grad", 0.3, golden.by("grad")),  # against the float64 oracle: reported apart
+            row("packed", "golden", "grad", 0.1, golden.by("grad")),  # the golden's floor, not the table: left out
+            row("packed", "unpacked", "grad_norm", 0.001, rule(table.loss)),  # a scenario's own rule, whatever its value
+            row("packed", "unpacked", "num_loss_tokens", 0.0, table.by("count"))]  # exact: no floor
+    judged, oracle = calibration.samples(rows, seed=7)
     assert [(s.field, s.observed) for s in judged] == [("logprobs", 0.06), ("grad", 0.02)]
     assert [(s.field, s.observed) for s in oracle] == [("grad", 0.3)]
     floors = calibration.floors(judged + [calibration.Sample("grad", 0.03, 9, rows[1])])
@@ -43,12 +53,20 @@ def test_null_comparisons_are_the_table_judged_rows_on_the_device():
     assert calibration.family_floors(judged) == {"grad": {"llama": 0.02}, "logprobs": {"llama": 0.06}}
 
 
+def comparison(observed: float, allowed: dict, quantity: str = "grad") -> Comparison:
+    return Comparison(arms=Arms("packed", "unpacked"), quantity=quantity, item="", metric="rel_l2", observed=observed, **allowed)
+
+
 def test_a_row_reports_its_error_as_a_multiple_of_the_floor_only_where_the_table_judged_it():
-    floors, floor = noise_floors("bfloat16"), NOISE_FLOORS["bfloat16"]["grad"]
-    assert calibration.floor_ratio(floors, "grad", 2 * floor, tolerance_for("bfloat16").grad) == pytest.approx(2.0)
-    assert calibration.floor_ratio(floors, "grad", 2 * floor, 0.77) is None  # a scenario's own bound
-    assert calibration.floor_ratio(noise_floors("float64"), "grad", 1e-12, tolerance_for("float64").grad) is None
-    assert calibration.floor_ratio(floors, "num_loss_tokens", 1.0, 0.0) is None
+    floor, table = NOISE_FLOORS["bfloat16"]["grad"], tolerance_for("bfloat16")
+    assert comparison(2 * floor, table.by("grad")).floor_ratio == pytest.approx(2.0)
+    assert comparison(2 * floor, table.by("grad")).bound == Bound(field="grad", source=Source.CALIBRATED, floor=floor)
+    assert comparison(2 * floor, rule(table.grad)).floor_ratio is None  # a scenario's bound that equals the table's value
+    assert comparison(2 * floor, tolerance_from_floor({n: floor for n in NOISE_QUANTITIES}, "bfloat16").by("grad")).floor_ratio is None
+    assert comparison(1e-12, tolerance_for("float64").by("grad")).floor_ratio is None
+    assert comparison(1.0, table.by("count"), "num_loss_tokens").floor_ratio is None
+    own = tolerance_for("bfloat16", {"grad": floor / 2})  # --noise-floors: the run's own floor judges, and the ratio is to it
+    assert comparison(floor, own.by("grad")).floor_ratio == pytest.approx(2.0) and own.by("loss")["bound"].floor == NOISE_FLOORS["bfloat16"]["loss"]
 
 
 def test_a_run_judges_with_the_floors_calibrate_measured_on_your_own_model(tmp_path, capsys):
@@ -103,11 +121,13 @@ def test_calibrate_names_bad_seeds_and_a_missing_engine(tmp_path, capsys):
     assert "name it with --engine" in capsys.readouterr().err
 
 
-def test_a_run_is_read_against_the_table_it_recorded():
-    """Recalibrating changes the table: a run's rows are judged-by-table against the table in its provenance."""
-    old = {name: 1e-3 for name in NOISE_QUANTITIES}
-    table = calibration.judging_table({"tolerances": {"bfloat16": old}}, "bfloat16")
-    assert table.grad == 1e-3 and table.router_reassigned == tolerance_for("bfloat16").router_reassigned
-    judged, _ = calibration.samples([row("packed", "unpacked", "grad", 4e-4, 1e-3)], seed=0, table=table)
-    assert [s.observed for s in judged] == [4e-4]
-    assert calibration.judging_table({}, "bfloat16") == tolerance_for("bfloat16")  # results from before the record
+def test_a_row_is_read_by_the_bound_it_carries_not_by_its_threshold():
+    """Recalibrating changes the table: a run's rows still say which table field judged them; results written before
+    rows carried their bound are refused with the fix, not guessed at."""
+    old = tolerance_for("bfloat16", {name: 2.5e-4 for name in NOISE_QUANTITIES})
+    judged, _ = calibration.samples([row("packed", "unpacked", "grad", 4e-4, old.by("grad"))], seed=0)
+    assert [(s.field, s.observed) for s in judged] == [("grad", 4e-4)]
+    unbound = row("packed", "unpacked", "grad", 4e-4, old.by("grad"))
+    del unbound["bound"]
+    with pytest.raises(InputError, match="run them again"):
+        calibration.samples([unbound], seed=0)

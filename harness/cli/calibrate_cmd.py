@@ -139,7 +139,7 @@ def summarise(directories: list[Path], factor: float) -> dict:
         for dtype in sorted({v["dtype"] for v in data["verdicts"]}):
             group = measured.setdefault(dtype, {"judged": [], "oracle": [], "seeds": set(), "verdicts": 0, "not_passing": []})
             rows = [r for r in data["rows"] if r.get("dtype") == dtype]
-            judged, oracle = calibration.samples(rows, seed, calibration.judging_table(data["provenance"], dtype))
+            judged, oracle = calibration.samples(rows, seed)
             group["judged"] += judged
             group["oracle"] += oracle
             group["seeds"].add(seed)

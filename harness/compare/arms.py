@@ -26,36 +26,36 @@ def compare_logprobs(
             worst = diff.max().item()
             first_bad = int((diff > tol.logprobs).nonzero()[0]) if (diff > tol.logprobs).any() else int(diff.argmax())
             where = locate(i, first_bad)
-    return Comparison(arms=arms, quantity="logprobs", item="", metric="max_abs", observed=worst, threshold=tol.logprobs, where=where)
+    return Comparison(arms=arms, quantity="logprobs", item="", metric="max_abs", observed=worst, **tol.by("logprobs"), where=where)
 
 
 def compare_scalars(arms: Arms, observed: StepResult, reference: StepResult, tol: Tolerance) -> list[Comparison]:
     return [
-        Comparison(arms=arms, quantity="loss", item="", metric="rel_nats", observed=rel_nats(observed.loss, reference.loss), threshold=tol.loss,
+        Comparison(arms=arms, quantity="loss", item="", metric="rel_nats", observed=rel_nats(observed.loss, reference.loss), **tol.by("loss"),
                    where=f"{observed.loss:.12g} vs {reference.loss:.12g}"),
         Comparison(arms=arms, quantity="num_loss_tokens", item="", metric="abs",
-                   observed=float(abs(observed.num_loss_tokens - reference.num_loss_tokens)), threshold=tol.count,
+                   observed=float(abs(observed.num_loss_tokens - reference.num_loss_tokens)), **tol.by("count"),
                    where=f"{observed.num_loss_tokens} vs {reference.num_loss_tokens}"),
     ]
 
 
-def compare_tensors(arms: Arms, quantity: str, observed: dict, reference: dict, threshold: float) -> list[Comparison]:
-    """Relative L2 and max-relative error for every named tensor."""
-    rows, buffers = [], Float64Buffers()
+def compare_tensors(arms: Arms, quantity: str, observed: dict, reference: dict, tol: Tolerance) -> list[Comparison]:
+    """Relative L2 and max-relative error for every named tensor, judged by `tol`'s field of the same name as `quantity`."""
+    rows, buffers, allowed = [], Float64Buffers(), tol.by(quantity)
     for name in sorted(reference):
         a, b = observed[name], reference[name]
         l2, worst, index = tensor_errors(a, b, buffers=buffers)
         where = f"element {flat_index_to_position(index, tuple(b.shape))}" if index >= 0 else ""
-        rows.append(Comparison(arms=arms, quantity=quantity, item=name, metric="rel_l2", observed=l2, threshold=threshold))
-        rows.append(Comparison(arms=arms, quantity=quantity, item=name, metric="max_rel", observed=worst, threshold=threshold, where=where))
+        rows.append(Comparison(arms=arms, quantity=quantity, item=name, metric="rel_l2", observed=l2, **allowed))
+        rows.append(Comparison(arms=arms, quantity=quantity, item=name, metric="max_rel", observed=worst, **allowed, where=where))
     return rows
 
 
-def compare_params_after(arms: Arms, observed: StepResult, reference: StepResult, threshold: float,
+def compare_params_after(arms: Arms, observed: StepResult, reference: StepResult, tol: Tolerance,
                          optimizer: OptimizerSpec | None) -> list[Comparison]:
     """Every parameter after the optimizer step: relative L2 and max-relative as for gradients, each
     element's error weighted by the step's conditioning there (harness/compare/conditioning.py)."""
-    rows, buffers = [], Float64Buffers()
+    rows, buffers, allowed = [], Float64Buffers(), tol.by("params_after")
     # the step sees the gradient clipped by the reference's norm: condition on what it saw
     clip = optimizer.clip_coefficient(reference.grad_norm) if optimizer is not None and reference.grad_norm is not None else 1.0
     for name in sorted(reference.params_after):
@@ -64,9 +64,9 @@ def compare_params_after(arms: Arms, observed: StepResult, reference: StepResult
         weights = error_weights(b, clip * reference.grads[name], optimizer) if name in reference.grads else None
         l2, worst, index = tensor_errors(a, b, weights, buffers)
         where = f"element {flat_index_to_position(index, tuple(b.shape))}" if index >= 0 else ""
-        rows.append(Comparison(arms=arms, quantity="params_after", item=name, metric="cond_rel_l2", observed=l2, threshold=threshold))
+        rows.append(Comparison(arms=arms, quantity="params_after", item=name, metric="cond_rel_l2", observed=l2, **allowed))
         rows.append(Comparison(arms=arms, quantity="params_after", item=name, metric="cond_max_rel", observed=worst,
-                               threshold=threshold, where=where))
+                               **allowed, where=where))
     return rows
 
 
@@ -81,7 +81,7 @@ def compare_dloss_dlogprobs(arms: Arms, observed: StepResult, reference: StepRes
             worst, where = diff.max().item(), locate(i, int(diff.argmax()))
     observed_error = worst / scale if scale else (0.0 if worst == 0 else float("inf"))
     return [Comparison(arms=arms, quantity="dloss_dlogprobs", item="", metric="max_rel", observed=observed_error,
-                       threshold=tol.dloss_dlogprobs, where=where)]
+                       **tol.by("dloss_dlogprobs"), where=where)]
 
 
 def compare_results(
@@ -97,7 +97,7 @@ def compare_results(
     rows += compare_dloss_dlogprobs(arms, observed, reference, tol, locate)
     rows += compare_router(arms, observed, reference, tol)
     if gradients:
-        rows += compare_tensors(arms, "grad", observed.grads, reference.grads, tol.grad)
+        rows += compare_tensors(arms, "grad", observed.grads, reference.grads, tol)
     if observed.params_after is not None and reference.params_after is not None:
-        rows += compare_params_after(arms, observed, reference, tol.params_after, optimizer)
+        rows += compare_params_after(arms, observed, reference, tol, optimizer)
     return rows

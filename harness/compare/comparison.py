@@ -4,7 +4,8 @@ the allowed error, where.
 The margin (observed / allowed) is what reports colour by: < 1 passes, and for a clean engine in
 float64 it is typically 1e-5 or smaller; a bug reads as 1e5 and up. `arms` says what was compared
 as data: the arm judged and what it was judged against (another arm, the harness's own closed-form
-definition, or the stored golden); its text form is only for people.
+definition, or the stored golden); its text form is only for people. `bound` says what set the
+threshold (harness/compare/bound.py): a Tolerance field and its source, or a rule.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from packcheck.harness.compare.bound import RULE, Bound, Source
 
 HARNESS = "harness"  # what the harness computes itself: counts, the supervised set, a loss's definition
 GOLDEN = "golden"  # the reference trainer's stored float64 golden
@@ -45,6 +47,14 @@ class Comparison:
     observed: float
     threshold: float
     where: str = ""  # worst location, in words
+    bound: Bound = RULE  # what set `threshold`: a tolerance field and its source (Tolerance.by), else a rule
+
+    @property
+    def floor_ratio(self) -> float | None:
+        """The error as a multiple of the reference's calibrated noise floor, where a calibrated table judged it."""
+        if self.bound.source is not Source.CALIBRATED or not self.bound.floor:
+            return None
+        return self.observed / self.bound.floor
 
     @property
     def passed(self) -> bool:
@@ -57,8 +67,10 @@ class Comparison:
         return 0.0 if self.observed == 0 else math.inf
 
     def to_json(self) -> dict:
-        return asdict(self) | {"arms": str(self.arms), "arm": self.arms.arm, "against": self.arms.against,
-                               "passed": self.passed, "margin": self.margin}
+        ratio = self.floor_ratio
+        return (asdict(self) | {"arms": str(self.arms), "arm": self.arms.arm, "against": self.arms.against,
+                                "passed": self.passed, "margin": self.margin, "bound": self.bound.to_json()}
+                | ({} if ratio is None else {"floor_ratio": ratio}))
 
     def headline(self) -> str:
         item = f" {self.item}" if self.item else ""

@@ -29,7 +29,7 @@ def compare_loss_with_logprobs(case: Case, result: StepResult, tol: Tolerance, a
     implied = expected_loss(case, result.logprobs).loss
     return Comparison(
         arms=Arms(arm, HARNESS), quantity="loss", item="implied by logprobs", metric="rel_nats", observed=rel_nats(result.loss, implied),
-        threshold=tol.loss, where=f"reported {result.loss:.12g}, -mean(logprobs over the loss mask) = {implied:.12g}",
+        **tol.by("loss"), where=f"reported {result.loss:.12g}, -mean(logprobs over the loss mask) = {implied:.12g}",
     )
 
 
@@ -54,5 +54,5 @@ def compare_supervised_set(case: Case, result: StepResult, tol: Tolerance, locat
         if error > worst:
             worst, where = error, f"{locate(i, t)}: weight {float(weights[i][t]):.6g}, expected -1/{case.num_loss_tokens}"
     rows.append(Comparison(arms=Arms(arm, HARNESS), quantity="dloss_dlogprobs", item="token weight", metric="max_rel",
-                           observed=worst, threshold=tol.dloss_dlogprobs, where=where))
+                           observed=worst, **tol.by("dloss_dlogprobs"), where=where))
     return rows

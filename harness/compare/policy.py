@@ -12,6 +12,7 @@ second engine and hold in any dtype:
 from __future__ import annotations
 
 import math
+
 import torch
 
 from packcheck.harness.compare.arms import Locate
@@ -20,7 +21,6 @@ from packcheck.harness.compare.metrics import rel_nats
 from packcheck.harness.compare.tolerances import TOLERANCES, Tolerance
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.losses import Branch, Expected, expected_loss, token_weights
-
 
 
 def describe_branch(case: Case, expected: Expected, sample: int, token: int) -> str:
@@ -32,7 +32,7 @@ def describe_branch(case: Case, expected: Expected, sample: int, token: int) -> 
 def compare_policy_loss(result: StepResult, expected: Expected, tol: Tolerance, arm: str) -> Comparison:
     return Comparison(
         arms=Arms(arm, HARNESS), quantity="loss", item="policy loss definition", metric="rel_nats", observed=rel_nats(result.loss, expected.loss),
-        threshold=tol.loss, where=f"reported {result.loss:.12g}, the definition at the engine's log-probs gives {expected.loss:.12g}",
+        **tol.by("loss"), where=f"reported {result.loss:.12g}, the definition at the engine's log-probs gives {expected.loss:.12g}",
     )
 
 
@@ -48,7 +48,7 @@ def compare_policy_weights(case: Case, result: StepResult, expected: Expected, t
                      f"the definition gives {float(want[t]):.6g}")
     observed = worst / scale if scale else (0.0 if worst == 0 else math.inf)
     return Comparison(arms=Arms(arm, HARNESS), quantity="dloss_dlogprobs", item="policy token weight", metric="max_rel",
-                      observed=observed, threshold=tol.dloss_dlogprobs, where=where)
+                      observed=observed, **tol.by("dloss_dlogprobs"), where=where)
 
 
 def compare_clipped_set(case: Case, result: StepResult, expected: Expected, locate: Locate, arm: str) -> Comparison:
@@ -94,7 +94,7 @@ def compare_ratio_is_one(case: Case, result: StepResult, tol: Tolerance, locate:
         if error.numel() and float(error.max()) > worst:
             worst, where = float(error.max()), locate(i, int(error.argmax()) + 1)
     return Comparison(arms=Arms(arm, HARNESS), quantity="ratio", item="exp(logp - old)", metric="max_abs(r - 1)", observed=worst,
-                      threshold=tol.logprobs, where=where)
+                      **tol.by("logprobs"), where=where)
 
 
 def compare_entropy_term(case: Case, result: StepResult, expected: Expected, tol: Tolerance, arm: str) -> Comparison:
@@ -109,6 +109,6 @@ def compare_entropy_term(case: Case, result: StepResult, expected: Expected, tol
     outside = math.inf if entropy <= 0 else max(0.0, entropy / bound - 1.0)
     return Comparison(
         arms=Arms(arm, HARNESS), quantity="entropy_term", item="", metric="rel excess over (0, log V * sum w]", observed=outside,
-        threshold=tol.loss,
+        **tol.by("loss"),
         where=f"aggregated entropy E = {entropy:.6g}, bound log(V) * sum(w) = {bound:.6g}",
     )

@@ -16,7 +16,7 @@ def compare_router(arms: Arms, observed: StepResult, reference: StepResult, tol:
     rows = []
     if observed.aux_loss is not None and reference.aux_loss is not None:
         rows.append(Comparison(arms=arms, quantity="aux_loss", item="", metric="rel", observed=rel(observed.aux_loss, reference.aux_loss),
-                               threshold=tol.loss, where=f"{observed.aux_loss:.12g} vs {reference.aux_loss:.12g}"))
+                               **tol.by("loss"), where=f"{observed.aux_loss:.12g} vs {reference.aux_loss:.12g}"))
     a, b = observed.router_tokens_per_expert, reference.router_tokens_per_expert
     if a is not None and b is not None:
         if a.shape != b.shape:
@@ -30,5 +30,5 @@ def compare_router(arms: Arms, observed: StepResult, reference: StepResult, tol:
             where += f"; worst layer {layer} expert {expert}: {int(a[layer, expert])} vs {int(b[layer, expert])}"
         moved = float(diff_LE.sum()) / 2 / max(int(b.sum()), 1)  # a reassignment leaves one expert and joins another
         rows.append(Comparison(arms=arms, quantity="router_tokens_per_expert", item="", metric="reassigned", observed=moved,
-                               threshold=tol.router_reassigned, where=where))
+                               **tol.by("router_reassigned"), where=where))
     return rows

@@ -26,8 +26,10 @@ float64 golden. Scenarios that need a different bound override it next to their 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
+
+from packcheck.harness.compare.bound import Bound, Source
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -42,6 +44,20 @@ class Tolerance:
     # precision a near-tie between two experts' router logits can flip (measured on an H200, bf16, the
     # qwen3_moe golden case: 2 of 448 assignments, 0.45%; float32: none in any arm)
     router_reassigned: float = 0.0
+    source: Source = Source.TABLE  # where the noise fields' values come from (harness/compare/bound.py)
+    floors: Mapping[str, float] = field(default_factory=dict)  # the noise floor each noise field is a multiple of
+
+    @staticmethod
+    def limits() -> tuple[str, ...]:
+        """The fields that are allowed errors (the rest say where they come from)."""
+        return tuple(f.name for f in dataclasses.fields(Tolerance) if f.type == "float")
+
+    def by(self, name: str) -> dict:
+        """The threshold of field `name` and the Bound that says so, as Comparison takes them:
+        `Comparison(..., **tol.by("loss"))`."""
+        noise = name in NOISE_QUANTITIES
+        bound = Bound(field=name, source=self.source if noise else Source.TABLE, floor=self.floors.get(name) if noise else None)
+        return {"threshold": getattr(self, name), "bound": bound}
 
 
 NOISE_QUANTITIES = ("logprobs", "loss", "grad", "dloss_dlogprobs", "params_after")
@@ -63,7 +79,8 @@ CALIBRATION_FACTOR = 4.0
 
 
 def calibrated(floors: Mapping[str, float], **discrete: float) -> Tolerance:
-    return Tolerance(**{name: CALIBRATION_FACTOR * floors[name] for name in NOISE_QUANTITIES}, **discrete)
+    return Tolerance(**{name: CALIBRATION_FACTOR * floors[name] for name in NOISE_QUANTITIES}, **discrete,
+                     source=Source.CALIBRATED, floors=dict(floors))
 
 
 TOLERANCES: dict[str, Tolerance] = {
@@ -83,13 +100,9 @@ def tolerance_from_floor(floor: dict[str, float], dtype: str, factor: float = NO
     quantities (counts, routing) keep `dtype`'s allowance."""
     tight = TOLERANCES["float64"]
     return Tolerance(**{name: max(factor * floor[name], getattr(tight, name)) for name in NOISE_QUANTITIES},
-                     router_reassigned=tolerance_for(dtype).router_reassigned)
+                     router_reassigned=tolerance_for(dtype).router_reassigned, source=Source.GOLDEN_FLOOR,
+                     floors={name: floor[name] for name in NOISE_QUANTITIES})
 
-
-
-def noise_floors(dtype: str) -> dict[str, float]:
-    """The shipped calibrated floors of `dtype`'s table ({} for float64, whose table is not a multiple of a floor)."""
-    return dict(NOISE_FLOORS.get(dtype, {}))
 
 
 def table_json(floors: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, dict[str, float]]:
@@ -105,4 +118,6 @@ def tolerance_for(dtype: str, floors: Mapping[str, float] | None = None) -> Tole
         raise KeyError(f"no tolerance policy for dtype {dtype!r}; known: {sorted(TOLERANCES)}")
     if not floors or dtype not in NOISE_FLOORS:
         return TOLERANCES[dtype]
-    return dataclasses.replace(TOLERANCES[dtype], **{name: CALIBRATION_FACTOR * floors[name] for name in NOISE_QUANTITIES if name in floors})
+    own = {name: floors[name] for name in NOISE_QUANTITIES if name in floors}
+    return dataclasses.replace(TOLERANCES[dtype], **{name: CALIBRATION_FACTOR * floor for name, floor in own.items()},
+                               floors={**TOLERANCES[dtype].floors, **own})

@@ -32,12 +32,12 @@ from packcheck.harness.compare import (
     compare_loss_with_logprobs,
     compare_results,
     compare_supervised_set,
-    tolerance_from_floor,
 )
 from packcheck.harness.contract import Case, LossKind, Sample, StepResult
-from packcheck.harness.golden import GoldenProblem, load_golden, load_noise_floor
+from packcheck.harness.golden import GoldenProblem, load_golden
 from packcheck.harness.judging.golden_case import golden_case
 from packcheck.harness.judging.judgement import Judgement
+from packcheck.harness.judging.truth import truth_tolerance
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +143,7 @@ def golden_for(j: Judgement, arm: str) -> tuple[Case, StepResult, Tolerance] | N
     case = golden_case(j.setting)
     try:
         golden = load_golden(family, case)
-        tolerance = j.tolerance if dtype == "float64" else tolerance_from_floor(load_noise_floor(family, dtype), dtype)
+        tolerance = truth_tolerance(family, dtype, j.tolerance)
     except GoldenProblem:
         return None
     return case, golden, tolerance
@@ -171,5 +171,5 @@ def baseline_vs_golden(j: Judgement, baseline: str) -> Comparison | None:
         if diff.numel() and diff.max().item() > worst:
             worst, where = diff.max().item(), locate(i, int(diff.argmax()))
     return Comparison(arms=Arms(baseline, GOLDEN), quantity="logprobs", item=f"{len(pairs)} samples shared with the golden",
-                      metric="max_abs", observed=worst, threshold=tolerance.logprobs, where=where)
+                      metric="max_abs", observed=worst, **tolerance.by("logprobs"), where=where)
 

@@ -21,19 +21,20 @@ from dataclasses import dataclass
 
 from packcheck.harness.compare import (
     GOLDEN,
+    TOLERANCES,
     Arms,
     Comparison,
     compare_logprobs,
     compare_results,
     compare_tensors,
     tolerance_for,
-    tolerance_from_floor,
 )
 from packcheck.harness.compare.arms import compare_dloss_dlogprobs
-from packcheck.harness.golden import GoldenProblem, load_golden, load_noise_floor
+from packcheck.harness.golden import GoldenProblem, load_golden
 from packcheck.harness.judging.document_drift import drift_by_document
 from packcheck.harness.judging.judgement import Judgement
 from packcheck.harness.judging.oracle_arms import is_oracle, oracle_name
+from packcheck.harness.judging.truth import truth_tolerance
 
 # the share of gradient tensors that must be off beyond float64 rounding for the error to count as spread
 SPREAD = 0.9
@@ -70,7 +71,7 @@ class RoundingPattern:
 
 def float32_allowance(family: str):
     """What a float32 run of the reference may differ from the golden: golden_regression's float32 tolerance."""
-    return tolerance_from_floor(load_noise_floor(family, LOWER), LOWER)
+    return truth_tolerance(family, LOWER, TOLERANCES[LOWER])
 
 
 def is_float64_truth(against: str) -> bool:
@@ -90,7 +91,7 @@ def rounding_pattern(j: Judgement, arm: str) -> RoundingPattern | None:
             truth, pair = j.results[oracle_name(arm)], Arms(arm, oracle_name(arm))
             rows = [compare_logprobs(pair, result, truth, allowance, j.locate(arm)),
                     *compare_dloss_dlogprobs(pair, result, truth, allowance, j.locate(arm)),
-                    *compare_tensors(pair, "grad", result.grads, truth.grads, allowance.grad)]
+                    *compare_tensors(pair, "grad", result.grads, truth.grads, allowance)]
         else:
             truth, pair = load_golden(j.setting.family, case), Arms(arm, GOLDEN)
             rows = compare_results(pair, result, truth, allowance, j.locate(arm), optimizer=case.optimizer)

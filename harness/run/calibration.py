@@ -6,12 +6,13 @@ closed form. Every such comparison of a clean engine is a null measurement: its 
 rounding noise. Over many seeds their maximum per tolerance field is the dtype's noise floor, and
 the tolerance a verdict applies is a factor above it (harness/compare/tolerances.py).
 
-What is measured, from results.json rows:
-- `floors`: per tolerance field, the comparisons the dtype's table judges (a threshold equal to the
-  entry of the table the run recorded in its provenance): arm against arm, or against the
-  harness's definition, on the run's device.
-  Arms relocated to the CPU in float64 (placement.PREFIX) measure nothing about the dtype and are
-  left out; so are comparisons a scenario judges with its own bound (goldens, the float64 oracle).
+What is measured, from results.json rows, each of which carries the bound that judged it
+(harness/compare/bound.py):
+- `floors`: per tolerance field, the comparisons the dtype's calibrated table judged (bound source
+  `calibrated_floor`): arm against arm, or against the harness's definition, on the run's device.
+  Arms relocated to the CPU in float64 were judged by float64's table and measure nothing about the
+  dtype; comparisons judged by a rule or a scenario's own bound (goldens, the float64 oracle) are
+  left out too.
 - `against_float64`: the gradient oracle's comparisons (an arm against the same arm in float64): the
   engine's own error against the exact answer, which golden_regression's noise factor bounds.
 - `arm_pairs`: the floor of each scenario's arm pair, `family_floors` each family's: which sets a floor.
@@ -19,7 +20,6 @@ What is measured, from results.json rows:
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import statistics
@@ -28,15 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from packcheck.harness.compare import Tolerance, tolerance_for
-from packcheck.harness.compare.tolerances import CALIBRATION_FACTOR, NOISE_FLOORS
+from packcheck.harness.compare.bound import Source
+from packcheck.harness.compare.tolerances import NOISE_FLOORS, NOISE_QUANTITIES
 from packcheck.harness.errors import InputError
 from packcheck.harness.judging.oracle_arms import is_oracle
-from packcheck.harness.run.placement import PREFIX as RELOCATED
-
-# the Tolerance field a quantity is judged by (compare/arms.py, the policy and router comparisons)
-FIELD_OF = {"logprobs": "logprobs", "ratio": "logprobs", "loss": "loss", "aux_loss": "loss", "entropy_term": "loss",
-            "grad": "grad", "dloss_dlogprobs": "dloss_dlogprobs", "params_after": "params_after"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,16 +66,6 @@ class Floor:
     def to_json(self) -> dict:
         return {"field": self.field, "count": self.count, "median": self.median, "p99": self.p99, "max": self.floor,
                 "worst": self.worst.origin()}
-
-
-def floor_ratio(floors: Mapping[str, float], quantity: str, observed_error: float, threshold: float) -> float | None:
-    """A comparison's error as a multiple of its dtype's calibrated noise floor (`floors`: a verdict's), where the table
-    judged it: its threshold is CALIBRATION_FACTOR x the floor (None in float64, for exact quantities, and where a
-    scenario set its own bound)."""
-    floor = floors.get(FIELD_OF.get(quantity, ""))
-    if not floor or threshold != CALIBRATION_FACTOR * floor:
-        return None
-    return observed_error / floor
 
 
 class FloorsProblem(InputError):
@@ -120,30 +105,27 @@ def observed(row: Mapping) -> float:
     return float(value) if isinstance(value, str) else value  # results.json writes inf/nan as strings
 
 
-def samples(rows: Iterable[Mapping], seed: int, table: Tolerance) -> tuple[list[Sample], list[Sample]]:
-    """The run's null measurements judged by `table` (the run's dtype's entry), and those against the float64 oracle."""
+class OldResults(InputError):
+    """Results written before rows carried their bound: nothing in them says which comparisons the table judged."""
+
+
+def samples(rows: Iterable[Mapping], seed: int) -> tuple[list[Sample], list[Sample]]:
+    """The run's null measurements: the rows judged by a noise field (NOISE_QUANTITIES) of the dtype's calibrated table,
+    and those against the float64 oracle."""
     judged, oracle = [], []
     for row in rows:
-        field = FIELD_OF.get(row["quantity"])
-        if field is None or row["arm"].startswith(RELOCATED) or row["against"].startswith(RELOCATED):
+        if "bound" not in row:
+            raise OldResults("these results predate the bound each comparison records (rows without 'bound'): "
+                             "run them again with this packcheck (packcheck calibrate --engine ... --seeds ...)")
+        field = row["bound"]["field"]
+        if field not in NOISE_QUANTITIES:
             continue
         sample = Sample(field=field, observed=observed(row), seed=seed, row=row)
         if is_oracle(row["against"]):
             oracle.append(sample)
-        elif judged_by_table(row, table, field):
+        elif row["bound"]["source"] == Source.CALIBRATED.value:
             judged.append(sample)
     return judged, oracle
-
-
-def judging_table(provenance: Mapping, dtype: str) -> Tolerance:
-    """The table a run judged `dtype` with: recorded in its provenance (today's, for results written before that)."""
-    recorded = (provenance.get("tolerances") or {}).get(dtype)
-    return tolerance_for(dtype) if recorded is None else dataclasses.replace(tolerance_for(dtype), **recorded)
-
-
-def judged_by_table(row: Mapping, table: Tolerance, field: str) -> bool:
-    """Whether the dtype's table judged the row (not a scenario's own bound): its threshold is the table's entry."""
-    return row["threshold"] == getattr(table, field)
 
 
 def floors(measured: Iterable[Sample]) -> dict[str, Floor]:

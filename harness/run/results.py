@@ -22,7 +22,6 @@ from pathlib import Path
 from packcheck.harness.compare.tolerances import table_json
 from packcheck.harness.errors import InputError
 from packcheck.harness.files import write_atomically
-from packcheck.harness.run.calibration import floor_ratio
 from packcheck.harness.run.tables import write_tables
 from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.text import path_name
@@ -72,14 +71,8 @@ class ResultsFile:
 
 
 def rows_of(verdict: Verdict) -> list[dict]:
-    return [_finite({key: getattr(verdict, key) for key in VERDICT_KEYS} | c.to_json() | over_floor(verdict.noise_floors, c))
+    return [_finite({key: getattr(verdict, key) for key in VERDICT_KEYS} | c.to_json())
             for c in verdict.comparisons]
-
-
-def over_floor(floors: dict[str, float], comparison) -> dict:
-    """{"floor_ratio": error / the reference's calibrated noise floor} where the dtype's calibrated table judged it."""
-    ratio = floor_ratio(floors, comparison.quantity, comparison.observed, comparison.threshold)
-    return {} if ratio is None else {"floor_ratio": ratio}
 
 
 def arms_directory(run_dir: str | Path, engine: str, family: str, scenario: str) -> Path:

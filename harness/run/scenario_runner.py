@@ -24,7 +24,6 @@ from typing import Mapping
 
 from packcheck.harness.collectives import unused_mesh
 from packcheck.harness.compare import HARNESS, Arms, Comparison, tolerance_for
-from packcheck.harness.compare.tolerances import noise_floors
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.engines import Engine, EngineInfo, InvalidResult, finding_for, validate_result
 from packcheck.harness.golden import write_obtained
@@ -192,8 +191,7 @@ def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dty
     started, inputs = time.perf_counter(), options.inputs
     spec = engine if isinstance(engine, str) else engine.spec
     verdict = Verdict(engine=spec if isinstance(engine, str) else engine.name, engine_spec=spec, family=family, scenario=scenario.name,
-                      dtype=dtype, device=device, status=PASS, attention=attention, inputs=inputs.flags(),
-                      noise_floors=noise_floors(dtype) | dict(options.noise_floors.get(dtype, {})))
+                      dtype=dtype, device=device, status=PASS, attention=attention, inputs=inputs.flags())
     try:
         info = pool.engine_info(spec, device) if isinstance(engine, str) else engine
     except LaunchFailed as failed:
@@ -208,7 +206,7 @@ def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dty
     elif scenario.unsupported_in is not None and (why := scenario.unsupported_in(setting)):
         verdict.status, verdict.detail = UNSUPPORTED, why
     else:
-        judge_placed(info, scenario, setting, verdict, pool, save_dir, save_passing, options.logic_pass)
+        judge_placed(info, scenario, setting, verdict, pool, save_dir, save_passing, options.logic_pass, options.noise_floors)
     finding = finding_for(info.known_findings, scenario.name, family)
     if finding is not None and numeric_failure(verdict) and verdict.worst.margin >= finding.min_margin:
         verdict.known_finding = finding.headline()
@@ -217,7 +215,7 @@ def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dty
 
 
 def judge_placed(info: EngineInfo, scenario: Scenario, setting: Setting, verdict: Verdict, pool: LaunchPool, save_dir: Path | None,
-                 save_passing: bool, logic_pass: bool = True) -> None:
+                 save_passing: bool, logic_pass: bool = True, floors: Mapping[str, Mapping[str, float]] | None = None) -> None:
     """Judge the arms this machine hosts on the asked device; those with more ranks than it has GPUs run on the CPU
     in float64 with the scenario's single-process and required arms (its baselines), judged apart (harness/run/placement.py)."""
     moved: list[str] = []
@@ -229,7 +227,7 @@ def judge_placed(info: EngineInfo, scenario: Scenario, setting: Setting, verdict
         invalid = InvalidArms()
         cases, results = build_and_run(info, scenario, setting, verdict, pool, moved, invalid=invalid)
         verdict.arms_run = dict(placement.arms_run(cases, results))
-        judge_and_save(verdict, scenario, setting, cases, results, invalid, save_dir, save_passing)
+        judge_and_save(verdict, scenario, setting, cases, results, invalid, save_dir, save_passing, floors=(floors or {}).get(setting.dtype))
         if results is None and moved:
             verdict.detail += f"arms {', '.join(moved)} (more ranks than this machine has GPUs) were not run on the CPU: the verdict ended first\n"
         if results is not None and moved and not logic_pass:
@@ -279,11 +277,12 @@ def build_and_run(info: EngineInfo, scenario: Scenario, setting: Setting, verdic
 
 
 def judge_and_save(verdict: Verdict, scenario: Scenario, setting: Setting, cases: dict[str, Case], results: dict[str, StepResult] | None,
-                   invalid: InvalidArms, save_dir: Path | None, save_passing: bool, prefix: str = "") -> None:
+                   invalid: InvalidArms, save_dir: Path | None, save_passing: bool, prefix: str = "",
+                   floors: Mapping[str, float] | None = None) -> None:
     """Judge the arms that ran into `verdict`, fold the invalid ones in (a NaN does not hide the rest: they fail it,
     the valid arms are still judged) and save every arm, its name under `prefix`."""
     if results is not None:
-        tolerance = tolerance_for(setting.dtype, verdict.noise_floors)
+        tolerance = tolerance_for(setting.dtype, floors)  # `floors`: the run's own (--noise-floors), else the shipped table
         judge(verdict, scenario, Judgement(setting=setting, cases=cases, results=results, tolerance=tolerance))
     if invalid and invalid.valid is not None:
         conclude(verdict, invalid, cases, invalid.blocked)

@@ -18,7 +18,6 @@ from typing import Sequence, TextIO
 from packcheck.harness.engines import EngineInfo
 from packcheck.harness.launch import LaunchFailed, LaunchPool
 from packcheck.harness.models import FAMILIES
-from packcheck.harness.run.calibration import floor_ratio
 from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run.progress import Progress
 from packcheck.harness.run.results import ResultsFile, arms_directory
@@ -94,7 +93,7 @@ def not_started(matrix: Matrix, spec: str, family: str, scenario: Scenario, fail
 
 def verdict_line(verdict: Verdict) -> str:
     worst = verdict.worst
-    ratio = None if worst is None else floor_ratio(verdict.noise_floors, worst.quantity, worst.observed, worst.threshold)
+    ratio = None if worst is None else worst.floor_ratio
     floor = "" if ratio is None else f", {ratio:.2g}x the reference's noise floor"
     margin = "" if worst is None else f" (worst error/tolerance {worst.margin:.2g}{floor})"
     return f"{verdict.status.upper()}{margin} {verdict.seconds:.2f}s{why_not_all(verdict)}"

@@ -36,9 +36,6 @@ class Verdict:
     inputs: str = ""  # the --model/--seed/--data-scale flags of a run with other inputs than the defaults ("" for those)
     relocated_arms: list[str] = field(default_factory=list)  # arms with more ranks than GPUs, run on the CPU in float64 (harness/run/placement.py)
     arms_run: dict[str, int] = field(default_factory=dict)  # "device dtype" -> how many arms ran there
-    # the calibrated floors its dtype's table is CALIBRATION_FACTOR x (harness/compare/tolerances.py; a run's own with
-    # --noise-floors); {} in float64. Rows report their error as a multiple of them (floor_ratio).
-    noise_floors: dict[str, float] = field(default_factory=dict)
 
     @property
     def reproduce(self) -> str:

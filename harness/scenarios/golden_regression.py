@@ -8,12 +8,13 @@ needs no reference run.
 
 from __future__ import annotations
 
-from packcheck.harness.compare import GOLDEN, Arms, Comparison, compare_results, tolerance_from_floor
-from packcheck.harness.golden import GoldenProblem, load_golden, load_noise_floor, obtained_path
+from packcheck.harness.compare import GOLDEN, Arms, Comparison, compare_results
+from packcheck.harness.golden import GoldenProblem, load_golden, obtained_path
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.document_drift import drift_by_document
 from packcheck.harness.judging.golden_case import GOLDEN_ARM, golden_case
 from packcheck.harness.judging.judgement import Judgement, Setting
+from packcheck.harness.judging.truth import truth_tolerance
 from packcheck.harness.scenarios.base import Scenario
 from packcheck.harness.scenarios.building import failing
 
@@ -38,7 +39,7 @@ def judge(j: Judgement) -> list:
     family = j.setting.family
     try:
         golden = load_golden(family, case)
-        tolerance = j.tolerance if case.dtype == "float64" else tolerance_from_floor(load_noise_floor(family, case.dtype), case.dtype)
+        tolerance = truth_tolerance(family, case.dtype, j.tolerance)
     except GoldenProblem as problem:
         return [Comparison(arms=Arms(ARM, GOLDEN), quantity="golden", item=family, metric="available", observed=1.0, threshold=0.0,
                            where=f"{problem} (the obtained result goes to {obtained_path(family)})")]

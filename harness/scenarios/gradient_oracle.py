@@ -18,16 +18,17 @@ mutant.boundary-label). The arms are single-process, packed and unpacked, two un
 
 from __future__ import annotations
 
-from packcheck.harness.compare import Arms, Tolerance, compare_logprobs, compare_tensors, tolerance_from_floor
+from packcheck.harness.compare import Arms, Tolerance, compare_logprobs, compare_tensors
 from packcheck.harness.compare.arms import compare_dloss_dlogprobs
 from packcheck.harness.compare.router import compare_router
 from packcheck.harness.contract import UNPACKED, Partition, packed
 from packcheck.harness.data.samples import MIXED_DOCUMENTS
-from packcheck.harness.golden import GoldenProblem, load_noise_floor
+from packcheck.harness.golden import GoldenProblem
 from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.judging.oracle_arms import is_oracle, oracle_arms, oracle_name
+from packcheck.harness.judging.truth import truth_tolerance
 from packcheck.harness.scenarios.base import Scenario
 from packcheck.harness.scenarios.building import failing
 
@@ -48,13 +49,10 @@ def oracle(setting: Setting, cases, results) -> dict:
 
 
 def tolerance(j: Judgement) -> Tolerance:
-    """float64: the table's. Lower precision is judged against float64 truth, not another arm of its own precision: k x
-    the reference's own error at that precision against its float64 golden (golden_regression's calibration, measured
-    on these samples, packed, in this partition); the table's where a family has no golden."""
-    if j.setting.dtype == "float64":
-        return j.tolerance
+    """Against float64 truth (judging/truth.py: the golden's noise floor on these samples, packed, in this partition);
+    the table's where a family has no golden."""
     try:
-        return tolerance_from_floor(load_noise_floor(j.setting.family, j.setting.dtype), j.setting.dtype)
+        return truth_tolerance(j.setting.family, j.setting.dtype, j.tolerance)
     except GoldenProblem:
         return j.tolerance
 
@@ -70,7 +68,7 @@ def judge(j: Judgement) -> list:
         rows.append(compare_logprobs(arms, result, truth, tol, j.locate(name)))
         rows += compare_dloss_dlogprobs(arms, result, truth, tol, j.locate(name))
         rows += compare_router(arms, result, truth, tol)
-        rows += compare_tensors(arms, "grad", result.grads, truth.grads, tol.grad)
+        rows += compare_tensors(arms, "grad", result.grads, truth.grads, tol)
     return rows
 
 

@@ -76,7 +76,7 @@ def unchanged_outside_perturbed(j: Judgement, name: str) -> list:
     return [compare_logprobs(arms, observed, reference, j.tolerance, j.locate(name), WATCHED),
             *compare_scalars(arms, observed, reference, j.tolerance),
             *compare_dloss_dlogprobs(arms, observed, reference, j.tolerance, j.locate(name)),
-            *compare_tensors(arms, "grad", observed.grads, reference.grads, j.tolerance.grad)]
+            *compare_tensors(arms, "grad", observed.grads, reference.grads, j.tolerance)]
 
 
 def judge(j: Judgement) -> list:
