@@ -38,7 +38,7 @@ import torch
 
 from packcheck.harness.compare import Arms, compare_results, tolerance_for
 from packcheck.harness.contract import Case, StepResult
-from packcheck.harness.engines import resolve_engine, validate_result
+from packcheck.harness.engines import device_missing, resolve_engine, validate_result
 from packcheck.harness.engines.validate import checkpoint_shapes
 from packcheck.harness.launch.launch import Launch
 from packcheck.harness.launch.layout import LaunchDir
@@ -193,8 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--measure-step", action="store_true", help="time the reference's step on the CPU too (default: only on cuda)")
     parser.add_argument("--skip-building", action="store_true", help="leave out (a)'s scenario builds (default: time them)")
     args = parser.parse_args(argv)
-    if args.device == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda: no CUDA device is visible here")
+    if missing := device_missing(args.device):
+        parser.error(f"--device cuda: {missing}")
 
     load_before, wall_before, cpu_before = os.getloadavg()[0], time.perf_counter(), time.process_time()
     started = time.perf_counter()

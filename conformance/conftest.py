@@ -7,17 +7,16 @@ import pytest
 
 def families(config) -> list[str]:
     """--family, else every family the engine declares (its description, from its own process) that --model fits."""
-    from packcheck.conformance.plugin import run_inputs, session_pool
+    from packcheck.conformance.plugin import run_choices, session_pool
     from packcheck.harness.launch import LaunchFailed
     from packcheck.harness.models import FAMILIES
 
-    chosen = config.getoption("--family")
-    if chosen:
-        return chosen
-    fitting = run_inputs(config)[1] or FAMILIES
-    spec = config.getoption("--engine")
+    choices = run_choices(config)
+    if config.getoption("--family"):
+        return choices.families
+    spec = choices.engines[0]
     try:
-        return sorted(set(fitting) & session_pool(config).engine_info(spec, config.getoption("--device")).capabilities.families)
+        return sorted(set(choices.families or FAMILIES) & session_pool(config).engine_info(spec, choices.device).capabilities.families)
     except LaunchFailed as failed:
         raise pytest.UsageError(f"--engine {spec}: the engine did not start:\n{failed.text}") from None
 
@@ -26,15 +25,18 @@ def pytest_generate_tests(metafunc):
     if "family" in metafunc.fixturenames:
         metafunc.parametrize("family", families(metafunc.config))
     if "scenario" in metafunc.fixturenames:
-        from packcheck.harness.scenarios import SCENARIOS
+        from packcheck.conformance.plugin import run_choices
 
-        metafunc.parametrize("scenario", list(SCENARIOS.values()), ids=list(SCENARIOS))
+        scenarios = run_choices(metafunc.config).scenarios
+        metafunc.parametrize("scenario", scenarios, ids=[scenario.name for scenario in scenarios])
 
 
 @pytest.fixture(scope="session")
-def engine(pytestconfig, packcheck_pool):
+def engine(pytestconfig, packcheck_pool, device):
     """The engine under test as the harness knows it: its description, from its own process (EngineInfo)."""
-    return packcheck_pool.engine_info(pytestconfig.getoption("--engine"), pytestconfig.getoption("--device"))
+    from packcheck.conformance.plugin import run_choices
+
+    return packcheck_pool.engine_info(run_choices(pytestconfig).engines[0], device)
 
 
 @pytest.fixture(scope="session")
@@ -53,3 +55,11 @@ def device(pytestconfig) -> str:
 @pytest.fixture(scope="session")
 def attention(pytestconfig) -> str:
     return pytestconfig.getoption("--attention")
+
+
+@pytest.fixture(scope="session")
+def tolerance(dtype, packcheck_floors):
+    """The dtype's tolerance row, with the floors of --noise-floors where given (as `packcheck run` judges)."""
+    from packcheck.harness.compare import tolerance_for
+
+    return tolerance_for(dtype, packcheck_floors.get(dtype))

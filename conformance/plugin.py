@@ -3,11 +3,13 @@ packcheck, it is active in any repository.
 
     pip install packcheck
     pytest --pyargs packcheck.conformance --engine mypkg.adapter:MyEngine [--family llama] [--dtype float32|auto]
-        [--model 0.6b] [--seed 1] [--data-scale 85]
+        [--model 0.6b] [--seed 1] [--data-scale 85] [--noise-floors calibration.json]
 
-Options live in one "packcheck" group, each help text states its default; the report header shows
-what runs. The plugin imports nothing heavy until a test asks for `verdict_of`, `run_arm` or `packcheck_pool`
-(every arm runs in the engine's own processes, never in pytest's), and it changes
+The options are `packcheck run`'s, from one table (harness/run/options.py), checked by the same code
+(harness/run/choices.py); they live in one "packcheck" group, each help text states its default, and
+the report header shows what runs. The plugin imports nothing heavy until a packcheck option is
+given (it is checked before anything runs) or a test asks for `verdict_of`, `run_arm` or
+`packcheck_pool` (every arm runs in the engine's own processes, never in pytest's), and it changes
 nothing global: its hypothesis profiles are registered under packcheck's own names and used only
 by packcheck's property tests (conformance/known_findings.py).
 """
@@ -20,14 +22,8 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
-OPTIONS = (
-    ("--engine", "reference", "engine under test: a registered name or 'package.module:Class' (default: reference)"),
-    ("--dtype", "float64", "dtype of the conformance cases: float64 | float32 | bfloat16 | auto: the most precise dtype the engine's "
-                           "Capabilities.dtypes declare (default: float64)"),
-    ("--device", "cpu", "device of the conformance cases (default: cpu)"),
-    ("--attention", "auto", "attention backend the cases ask for (default: auto, the engine's choice)"),
-    ("--arm-timeout", "30", "seconds one arm may run before it is judged hung (default: 30; packcheck run's default is 600)"),
-)
+from packcheck.harness.run.options import PLUGIN_SPELLING, add_to_group, plugin_options, plugin_values
+
 # the scenario cells of the conformance suite carry this marker: a run where every one is skipped tested nothing
 CELL_MARKER = "packcheck_cell"
 
@@ -45,52 +41,49 @@ def hypothesis_profile() -> str:
 
 
 def pytest_addoption(parser):
-    group = parser.getgroup("packcheck", "packcheck conformance suite")
-    for flag, default, help_text in OPTIONS:
-        group.addoption(flag, default=default, help=help_text)
-    group.addoption("--family", action="append", default=None,
-                    help="model family, repeatable (default: every family the engine supports)")
-    # what every case is built from, as `packcheck run` takes it (harness/run/inputs.py)
-    group.addoption("--model", default="tiny",
-                    help="a size preset of each family (tiny, 0.6b, 1b: `packcheck list families`) or a directory holding a "
-                         "Hugging Face config.json, with its safetensors or seeded weights (default: tiny)")
-    group.addoption("--seed", type=int, default=0, help="seed of every generated input, weights included; 0 is the goldens' (default: 0)")
-    group.addoption("--data-scale", type=int, default=None,
-                    help="documents and packed rows this many times longer, odd (default: the model's: 1 for tiny, 85 for 0.6b/1b)")
+    add_to_group(parser.getgroup("packcheck", "packcheck conformance suite"))
+
+
+def given(config) -> dict:
+    """The packcheck options given, keyed and shaped as `packcheck run` takes them (harness/run/options.py)."""
+    return plugin_values(config.getoption)
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", f"{CELL_MARKER}: a scenario x family cell of the packcheck conformance suite")
-    if (config.getoption("--model"), config.getoption("--seed"), config.getoption("--data-scale")) != ("tiny", 0, None):
-        run_inputs(config)  # what no run can take is a usage error before anything runs
+    if any(config.getoption(option.flag) != option.default for option in plugin_options()):
+        run_choices(config)  # what no run can take is a usage error before anything runs
 
 
 def pytest_report_header(config):
-    families = config.getoption("--family") or "all supported"
-    scale = config.getoption("--data-scale")
-    return (f"packcheck: engine={config.getoption('--engine')} families={families} dtype={config.getoption('--dtype')} "
-            f"device={config.getoption('--device')} attention={config.getoption('--attention')} model={config.getoption('--model')} "
-            f"seed={config.getoption('--seed')}" + (f" data-scale={scale}" if scale is not None else "")
-            + f" hypothesis-profile={hypothesis_profile()}")
+    values = given(config)
+    families = values["family"] or "all supported"
+    extra = {"scenarios": ",".join(values["scenario"] or ()), "data-scale": values["data_scale"], "noise-floors": values["noise_floors"]}
+    return (f"packcheck: engine={values['engine'][0]} families={families} dtype={values['dtype']} device={values['device']} "
+            f"attention={values['attention']} model={values['model']} seed={values['seed']}"
+            + "".join(f" {name}={value}" for name, value in extra.items() if value) + f" hypothesis-profile={hypothesis_profile()}")
 
 
-INPUTS = pytest.StashKey()
+CHOICES = pytest.StashKey()
 DTYPE_CHOICE = pytest.StashKey()
 
 
-def run_inputs(config):
-    """(Inputs, families) of --model, --seed and --data-scale, checked as `packcheck run` checks them
-    (harness/run/inputs.py): the families are those the model fits, None for every family the engine supports."""
-    if INPUTS not in config.stash:
+def run_choices(config):
+    """The packcheck options checked as `packcheck run` checks them (harness/run/choices.py), once per session: the
+    Inputs, the families the model fits (None: every family the engine supports), the scenarios, the noise floors."""
+    if CHOICES not in config.stash:
         from packcheck.harness.errors import InputError
-        from packcheck.harness.run.inputs import checked_inputs
+        from packcheck.harness.run.choices import checked
 
         try:
-            config.stash[INPUTS] = checked_inputs(config.getoption("--model"), config.getoption("--seed"), config.getoption("--data-scale"),
-                                                  config.getoption("--family"))
-        except InputError as err:
-            raise pytest.UsageError(str(err)) from None
-    return config.stash[INPUTS]
+            choices = checked(given(config), timeout_flag=PLUGIN_SPELLING["timeout"]["flag"])
+        except (InputError, LookupError) as err:
+            raise pytest.UsageError(err.args[0] if isinstance(err, KeyError) and err.args else str(err)) from None
+        if len(choices.engines) != 1:
+            raise pytest.UsageError(f"--engine {config.getoption('--engine')}: matches {', '.join(choices.engines)}; the conformance "
+                                    "suite tests one engine: name one")
+        config.stash[CHOICES] = choices
+    return config.stash[CHOICES]
 
 
 def chosen_dtype(config, info) -> str:
@@ -98,7 +91,7 @@ def chosen_dtype(config, info) -> str:
     for the terminal summary; an engine that declares none is a usage error naming the field."""
     from packcheck.harness.run.dtype_choice import AUTO, NoDtypeDeclared, choose_dtype
 
-    dtype = config.getoption("--dtype")
+    dtype = run_choices(config).dtype
     if dtype != AUTO:
         return dtype
     if DTYPE_CHOICE not in config.stash:
@@ -127,7 +120,7 @@ def session_pool(config):
 
         from packcheck.harness.launch import LaunchPool
 
-        config.stash[POOL] = LaunchPool(Path(tempfile.mkdtemp(prefix="packcheck-launches-")), float(config.getoption("--arm-timeout")))
+        config.stash[POOL] = LaunchPool(Path(tempfile.mkdtemp(prefix="packcheck-launches-")), run_choices(config).timeout)
     return config.stash[POOL]
 
 
@@ -148,7 +141,13 @@ def packcheck_pool(pytestconfig):
 @pytest.fixture(scope="session")
 def packcheck_inputs(pytestconfig):
     """The Inputs (model, seed, data scale) every case of the session is built from."""
-    return run_inputs(pytestconfig)[0]
+    return run_choices(pytestconfig).inputs
+
+
+@pytest.fixture(scope="session")
+def packcheck_floors(pytestconfig):
+    """dtype -> field -> noise floor from --noise-floors ({}: the shipped floors), as `packcheck run` judges with them."""
+    return run_choices(pytestconfig).noise_floors
 
 
 @pytest.fixture(scope="session")
@@ -169,14 +168,15 @@ def run_arm(packcheck_pool):
 
 
 @pytest.fixture(scope="session")
-def verdict_of(packcheck_pool, packcheck_inputs):
+def verdict_of(packcheck_pool, packcheck_inputs, packcheck_floors):
     """verdict_of(engine_spec, scenario, family, dtype="float64", device="cpu", attention="auto"):
     run once per session and shared, because the conformance suite and packcheck's own mutant proof
-    judge the same cells; every case built from the session's --model, --seed and --data-scale."""
+    judge the same cells; every case built from the session's --model, --seed and --data-scale, and
+    judged with its --noise-floors."""
     from packcheck.harness.run.scenario_runner import RunOptions, run_scenario
     from packcheck.harness.scenarios import SCENARIOS
 
-    options = RunOptions(timeout=packcheck_pool.timeout, pool=packcheck_pool, inputs=packcheck_inputs)
+    options = RunOptions(timeout=packcheck_pool.timeout, pool=packcheck_pool, inputs=packcheck_inputs, noise_floors=packcheck_floors)
 
     @functools.cache
     def run(engine: str, scenario: str, family: str, dtype: str, device: str, attention: str):

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 
 from packcheck.conformance.known_findings import check_property, property_settings
-from packcheck.harness.compare import Arms, compare_results, tolerance_for
+from packcheck.harness.compare import Arms, compare_results
 from packcheck.harness.contract import UNPACKED, Partition
 from packcheck.harness.data.samples import SKEWED_LENGTHS
 from packcheck.harness.data.strategies import partitions
@@ -20,7 +20,8 @@ from packcheck.harness.scenarios.microbatch_invariance import REFERENCE_ARM, arm
 
 
 @pytest.mark.parametrize("layout", ["packed", "unpacked"])
-def test_gradient_is_independent_of_the_partition(engine, run_arm, family, dtype, device, attention, packcheck_inputs, layout):
+def test_gradient_is_independent_of_the_partition(engine, run_arm, family, dtype, device, attention, tolerance, packcheck_inputs,
+                                                   layout):
     setting = setting_for(family, dtype, device, attention, packcheck_inputs)
     chosen_layout = UNPACKED if layout == "unpacked" else None
     whole = arms_for_partition(setting, Partition.all_in_one(len(SKEWED_LENGTHS)), chosen_layout)[REFERENCE_ARM]
@@ -35,7 +36,7 @@ def test_gradient_is_independent_of_the_partition(engine, run_arm, family, dtype
         name = partition.describe()
         case = arms_for_partition(setting, partition, chosen_layout)[name]
         result = run_arm(engine.spec, case)
-        failed = [c for c in compare_results(Arms(name, "one"), result, reference, tolerance_for(dtype), lambda i, t: f"sample {i} token {t}") if not c.passed]
+        failed = [c for c in compare_results(Arms(name, "one"), result, reference, tolerance, lambda i, t: f"sample {i} token {t}") if not c.passed]
         assert not failed, "\n".join(c.headline() for c in failed[:5])
 
     check_property(check, finding)

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from packcheck.conformance.known_findings import check_property, property_settings
-from packcheck.harness.compare import Arms, compare_policy, compare_results, tolerance_for
+from packcheck.harness.compare import Arms, compare_policy, compare_results
 from packcheck.harness.contract import UNPACKED, Aggregation, packed
 from packcheck.harness.data.samples import SKEWED_LENGTHS
 from packcheck.harness.data.strategies import partitions
@@ -24,7 +24,8 @@ from packcheck.harness.scenarios.rl_loss_aggregation import ROLLOUT, SEQ_LEN, bu
 LAYOUTS = {"packed": packed(SEQ_LEN), "unpacked": UNPACKED}
 
 
-def test_policy_loss_equals_its_definition_for_any_partition(engine, run_arm, family, dtype, device, attention, packcheck_inputs):
+def test_policy_loss_equals_its_definition_for_any_partition(engine, run_arm, family, dtype, device, attention, tolerance,
+                                                             packcheck_inputs):
     setting = setting_for(family, dtype, device, attention, packcheck_inputs)
     rollout = build(setting)[ROLLOUT]
     if engine.unsupported_reason(rollout):
@@ -45,8 +46,8 @@ def test_policy_loss_equals_its_definition_for_any_partition(engine, run_arm, fa
         case = policy_arm(setting, results, mode, "clip", f"{layout}-{partition.describe()}", LAYOUTS[layout], partition)
         result = run(case)
         locate = lambda i, t: f"sample {i} token {t}"  # noqa: E731
-        rows = compare_policy(case, result, tolerance_for(dtype), locate, case.name)
-        rows += compare_results(Arms(case.name, "one"), result, whole[mode], tolerance_for(dtype), locate)
+        rows = compare_policy(case, result, tolerance, locate, case.name)
+        rows += compare_results(Arms(case.name, "one"), result, whole[mode], tolerance, locate)
         failed = [c for c in rows if not c.passed]
         assert not failed, "\n".join(c.headline() for c in failed[:5])
 

@@ -1,39 +1,42 @@
 """The pytest plugin takes what `packcheck run` takes: --model, --seed and --data-scale (checked by the same code,
-harness/run/inputs.py, with the same messages) and --dtype auto (harness/run/dtype_choice.py)."""
+harness/run/inputs.py, with the same messages), --dtype auto (harness/run/dtype_choice.py), --scenario and
+--noise-floors (tests/test_run_options.py: every run option)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from packcheck.conformance.plugin import run_inputs
+from packcheck.conformance.plugin import run_choices
 from packcheck.harness.run.inputs import Inputs
+from packcheck.harness.run.options import plugin_options
 from packcheck.harness.scenarios import SCENARIOS
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 class Options:
-    """A pytest config as the plugin reads it: its options and its stash."""
+    """A pytest config as the plugin reads it: its options (given by name, else their defaults) and its stash."""
 
-    def __init__(self, model="tiny", seed=0, data_scale=None, family=None):
+    def __init__(self, **given):
         self.stash = pytest.Stash()
-        self.options = {"--model": model, "--seed": seed, "--data-scale": data_scale, "--family": family}
+        self.options = {option.flag: given.get(option.name, option.default) for option in plugin_options()}
 
     def getoption(self, name):
         return self.options[name]
 
 
 def test_a_seed_reaches_every_case_the_plugin_builds():
-    inputs, families = run_inputs(Options(seed=1, family=["llama"]))
-    assert inputs == Inputs(seed=1) and families == ["llama"]
-    seeded = SCENARIOS["packed_vs_unpacked"].build(inputs.setting("llama", "float64", "cpu"))
+    choices = run_choices(Options(seed=1, family=["llama"]))
+    assert choices.inputs == Inputs(seed=1) and choices.families == ["llama"]
+    seeded = SCENARIOS["packed_vs_unpacked"].build(choices.inputs.setting("llama", "float64", "cpu"))
     today = SCENARIOS["packed_vs_unpacked"].build(Inputs().setting("llama", "float64", "cpu"))
     assert all(case.digest() != today[arm].digest() for arm, case in seeded.items())
-    assert run_inputs(Options(model="0.6b"))[1] == ["llama", "qwen3"], "a preset runs the families that have it"
+    assert run_choices(Options(model="0.6b")).families == ["llama", "qwen3"], "a preset runs the families that have it"
 
 
 @pytest.mark.parametrize("options, message", [
@@ -44,7 +47,7 @@ def test_a_seed_reaches_every_case_the_plugin_builds():
 ])
 def test_bad_inputs_are_a_usage_error_with_packcheck_runs_words(options, message):
     with pytest.raises(pytest.UsageError, match="^" + message.replace(".", r"\.")):
-        run_inputs(Options(**options))
+        run_choices(Options(**options))
 
 
 def pytest_run(*args: str) -> subprocess.CompletedProcess:
@@ -65,3 +68,13 @@ def test_the_suite_at_another_seed_in_the_engines_own_dtype():
     assert "1 passed, 1 skipped" in done.stdout
     assert "unsupported: goldens are stored for the tiny model at seed 0 only (this run: --model tiny, seed 1" in done.stdout
     assert "packcheck: engine reference: dtype float64 (--dtype auto: the most precise of the dtypes reference declares" in done.stdout
+
+
+def test_the_suite_judges_with_your_own_noise_floors(tmp_path):
+    """--noise-floors means what it means to `packcheck run` (tests/test_calibration.py): 4x a 1e-9 log-prob floor
+    fails the reference's float32 noise; --scenario narrows the suite to one scenario."""
+    own = tmp_path / "calibration.json"
+    own.write_text(json.dumps({"dtypes": {"float32": {"fields": {"logprobs": {"max": 1e-9}}}}}))
+    done = pytest_run("--dtype", "float32", "--noise-floors", str(own), "--scenario", "packed_vs_unpacked")
+    assert done.returncode == pytest.ExitCode.TESTS_FAILED, done.stdout[-3000:]
+    assert f"noise-floors={own}" in done.stdout and "1 failed" in done.stdout and "logprobs" in done.stdout, done.stdout[-3000:]

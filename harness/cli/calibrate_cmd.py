@@ -25,8 +25,7 @@ import sys
 from pathlib import Path
 
 from packcheck.harness.cli.errors import UsageError
-from packcheck.harness.cli.run_cmd import (Interrupted, add_matrix_options, checked_floors, checked_inputs, checked_matrix, floors_provenance,
-                                          output_directory, raise_interrupted)
+from packcheck.harness.cli.run_cmd import Interrupted, add_run_options, checked_choices, output_directory, raise_interrupted
 
 JUDGED_DTYPES = ("float32", "bfloat16", "float64")
 
@@ -36,7 +35,7 @@ def add_parser(commands) -> None:
     runs = parser.add_mutually_exclusive_group(required=True)
     runs.add_argument("--seeds", help="the seeds to run: a range 0-49, or a comma list 0,3,7")
     runs.add_argument("--results", nargs="+", help="read these runs' directories (each holding results.json, or seed-N/ folders) instead")
-    add_matrix_options(parser, engine_required=False)  # --results reads runs: no engine
+    add_run_options(parser, leave_out=("seed",))  # --results reads runs: no engine; --seeds gives the seeds
     parser.add_argument("--factor", type=float, default=None,
                         help="the suggested tolerance is the floor times this (default: the table's CALIBRATION_FACTOR, 4)")
     parser.set_defaults(handler=handle)
@@ -95,21 +94,18 @@ def run_seeds(args, seeds: list[int], out: Path) -> tuple[list[Path], bool]:
     from packcheck.harness.run.results import ResultsFile
     from packcheck.harness.run.session import Matrix, run_matrix
 
-    engines, scenarios = checked_matrix(args)
-    args.seed = seeds[0]
-    inputs = checked_inputs(args)
-    floors = checked_floors(args)
-    pool = LaunchPool(out / "launches", args.timeout)
+    choices = checked_choices(args, seed=seeds[0])
+    pool = LaunchPool(out / "launches", choices.timeout)
     directories: list[Path] = []
     previous = {sig: signal.signal(sig, raise_interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         for seed in seeds:
-            seeded = dataclasses.replace(inputs, seed=seed)
+            seeded = dataclasses.replace(choices, inputs=dataclasses.replace(choices.inputs, seed=seed))
             print(f"seed {seed} ({seeds.index(seed) + 1} of {len(seeds)})", file=sys.stderr, flush=True)
-            results = ResultsFile(out / f"seed-{seed}", provenance(args.device, ["packcheck", *args.argv])
-                                  | {"dtype": args.dtype, "inputs": seeded.to_json()} | floors_provenance(args, floors))
-            matrix = Matrix(engines=engines, families=args.family, scenarios=scenarios, dtype=args.dtype, device=args.device,
-                            attention=args.attention, save_arms="none", inputs=seeded, logic_pass=False, noise_floors=floors)
+            results = ResultsFile(out / f"seed-{seed}", provenance(seeded.device, ["packcheck", *args.argv]) | seeded.provenance())
+            matrix = Matrix(engines=seeded.engines, families=seeded.families, scenarios=seeded.scenarios, dtype=seeded.dtype,
+                            device=seeded.device, attention=seeded.attention, save_arms="none", inputs=seeded.inputs, logic_pass=False,
+                            noise_floors=seeded.noise_floors)
             try:
                 run_matrix(matrix, results, pool)
             finally:

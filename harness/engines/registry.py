@@ -61,6 +61,12 @@ def _load_class(spec: str) -> type:
     return obj
 
 
+def names_a_class(spec: str) -> bool:
+    """Whether an engine spec is a class's import path ('package.module:Class') rather than a registered name or a
+    name pattern: the one test of that, for resolving, expanding and checking specs."""
+    return ":" in spec
+
+
 def unknown_engine(spec: str, registered) -> str:
     """Why `spec` names no engine: the closest few registered names (never all of them), and the other way to name one."""
     close = suggest(spec, registered)
@@ -77,7 +83,7 @@ def resolve_engine(spec: str | Engine | type) -> Engine:
         return spec
     if isinstance(spec, type):
         return _instantiate(spec, repr(spec))
-    if ":" in spec:
+    if names_a_class(spec):
         return _instantiate(_load_class(spec), spec)
     registered = _entry_points()
     if spec not in registered:

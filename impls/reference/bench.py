@@ -40,6 +40,7 @@ from typing import Sequence
 
 import torch
 
+from packcheck.harness.engines import device_missing
 from packcheck.harness.models.sizes import resolve_model
 from packcheck.harness.provenance import provenance
 from packcheck.impls.reference import chunked_logprobs
@@ -196,8 +197,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     parser.add_argument("--profile", type=Path, default=None, help="profile one more step per arm into this folder")
     args = parser.parse_args(argv)
-    if args.device == "cuda" and not torch.cuda.is_available():
-        parser.error("--device cuda: torch sees no CUDA device; use --device cpu")
+    if missing := device_missing(args.device):
+        parser.error(f"--device cuda: {missing}; use --device cpu")
     tiny = args.model == "tiny"
     args.row_tokens = args.row_tokens or (TINY_ROWS[0] if tiny else 4096)
     args.rows_per_step = args.rows_per_step or (TINY_ROWS[1] if tiny else max(1, STEP_TOKENS // args.row_tokens))

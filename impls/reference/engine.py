@@ -14,7 +14,7 @@ from typing import ClassVar
 import torch
 
 from packcheck.harness.contract import Case, LayoutKind, LossKind, StepResult
-from packcheck.harness.engines import Capabilities, Engine
+from packcheck.harness.engines import Capabilities, Engine, device_missing
 from packcheck.impls.reference import step
 from packcheck.impls.reference.model import HybridCausalLM
 from packcheck.impls.reference.model.linear_attention import LinearAttentionBackend, default_linear_attention
@@ -73,8 +73,8 @@ class ReferenceEngine(Engine):
             return "attention backend 'sdpa_causal' cannot mask left padding: use 'sdpa' or right padding"
         if backend == "flex" and case.device != "cuda":
             return "attention backend 'flex' has no backward on CPU: use 'sdpa'"
-        if case.device == "cuda" and not torch.cuda.is_available():
-            return "device 'cuda' requested but torch sees no CUDA device"
+        if missing := device_missing(case.device):
+            return f"device 'cuda' requested but {missing}"
         if case.device == "cuda" and case.parallel.world_size > torch.cuda.device_count():
             return f"{case.parallel.describe()} needs {case.parallel.world_size} GPUs (one per rank); this machine has {torch.cuda.device_count()}"
         if case.parallel.dp_style == "shard" and (missing := missing_fsdp2_feature()) is not None:

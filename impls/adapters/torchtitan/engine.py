@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 
 from packcheck.harness.contract import Case, LayoutKind, StepResult
-from packcheck.harness.engines import Capabilities, Engine
+from packcheck.harness.engines import Capabilities, Engine, device_missing
 from packcheck.impls.adapters.torchtitan import batch as batches
 from packcheck.impls.adapters.torchtitan import compat
 from packcheck.impls.adapters.torchtitan.flex_compile import compile_flex_without_autotuning
@@ -90,8 +90,8 @@ class Torchtitan(Engine):
         reason = super().unsupported_reason(case)
         if reason is not None:
             return reason
-        if case.device == "cuda" and not torch.cuda.is_available():
-            return "no CUDA device is visible here: " + CPU_REASON
+        if missing := device_missing(case.device):
+            return f"{missing}: {CPU_REASON}"
         return None
 
     def micro_batches(self, case: Case) -> tuple[list[batches.MicroBatch], list[batches.Span]]:

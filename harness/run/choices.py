@@ -1,0 +1,93 @@
+"""The run options checked into what a run is made of: engine specs, families, scenarios, dtype, device, attention,
+timeout, the Inputs and the noise floors. `packcheck run`, `packcheck calibrate` and the pytest plugin all check
+them here, so each takes the same values with the same messages; what no run can take raises an InputError
+(or a LookupError naming close matches) whose message names the flag and the fix.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packcheck.harness.compare.tolerances import table_json
+from packcheck.harness.contract.case import DEVICES, DTYPES
+from packcheck.harness.engines import engine_names, names_a_class, unknown_engine
+from packcheck.harness.errors import InputError
+from packcheck.harness.models import get_family
+from packcheck.harness.run.calibration import floors_from_report
+from packcheck.harness.run.dtype_choice import AUTO
+from packcheck.harness.run.inputs import Inputs, checked_inputs
+from packcheck.harness.scenarios import SCENARIOS, Scenario, get_scenario
+
+
+class BadOption(InputError):
+    """A run option no run can take: the message names the flag and the fix."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunChoices:
+    engines: list[str]  # specs: registered names (patterns expanded) or 'package.module:Class'
+    families: list[str] | None  # None: every family each engine supports (and the model fits)
+    scenarios: list[Scenario]
+    dtype: str  # a DTYPES entry or "auto" (harness/run/dtype_choice.py)
+    device: str
+    attention: str
+    timeout: float  # seconds one arm may run
+    inputs: Inputs
+    noise_floors: dict[str, dict[str, float]] = field(default_factory=dict)  # dtype -> field -> floor; {}: the shipped
+    noise_floors_file: str | None = None
+
+    def provenance(self) -> dict:
+        """What results.json records of these choices: the dtype, the inputs, and a run's own floors with the table they make."""
+        made = {"dtype": self.dtype, "inputs": self.inputs.to_json()}
+        if not self.noise_floors:
+            return made
+        return made | {"tolerances": table_json(self.noise_floors), "noise_floors": str(Path(self.noise_floors_file).resolve())}
+
+
+def expand_engines(specs: list[str]) -> list[str]:
+    """Each glob pattern ('mutant.pad-*') replaced by the registered names it matches, in order, once each."""
+    names: list[str] = []
+    for spec in specs:
+        if any(ch in spec for ch in "*?[") and not names_a_class(spec):
+            matched = fnmatch.filter(engine_names(), spec)
+            if not matched:
+                raise BadOption(f"engine pattern {spec!r} matches no registered engine")
+            names += matched
+        else:
+            names.append(spec)
+    return list(dict.fromkeys(names))
+
+
+def checked_engines(specs: list[str]) -> list[str]:
+    engines = expand_engines(specs)
+    known = set(engine_names())
+    for spec in engines:
+        if not names_a_class(spec) and spec not in known:
+            raise BadOption(f"--engine {spec}: {unknown_engine(spec, known)}")
+    return engines
+
+
+def checked(values: Mapping[str, Any], timeout_flag: str = "--timeout") -> RunChoices:
+    """`values` (each run option's dest -> what was given, harness/run/options.py) checked, in the order the flags are
+    usually read: dtype, device, timeout (spelled `timeout_flag` in messages), engines, families, scenarios, then the
+    inputs and the noise floors."""
+    dtype, device, timeout = values["dtype"], values["device"], values["timeout"]
+    if dtype not in (*DTYPES, AUTO):
+        raise BadOption(f"--dtype {dtype!r} is not one of {', '.join(DTYPES)}, {AUTO}")
+    if device not in DEVICES:
+        raise BadOption(f"--device {device!r}: use {' or '.join(DEVICES)}")
+    if not timeout > 0:
+        raise BadOption(f"{timeout_flag} {timeout:g}: give the seconds an arm may run, a positive number")
+    engines = checked_engines(values["engine"])
+    for family in values["family"] or ():
+        get_family(family)
+    scenarios = [get_scenario(name) for name in values["scenario"]] if values["scenario"] else list(SCENARIOS.values())
+    inputs, families = checked_inputs(values["model"], values["seed"], values["data_scale"], values["family"])
+    floors_file = values["noise_floors"]
+    return RunChoices(engines=engines, families=families, scenarios=scenarios, dtype=dtype, device=device, attention=values["attention"],
+                      timeout=timeout, inputs=inputs, noise_floors=floors_from_report(floors_file) if floors_file else {},
+                      noise_floors_file=floors_file)
