@@ -18,6 +18,7 @@ from packcheck.harness.contract import StepResult
 from packcheck.harness.launch.exit_status import MEANING
 from packcheck.harness.launch.layout import CaseDir, LaunchDir
 from packcheck.harness.launch.outcome import CaseOutcome, HangReport, RankState
+from packcheck.harness.launch.raised import ErrorKind
 from packcheck.harness.text import safe_text
 
 LOG_TAIL_LINES = 15
@@ -38,7 +39,7 @@ def read_outcome(case_dir: CaseDir, case_name: str, launch: LaunchDir, world_siz
     root = _root_cause(reports)
     if root is not None and root["reason"] == "raised":
         outcome.error = _error_text(root, states)
-        outcome.error_type = root["error"]["type"]
+        outcome.error_kind, outcome.error_type = ErrorKind(root["error"]["kind"]), root["error"]["type"]
     elif root is not None or killed_by_guard or outcome.seconds >= timeout:
         outcome.hang = HangReport(case=case_name, timeout=timeout, ranks=states, killed_by_guard=killed_by_guard,
                                   divergence=first_divergence([list(s.collectives) for s in states]))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from packcheck.harness.collectives import describe_state
 from packcheck.harness.contract import StepResult
+from packcheck.harness.launch.raised import ErrorKind
 
 OK, ERROR, HANG, UNSUPPORTED, INVALID = "ok", "error", "hang", "unsupported", "invalid"
 
@@ -93,7 +94,8 @@ class CaseOutcome:
     invalid: list[str] | None = None  # every way rank 0's result breaks the contract
     invalid_result: StepResult | None = None  # that result, when it could still be saved (e.g. NaN values): kept for the report
     error: str | None = None  # which rank failed, its traceback, and what the other ranks were doing
-    error_type: str | None = None  # the failing rank's exception class, e.g. "packcheck.harness.engines.protocol.UnsupportedCase"
+    error_kind: ErrorKind | None = None  # what the failing rank raised, as the harness acts on it (raised.py); None: nothing raised
+    error_type: str | None = None  # its class, for people only, e.g. "packcheck.harness.engines.protocol.UnsupportedCase"
     hang: HangReport | None = None
     ranks: tuple[RankState, ...] = ()  # every rank's state when an error or hang stopped the case
     seconds: float = 0.0  # from the case's start on the first rank to its end

@@ -28,7 +28,6 @@ import os
 import shutil
 import sys
 import time
-import traceback
 from datetime import timedelta
 
 import torch
@@ -41,6 +40,7 @@ from packcheck.harness.files import write_json_atomically
 from packcheck.harness.launch import exit_status
 from packcheck.harness.launch.job import Job
 from packcheck.harness.launch.layout import CaseDir, LaunchDir
+from packcheck.harness.launch.raised import raised
 from packcheck.harness.launch.rank_sync import RankSync
 from packcheck.harness.launch.rank_watchdog import RankWatchdog
 from packcheck.harness.text import safe_text
@@ -62,10 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         engine, recorder, watchdog, sync = _start(job, launch, rank, world_size, local_rank)
     except BaseException as err:  # noqa: BLE001 - reported to the parent, which fails every case with it
-        write_json_atomically(launch.startup(rank), {
-            "rank": rank, "type": f"{type(err).__module__}.{type(err).__qualname__}", "message": str(err),
-            "traceback": "".join(traceback.format_exception(err)),
-        })
+        write_json_atomically(launch.startup(rank), {"rank": rank, **raised(err)})
         return exit_status.STARTUP_FAILED
     if rank == 0:
         write_json_atomically(launch.engine_info, describe(engine, job.engine).to_json())

@@ -32,7 +32,7 @@ from packcheck.harness.launch import ERROR as LAUNCH_ERROR
 from packcheck.harness.launch import HANG as LAUNCH_HANG
 from packcheck.harness.launch import INVALID as LAUNCH_INVALID
 from packcheck.harness.launch import UNSUPPORTED as LAUNCH_UNSUPPORTED
-from packcheck.harness.launch import CaseOutcome, LaunchFailed, LaunchPool, engine_spec
+from packcheck.harness.launch import CaseOutcome, ErrorKind, LaunchFailed, LaunchPool, engine_spec
 from packcheck.harness.launch.capacity import cannot_host
 from packcheck.harness.provenance import provenance
 from packcheck.harness.run import placement
@@ -83,7 +83,7 @@ def accept(engine: EngineInfo, name: str, case: Case, outcome: CaseOutcome) -> S
         raise invalid(name, outcome.invalid)
     if outcome.status == LAUNCH_HANG:
         raise ArmProblem(HANG, f"arm {name!r} ({case.describe()}):\n{outcome.hang.describe()}")
-    if outcome.status == LAUNCH_ERROR and (outcome.error_type or "").endswith(".UnsupportedCase"):
+    if outcome.status == LAUNCH_ERROR and outcome.error_kind is ErrorKind.UNSUPPORTED_CASE:
         raise ArmProblem(ERROR, f"arm {name!r}: the engine raised UnsupportedCase for a case its capabilities declare supported: "
                                 f"fix the declaration or the engine.\n{outcome.error}")
     if outcome.status == LAUNCH_ERROR:
