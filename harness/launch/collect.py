@@ -15,6 +15,7 @@ import time
 
 from packcheck.harness.collectives import first_divergence
 from packcheck.harness.contract import StepResult
+from packcheck.harness.engines import problems_from_json
 from packcheck.harness.launch.exit_status import MEANING
 from packcheck.harness.launch.layout import CaseDir, LaunchDir
 from packcheck.harness.launch.outcome import CaseOutcome, HangReport, RankState
@@ -56,7 +57,7 @@ def _finished(case_dir: CaseDir, case_name: str, world_size: int, started: float
         outcome.unsupported, outcome.raised_unsupported = declined["reason"], declined.get("raised", False)
         outcome.asked_only = outcome.unsupported is None
     elif case_dir.invalid.exists():
-        outcome.invalid = json.loads(case_dir.invalid.read_text())["problems"]
+        outcome.invalid = problems_from_json(json.loads(case_dir.invalid.read_text()))
         outcome.invalid_result = _invalid_result(case_dir)
     else:
         outcome.result = StepResult.load(case_dir.result)

@@ -28,6 +28,7 @@ import os
 import shutil
 import sys
 import time
+from dataclasses import replace
 from datetime import timedelta
 
 import torch
@@ -35,7 +36,7 @@ import torch.distributed as dist
 
 from packcheck.harness.collectives import CollectiveRecorder, install_recorder
 from packcheck.harness.contract import Case, StepResult
-from packcheck.harness.engines import Engine, InvalidResult, UnsupportedCase, describe, resolve_engine, validate_result
+from packcheck.harness.engines import Engine, InvalidResult, UnsupportedCase, describe, problems_json, resolve_engine, validate_result
 from packcheck.harness.files import write_json_atomically
 from packcheck.harness.launch import exit_status
 from packcheck.harness.launch.job import Job
@@ -147,7 +148,7 @@ def _save_result(engine: str, case: Case, result: object, case_dir: CaseDir) -> 
         result = validate_result(engine, case, result)
     except InvalidResult as invalid:
         _keep_invalid(result, case_dir)
-        write_json_atomically(case_dir.invalid, {"problems": [safe_text(p, 2000) for p in invalid.problems]})
+        write_json_atomically(case_dir.invalid, problems_json([replace(p, sentence=safe_text(p.sentence, 2000)) for p in invalid.problems]))
         return
     result.collectives = None  # the parent fills in every rank's recorded log
     result.save(case_dir.result)

@@ -26,7 +26,7 @@ from packcheck.harness.collectives import unused_mesh
 from packcheck.harness.compare import HARNESS, Arms, Comparison, tolerance_for
 from packcheck.harness.compare.tolerances import noise_floors
 from packcheck.harness.contract import Case, StepResult
-from packcheck.harness.engines import Engine, EngineInfo, InvalidResult, finding_for, validate_result
+from packcheck.harness.engines import Engine, EngineInfo, InvalidResult, Problem, finding_for, validate_result
 from packcheck.harness.golden import write_obtained
 from packcheck.harness.launch import ERROR as LAUNCH_ERROR
 from packcheck.harness.launch import HANG as LAUNCH_HANG
@@ -63,15 +63,15 @@ def setting_for(family: str, dtype: str, device: str, attention: str = "auto", i
 class ArmProblem(Exception):
     """An arm ended the verdict: `status` and `detail` say how (`problems`: an invalid result's, field by field)."""
 
-    def __init__(self, status: str, detail: str, comparison: Comparison | None = None, problems: list[str] | None = None):
+    def __init__(self, status: str, detail: str, comparison: Comparison | None = None, problems: list[Problem] | None = None):
         super().__init__(detail)
         self.status, self.detail, self.comparison, self.problems = status, detail, comparison, problems
 
 
-def invalid(name: str, problems: list[str]) -> ArmProblem:
+def invalid(name: str, problems: list[Problem]) -> ArmProblem:
     comparison = Comparison(arms=Arms(name, HARNESS), quantity="result", item="", metric="invalid",
-                            observed=float(len(problems)), threshold=0.0, where=problems[0])
-    lines = "\n  - ".join(problems)
+                            observed=float(len(problems)), threshold=0.0, where=problems[0].sentence)
+    lines = "\n  - ".join(p.sentence for p in problems)
     return ArmProblem(FAIL, f"arm {name!r}: the engine returned an invalid StepResult:\n  - {lines}", comparison, problems)
 
 
