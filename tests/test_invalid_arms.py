@@ -16,6 +16,7 @@ import pytest
 
 from packcheck.harness.compare import HARNESS, Arms, Comparison
 from packcheck.harness.contract import ParallelPlan, Partition
+from packcheck.harness.engines import Problem, ProblemKind, problems_from_json
 from packcheck.harness.provenance import provenance
 from packcheck.harness.report.html import render_html
 from packcheck.harness.run.invalid_arms import (CONTRACT_SENTENCE, InvalidArm, InvalidArms, empty_micro_batches, invalid_diagnosis,
@@ -28,6 +29,7 @@ from packcheck.harness.scenarios import SCENARIOS
 BUG = "empty-microbatch-nan"
 SCENARIO = "microbatch_invariance"
 EMPTY = "micro-batch 4 (sample 4) of arm 'singletons' has no loss tokens"
+NAN_LOSS = Problem(kind=ProblemKind.NON_FINITE, field="loss", sentence="result.loss is nan, expected a finite float")
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +37,14 @@ def cases():
     return SCENARIOS[SCENARIO].build(setting_for("llama", "float64", "cpu"))
 
 
-def invalid_arm(name: str, problems: list[str]) -> InvalidArm:
+def non_finite(field: str, tensor: str | int, count: int) -> Problem:
+    return Problem(kind=ProblemKind.NON_FINITE, field=field, tensor=tensor, count=count,
+                   sentence=f"result.{field}[{tensor!r}] has {count} non-finite values (NaN/inf)")
+
+
+def invalid_arm(name: str, problems: list[Problem]) -> InvalidArm:
     comparison = Comparison(arms=Arms(name, HARNESS), quantity="result", item="", metric="invalid", observed=float(len(problems)),
-                            threshold=0.0, where=problems[0])
+                            threshold=0.0, where=problems[0].sentence)
     return InvalidArm(problems=problems, comparison=comparison, detail=f"arm {name!r}: invalid")
 
 
@@ -53,22 +60,24 @@ def test_an_empty_micro_batch_of_a_data_parallel_rank_names_its_rank(cases):
 
 
 def test_the_diagnosis_points_at_the_empty_micro_batch_only_when_the_result_is_not_finite(cases):
-    nan = InvalidArms(arms={"singletons": invalid_arm("singletons", ["result.loss is nan, expected a finite float"])})
+    nan = InvalidArms(arms={"singletons": invalid_arm("singletons", [NAN_LOSS])})
     assert invalid_diagnosis(nan, cases).startswith(EMPTY) and CONTRACT_SENTENCE in invalid_diagnosis(nan, cases)
-    elsewhere = InvalidArms(arms={"uneven": invalid_arm("uneven", ["result.grads['lm_head.weight'] has 3 non-finite values (NaN/inf)"])})
+    elsewhere = InvalidArms(arms={"uneven": invalid_arm("uneven", [non_finite("grads", "lm_head.weight", 3)])})
     assert "although every micro-batch has loss tokens" in invalid_diagnosis(elsewhere, cases)
-    other = InvalidArms(arms={"singletons": invalid_arm("singletons", ["result.num_loss_tokens is -1, expected a non-negative int"])})
+    negative = Problem(kind=ProblemKind.VALUE, field="num_loss_tokens",
+                       sentence="result.num_loss_tokens is -1, expected a non-negative int")
+    other = InvalidArms(arms={"singletons": invalid_arm("singletons", [negative])})
     assert invalid_diagnosis(other, cases) == ("the engine broke the result contract on arm 'singletons': "
                                                "result.num_loss_tokens is -1, expected a non-negative int")
-    alike = InvalidArms(arms={name: invalid_arm(name, ["result.loss is True, expected a finite float"]) for name in ("one", "uneven")})
+    true = Problem(kind=ProblemKind.TYPE, field="loss", sentence="result.loss is True, expected a finite float")
+    alike = InvalidArms(arms={name: invalid_arm(name, [true]) for name in ("one", "uneven")})
     assert invalid_diagnosis(alike, cases) == ("the engine broke the result contract on arms 'one', 'uneven': "
                                                "result.loss is True, expected a finite float")
 
 
 def test_the_non_finite_tensors_of_a_field_are_one_line_and_every_other_problem_stays():
-    problems = ["result.loss is nan, expected a finite float",
-                *(f"result.grads['layer.{i}'] has {i + 1} non-finite values (NaN/inf)" for i in range(3)),
-                "result.logprobs[2] has 1 non-finite values (NaN/inf)", "result.notes is list, expected a dict of JSON values"]
+    notes = Problem(kind=ProblemKind.TYPE, field="notes", sentence="result.notes is list, expected a dict of JSON values")
+    problems = [NAN_LOSS, *(non_finite("grads", f"layer.{i}", i + 1) for i in range(3)), non_finite("logprobs", 2, 1), notes]
     assert summarise(problems) == ["result.loss is nan, expected a finite float",
                                    "result.grads: 3 tensors have non-finite values (NaN/inf), e.g. ['layer.0'] (1 values)",
                                    "result.logprobs[2] has 1 non-finite values (NaN/inf)",
@@ -78,7 +87,7 @@ def test_the_non_finite_tensors_of_a_field_are_one_line_and_every_other_problem_
 def test_an_invalid_required_arm_leaves_the_others_unjudged_and_says_why():
     scenario = SCENARIOS["packed_vs_unpacked"]
     required = sorted(set(scenario.build(setting_for("llama", "float64", "cpu"))) - scenario.optional_arms)
-    arms = InvalidArms(arms={required[0]: invalid_arm(required[0], ["result.loss is nan, expected a finite float"])})
+    arms = InvalidArms(arms={required[0]: invalid_arm(required[0], [NAN_LOSS])})
     valid = {"other": None}
     assert arms.blocks_judging(scenario, valid) == (f"The other arms were not compared: arm {required[0]!r} is the one they are "
                                                     "judged against")
@@ -104,8 +113,9 @@ def test_every_arm_is_saved_and_the_report_shows_the_invalid_one(packcheck_pool,
                            options=RunOptions(timeout=packcheck_pool.timeout, pool=packcheck_pool))
     assert verdict.status == "fail" and verdict.diagnosis.startswith(EMPTY), verdict.message()
     assert sorted(p.name for p in saved.iterdir()) == sorted(SCENARIOS[SCENARIO].build(setting_for("llama", "float64", "cpu")))
-    problems = json.loads((saved / "singletons" / "invalid.json").read_text())["problems"]
-    assert problems[0] == "result.loss is nan, expected a finite float"
+    saved_problems = json.loads((saved / "singletons" / "invalid.json").read_text())
+    assert saved_problems["problems"][0] == "result.loss is nan, expected a finite float"
+    assert problems_from_json(saved_problems)[0] == NAN_LOSS, "the typed problems are saved beside the sentences"
     assert (saved / "singletons" / "result.safetensors").is_file(), "the NaN result itself is kept"
     assert not (saved / "uneven" / "invalid.json").exists()
     results = ResultsFile(tmp_path, provenance("cpu"))

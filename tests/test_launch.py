@@ -20,7 +20,7 @@ from packcheck.harness.collectives import first_divergence
 from packcheck.harness.contract import Case, ParallelPlan, Partition, Sample, packed
 from packcheck.harness.engines import validate_result
 from packcheck.harness.launch import HANG, OK, engine_spec, run_distributed
-from packcheck.harness.launch import Launch, LaunchFailed
+from packcheck.harness.launch import ErrorKind, Launch, LaunchFailed
 from packcheck.harness.models import model_spec
 from packcheck.impls.reference.engine import ReferenceEngine
 from tests.engines.distributed import AllReducesLoss, Deadlocks, single_process
@@ -120,7 +120,7 @@ def test_a_crash_names_the_rank_and_its_traceback_and_the_run_goes_on(crash_run)
     assert crashed.status == "error" and crashed.result is None and crashed.hang is None
     assert crashed.error.startswith("rank 1 raised RuntimeError: rank 1 lost its data loader")
     assert 'tests/engines/distributed.py", line' in crashed.error and "in run" in crashed.error
-    assert crashed.error_type == "builtins.RuntimeError"
+    assert crashed.error_kind is ErrorKind.OTHER and crashed.error_type == "builtins.RuntimeError"
     assert "rank 0: waiting in all_gather(" in crashed.error, "what the other rank was doing when rank 1 failed"
     assert after.status == OK and after.result is not None
     assert after.notes == ["run in a fresh launch after case 'crashes' ended in error"]
@@ -154,6 +154,7 @@ def test_a_rank_that_cannot_start_fails_every_case_with_its_traceback(workdir):
     outcomes = run_distributed("tests.engines.no_such_module:Engine", [dp_case("a"), dp_case("b")], "cpu", 60.0, workdir / "startup")
     assert [o.status for o in outcomes] == ["error", "error"]
     assert "failed before its first case" in outcomes[0].error and "no_such_module" in outcomes[0].error
+    assert outcomes[0].error_kind is ErrorKind.ENGINE_NOT_FOUND, "told by isinstance in the rank, not by the class's name"
     assert outcomes[0].error_type == "packcheck.harness.engines.registry.EngineNotFound"
 
 

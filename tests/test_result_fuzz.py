@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from packcheck.harness.contract import Partition, packed
 from packcheck.harness.data.samples import MIXED_DOCUMENTS
-from packcheck.harness.engines import InvalidResult, resolve_engine, validate_result
+from packcheck.harness.engines import InvalidResult, Problem, problems_json, resolve_engine, validate_result
 from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.run.scenario_runner import setting_for
 from packcheck.harness.text import safe_text
@@ -101,10 +101,11 @@ def test_any_broken_result_is_an_invalid_result_naming_each_field(case_and_resul
     with pytest.raises(InvalidResult) as raised:
         validate_result("fuzzed", case, dataclasses.replace(result, **changes))
     problems = raised.value.problems
-    assert problems and all(isinstance(p, str) for p in problems)
-    named = " ".join(problems)
+    assert problems and all(isinstance(p, Problem) and isinstance(p.sentence, str) for p in problems)
+    named = " ".join(p.sentence for p in problems)
     assert any(f"result.{field}" in named for field in changes), (changes.keys(), problems)
-    json.dumps([safe_text(p) for p in problems])  # travels to the parent as JSON
+    assert {p.field for p in problems} & set(changes), (changes.keys(), problems)
+    json.dumps(problems_json([dataclasses.replace(p, sentence=safe_text(p.sentence)) for p in problems]))  # travels to the parent as JSON
 
 
 @given(what=st.one_of(ODD_VALUES, st.dictionaries(st.text(max_size=5), st.integers(), max_size=3)))

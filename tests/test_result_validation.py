@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 import torch
 from packcheck.harness.contract import Partition, packed
 from packcheck.harness.data.samples import MIXED_DOCUMENTS
-from packcheck.harness.engines import InvalidResult, resolve_engine, validate_result
+from packcheck.harness.engines import InvalidResult, ProblemKind, problems_from_json, problems_json, resolve_engine, validate_result
 from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.run.scenario_runner import setting_for
 
@@ -53,6 +54,21 @@ def test_all_problems_are_listed_at_once(case_and_result):
     with pytest.raises(InvalidResult) as info:
         validate_result("demo", case, broken(result, loss=float("inf"), num_loss_tokens=-1))
     assert len(info.value.problems) == 2
+
+
+def test_each_problem_is_typed_and_travels_as_json(case_and_result):
+    """Readers test a problem's kind and field, never its words; invalid.json carries them beside the sentences."""
+    case, result = case_and_result
+    grads = {k: torch.full_like(v, float("nan")) if k == "lm_head.weight" else v for k, v in result.grads.items()}
+    with pytest.raises(InvalidResult) as info:
+        validate_result("demo", case, broken(result, loss=float("inf"), num_loss_tokens=3.0, grads=grads))
+    loss, count, grad = info.value.problems
+    assert (loss.kind, loss.field, loss.sentence) == (ProblemKind.NON_FINITE, "loss", "result.loss is inf, expected a finite float")
+    assert (count.kind, count.field) == (ProblemKind.TYPE, "num_loss_tokens")
+    n = result.grads["lm_head.weight"].numel()
+    assert (grad.kind, grad.field, grad.tensor, grad.count) == (ProblemKind.NON_FINITE, "grads", "lm_head.weight", n)
+    assert grad.sentence == f"result.grads['lm_head.weight'] has {n} non-finite values (NaN/inf)"
+    assert problems_from_json(json.loads(json.dumps(problems_json(info.value.problems)))) == info.value.problems
 
 
 def test_a_missing_optimizer_step_is_reported(case_and_result):

@@ -1,9 +1,10 @@
-"""The engine side of the contract: the Engine base class, capabilities, registry, validation."""
+"""The engine side of the contract: the Engine base class, capabilities, registry, validation (and its typed problems)."""
 
 from packcheck.harness.engines.capabilities import Capabilities
 from packcheck.harness.engines.devices import device_missing
 from packcheck.harness.engines.findings import KnownFinding, finding_for
 from packcheck.harness.engines.info import EngineInfo, describe
+from packcheck.harness.engines.problems import Problem, ProblemKind, problems_from_json, problems_json
 from packcheck.harness.engines.protocol import Engine, UnsupportedCase
 from packcheck.harness.engines.registry import EngineNotFound, engine_names, mutant_names, names_a_class, resolve_engine, unknown_engine
 from packcheck.harness.engines.validate import InvalidResult, validate_result
@@ -11,6 +12,6 @@ from packcheck.harness.engines.versions import EngineVersionError
 
 __all__ = [
     "Capabilities", "Engine", "EngineInfo", "KnownFinding", "describe", "finding_for", "EngineNotFound", "InvalidResult", "UnsupportedCase",
-    "EngineVersionError",
+    "EngineVersionError", "Problem", "ProblemKind", "problems_from_json", "problems_json",
     "device_missing", "engine_names", "names_a_class", "mutant_names", "resolve_engine", "unknown_engine", "validate_result",
 ]

@@ -6,7 +6,8 @@ tensor with values (not on the meta device), at least as precise as the case's d
 gradients in a float64 run lose exactly what the run is there to see). Two checks catch results
 that were not computed: log-probs that do not depend on the tokens, and gradients that are all
 zero while the loss is not. Frozen parameters (`ModelSpec.frozen`) take no gradient and must be
-bit-identical to the checkpoint after an optimizer step.
+bit-identical to the checkpoint after an optimizer step. Each problem is a typed Problem (problems.py): its field,
+its kind, the tensor at fault, and the sentence people read.
 """
 
 from __future__ import annotations
@@ -18,15 +19,17 @@ import torch
 from safetensors import safe_open
 
 from packcheck.harness.contract import Case, LossKind, StepResult
+from packcheck.harness.engines.problems import Problem, non_finite
+from packcheck.harness.engines.problems import ProblemKind as Kind
 from packcheck.harness.engines.validate_router import check_router_reports
 
 
 class InvalidResult(ValueError):
     """A StepResult breaks the contract; `problems` lists every broken field."""
 
-    def __init__(self, engine: str, case: Case, problems: list[str]):
+    def __init__(self, engine: str, case: Case, problems: list[Problem]):
         self.problems = problems
-        lines = "\n  - ".join(problems)
+        lines = "\n  - ".join(p.sentence for p in problems)
         super().__init__(f"engine {engine!r} returned an invalid StepResult for case {case.name!r}:\n  - {lines}")
 
 
@@ -53,62 +56,71 @@ def all_finite(t: torch.Tensor) -> bool:
     return bool(torch.isfinite(low) & torch.isfinite(high))
 
 
-def _check_tensor(where: str, t: object, shape: tuple[int, ...], case: Case, problems: list[str]) -> bool:
+def _check_tensor(field: str, tensor: str | int, t: object, shape: tuple[int, ...], case: Case, problems: list[Problem]) -> bool:
+    """One tensor of `field`: `tensor` is its parameter name or sample index."""
+    where = f"result.{field}[{tensor!r}]"
+
+    def problem(kind: Kind, sentence: str, count: int | None = None) -> bool:
+        problems.append(Problem(kind=kind, field=field, tensor=tensor, count=count, sentence=sentence))
+        return False
+
     if not isinstance(t, torch.Tensor):
-        problems.append(f"{where} is {type(t).__name__}, expected a torch.Tensor")
-        return False
+        return problem(Kind.TYPE, f"{where} is {type(t).__name__}, expected a torch.Tensor")
     if not t.is_floating_point():
-        problems.append(f"{where} has dtype {t.dtype}, expected a floating-point tensor")
-        return False
+        return problem(Kind.DTYPE, f"{where} has dtype {t.dtype}, expected a floating-point tensor")
     allowed = PRECISE_ENOUGH.get(case.dtype, {t.dtype})
     if t.dtype not in allowed:
-        problems.append(f"{where} has dtype {t.dtype} in a {case.dtype} case: report {case.dtype} (or more precise), "
-                        "not a lower precision than the run's")
-        return False
+        return problem(Kind.DTYPE, f"{where} has dtype {t.dtype} in a {case.dtype} case: report {case.dtype} (or more precise), "
+                                   "not a lower precision than the run's")
     if t.device.type not in ("cpu", case.device):
-        problems.append(f"{where} is on device {t.device.type!r}: report values on 'cpu' or {case.device!r}")
-        return False
+        return problem(Kind.DEVICE, f"{where} is on device {t.device.type!r}: report values on 'cpu' or {case.device!r}")
     if tuple(t.shape) != shape:
-        problems.append(f"{where} has shape {tuple(t.shape)}, expected {shape}")
-        return False
+        return problem(Kind.SHAPE, f"{where} has shape {tuple(t.shape)}, expected {shape}")
     if not all_finite(t):
         bad = int((~torch.isfinite(t)).sum())
-        problems.append(f"{where} has {bad} non-finite values (NaN/inf)")
-        return False
+        return problem(Kind.NON_FINITE, f"{where} has {bad} non-finite values (NaN/inf)", count=bad)
     return True
 
 
-def _check_per_sample(field: str, values: object, case: Case, problems: list[str]) -> None:
+def _check_per_sample(field: str, values: object, case: Case, problems: list[Problem]) -> None:
     n = len(case.samples)
     if not isinstance(values, list):
-        problems.append(f"result.{field} is {type(values).__name__}, expected a list of one tensor per sample")
+        problems.append(Problem(kind=Kind.TYPE, field=field,
+                                sentence=f"result.{field} is {type(values).__name__}, expected a list of one tensor per sample"))
         return
     if len(values) != n:
-        problems.append(
+        problems.append(Problem(kind=Kind.SHAPE, field=field, sentence=(
             f"result.{field} has {len(values)} entries for {n} samples: one per sample, in original order "
             f"(samples dropped or truncated? see token_conservation)"
-        )
+        )))
         return
     for i, (t, sample) in enumerate(zip(values, case.samples)):
-        _check_tensor(f"result.{field}[{i}]", t, (len(sample.input_ids),), case, problems)
+        _check_tensor(field, i, t, (len(sample.input_ids),), case, problems)
 
 
 def validate_result(engine: str, case: Case, result: object) -> StepResult:
     """Return `result` if it honours the contract for `case`; raise InvalidResult listing every problem."""
     if not isinstance(result, StepResult):
-        raise InvalidResult(engine, case, [f"run() returned {type(result).__name__}, expected packcheck.harness.contract.StepResult"])
-    problems: list[str] = []
+        said = f"run() returned {type(result).__name__}, expected packcheck.harness.contract.StepResult"
+        raise InvalidResult(engine, case, [Problem(kind=Kind.TYPE, field="", sentence=said)])
+    problems: list[Problem] = []
     _check_per_sample("logprobs", result.logprobs, case, problems)
     if not problems:
         for i, lp in enumerate(result.logprobs):
             if lp[0].item() != 0.0:
-                problems.append(f"result.logprobs[{i}][0] = {lp[0].item():.3g}: entry 0 must be 0.0 (token 0 has no prediction)")
+                problems.append(Problem(kind=Kind.VALUE, field="logprobs", tensor=i, sentence=(
+                    f"result.logprobs[{i}][0] = {lp[0].item():.3g}: entry 0 must be 0.0 (token 0 has no prediction)")))
             if (lp > 1e-6).any():
-                problems.append(f"result.logprobs[{i}] has positive values: these must be log-probabilities")
-    if not isinstance(result.loss, (int, float)) or isinstance(result.loss, bool) or not math.isfinite(result.loss):
-        problems.append(f"result.loss is {result.loss!r:.80}, expected a finite float")
-    if not isinstance(result.num_loss_tokens, int) or isinstance(result.num_loss_tokens, bool) or result.num_loss_tokens < 0:
-        problems.append(f"result.num_loss_tokens is {result.num_loss_tokens!r}, expected a non-negative int")
+                problems.append(Problem(kind=Kind.VALUE, field="logprobs", tensor=i,
+                                        sentence=f"result.logprobs[{i}] has positive values: these must be log-probabilities"))
+    loss, count = result.loss, result.num_loss_tokens
+    if not isinstance(loss, (int, float)) or isinstance(loss, bool) or not math.isfinite(loss):
+        problems.append(Problem(kind=Kind.NON_FINITE if non_finite(loss) else Kind.TYPE, field="loss",
+                                sentence=f"result.loss is {loss!r:.80}, expected a finite float"))
+    whole = isinstance(count, int) and not isinstance(count, bool)
+    if not whole or count < 0:
+        problems.append(Problem(kind=Kind.NON_FINITE if non_finite(count) else Kind.VALUE if whole else Kind.TYPE, field="num_loss_tokens",
+                                sentence=f"result.num_loss_tokens is {count!r}, expected a non-negative int"))
     expected = checkpoint_shapes(case.model.checkpoint)
     trainable = {name: shape for name, shape in expected.items() if not case.model.is_frozen(name)}
     _check_named("grads", _without_frozen_grads(result.grads, case, problems), trainable, case, problems)
@@ -116,20 +128,23 @@ def validate_result(engine: str, case: Case, result: object) -> StepResult:
         _check_per_sample("dloss_dlogprobs", result.dloss_dlogprobs, case, problems)
     if case.optimizer is not None:
         if result.params_after is None:
-            problems.append("result.params_after is None but the case asks for an optimizer step: report the parameters after it")
+            problems.append(Problem(kind=Kind.MISSING, field="params_after", sentence=(
+                "result.params_after is None but the case asks for an optimizer step: report the parameters after it")))
         else:
             _check_named("params_after", result.params_after, expected, case, problems)
             _check_frozen_unchanged(result.params_after, case, problems)
         _check_grad_norm(case, result.grad_norm, problems)
     check_router_reports(case, result, problems)
     if not isinstance(result.notes, dict):
-        problems.append(f"result.notes is {type(result.notes).__name__}, expected a dict of JSON values")
+        problems.append(Problem(kind=Kind.TYPE, field="notes",
+                                sentence=f"result.notes is {type(result.notes).__name__}, expected a dict of JSON values"))
     else:
         for key, value in result.notes.items():
             try:
                 json.dumps({key: value})
             except (TypeError, ValueError) as err:
-                problems.append(f"result.notes[{str(key)!r:.60}] is not JSON ({type(err).__name__}: {err}): notes travel as JSON")
+                problems.append(Problem(kind=Kind.TYPE, field="notes", sentence=(
+                    f"result.notes[{str(key)!r:.60}] is not JSON ({type(err).__name__}: {err}): notes travel as JSON")))
     if not problems:
         problems += _not_computed(case, result)
     if problems:
@@ -137,7 +152,7 @@ def validate_result(engine: str, case: Case, result: object) -> StepResult:
     return result
 
 
-def _not_computed(case: Case, result: StepResult) -> list[str]:
+def _not_computed(case: Case, result: StepResult) -> list[Problem]:
     """What no computed result can look like: the same log-prob for every supervised token of
     samples that differ, or no gradient at all behind a loss that is not zero (a policy loss may clip
     every token: there, behind per-token weights the engine itself reports as non-zero)."""
@@ -146,58 +161,66 @@ def _not_computed(case: Case, result: StepResult) -> list[str]:
     supervised = [values[i][t] for i, t in sorted(case.supervised)]
     distinct_samples = len({tuple(s.input_ids) for s in case.samples if s.num_targets})
     if distinct_samples > 1 and len(supervised) > 1 and len(set(supervised)) == 1:
-        problems.append(f"result.logprobs: every one of the {len(supervised)} supervised tokens of {distinct_samples} different "
-                        f"samples has log-prob {supervised[0]!r}: the log-probs do not depend on the tokens (not computed)")
+        problems.append(Problem(kind=Kind.NOT_COMPUTED, field="logprobs", sentence=(
+            f"result.logprobs: every one of the {len(supervised)} supervised tokens of {distinct_samples} different "
+            f"samples has log-prob {supervised[0]!r}: the log-probs do not depend on the tokens (not computed)")))
     # smallest first: the first non-zero one ends the search (the embedding's gradient alone took 0.2 s at the 0.6b size)
     if result.grads and all(not bool(t.any()) for t in sorted(result.grads.values(), key=torch.Tensor.numel)):
         weighed = sum(int(w.count_nonzero()) for w in result.dloss_dlogprobs or [])
         if weighed or (case.loss.kind is not LossKind.PPO_CLIP and result.loss != 0.0):
             said = f" and its own dloss_dlogprobs weighs {weighed} tokens" if weighed else ""
-            problems.append(f"result.grads: every gradient is exactly zero while the loss is {result.loss:.6g}{said}: the backward "
-                            "did not reach the parameters (detached loss, or gradients read before backward or after zero_grad)")
+            problems.append(Problem(kind=Kind.NOT_COMPUTED, field="grads", sentence=(
+                f"result.grads: every gradient is exactly zero while the loss is {result.loss:.6g}{said}: the backward "
+                "did not reach the parameters (detached loss, or gradients read before backward or after zero_grad)")))
     return problems
 
 
-def _check_named(field: str, tensors: object, expected: dict[str, tuple[int, ...]], case: Case, problems: list[str]) -> None:
+def _check_named(field: str, tensors: object, expected: dict[str, tuple[int, ...]], case: Case, problems: list[Problem]) -> None:
     if not isinstance(tensors, dict):
-        problems.append(f"result.{field} is {type(tensors).__name__}, expected a dict of Hugging Face parameter name -> tensor")
+        problems.append(Problem(kind=Kind.TYPE, field=field, sentence=(
+            f"result.{field} is {type(tensors).__name__}, expected a dict of Hugging Face parameter name -> tensor")))
         return
     missing = sorted(set(expected) - set(tensors))
     unknown = sorted(set(tensors) - set(expected))
     if missing:
-        problems.append(f"result.{field} lacks {len(missing)} parameters, e.g. {missing[:3]}: report every parameter of the checkpoint")
+        problems.append(Problem(kind=Kind.NAME, field=field, sentence=(
+            f"result.{field} lacks {len(missing)} parameters, e.g. {missing[:3]}: report every parameter of the checkpoint")))
     if unknown:
-        problems.append(
+        problems.append(Problem(kind=Kind.NAME, field=field, sentence=(
             f"result.{field} has {len(unknown)} names not in the checkpoint, e.g. {unknown[:3]}: "
             "use the checkpoint's Hugging Face names (strip wrapper prefixes such as '_fsdp_wrapped_module.')"
-        )
+        )))
     for name in sorted(set(expected) & set(tensors)):
-        _check_tensor(f"result.{field}[{name!r}]", tensors[name], expected[name], case, problems)
+        _check_tensor(field, name, tensors[name], expected[name], case, problems)
 
 
-def _without_frozen_grads(grads: object, case: Case, problems: list[str]) -> object:
+def _without_frozen_grads(grads: object, case: Case, problems: list[Problem]) -> object:
     """The gradients of trainable parameters; a gradient reported for a frozen one is a problem."""
     if not isinstance(grads, dict) or not case.model.frozen:
         return grads
     frozen = sorted(name for name in grads if case.model.is_frozen(name))
     if frozen:
-        problems.append(f"result.grads has gradients for {len(frozen)} frozen parameters, e.g. {frozen[:3]}: parameters under "
-                        f"ModelSpec.frozen {list(case.model.frozen)} take no gradient; report the trainable parameters only")
+        problems.append(Problem(kind=Kind.NAME, field="grads", sentence=(
+            f"result.grads has gradients for {len(frozen)} frozen parameters, e.g. {frozen[:3]}: parameters under "
+            f"ModelSpec.frozen {list(case.model.frozen)} take no gradient; report the trainable parameters only")))
     return {name: g for name, g in grads.items() if not case.model.is_frozen(name)}
 
 
-def _check_grad_norm(case: Case, grad_norm: object, problems: list[str]) -> None:
+def _check_grad_norm(case: Case, grad_norm: object, problems: list[Problem]) -> None:
     """A clipping step reports the norm it clipped by: a finite, non-negative float."""
     if grad_norm is None:
         if case.optimizer.clips:
-            problems.append("result.grad_norm is None but the case's optimizer clips (max_grad_norm is set): report the global "
-                            "gradient norm before clipping")
+            problems.append(Problem(kind=Kind.MISSING, field="grad_norm", sentence=(
+                "result.grad_norm is None but the case's optimizer clips (max_grad_norm is set): report the global "
+                "gradient norm before clipping")))
         return
-    if isinstance(grad_norm, bool) or not isinstance(grad_norm, (int, float)) or not math.isfinite(grad_norm) or grad_norm < 0:
-        problems.append(f"result.grad_norm is {grad_norm!r:.80}, expected a finite non-negative float")
+    number = not isinstance(grad_norm, bool) and isinstance(grad_norm, (int, float))
+    if not number or not math.isfinite(grad_norm) or grad_norm < 0:
+        problems.append(Problem(kind=Kind.NON_FINITE if non_finite(grad_norm) else Kind.VALUE if number else Kind.TYPE, field="grad_norm",
+                                sentence=f"result.grad_norm is {grad_norm!r:.80}, expected a finite non-negative float"))
 
 
-def _check_frozen_unchanged(params_after: object, case: Case, problems: list[str]) -> None:
+def _check_frozen_unchanged(params_after: object, case: Case, problems: list[Problem]) -> None:
     """Frozen parameters are not in the optimizer: after the step they equal the checkpoint bit for bit."""
     if not isinstance(params_after, dict) or not case.model.frozen:
         return
@@ -209,5 +232,6 @@ def _check_frozen_unchanged(params_after: object, case: Case, problems: list[str
             before = f.get_tensor(name).to(after.dtype)
             if before.shape == after.shape and not torch.equal(before, after.cpu()):
                 moved = (after.cpu() - before).abs().max().item()
-                problems.append(f"result.params_after[{name!r}] moved by up to {moved:.3g} although it is frozen: a frozen parameter "
-                                "must be bit-identical after the step (keep it out of the optimizer: weight decay shrinks it)")
+                problems.append(Problem(kind=Kind.VALUE, field="params_after", tensor=name, sentence=(
+                    f"result.params_after[{name!r}] moved by up to {moved:.3g} although it is frozen: a frozen parameter "
+                    "must be bit-identical after the step (keep it out of the optimizer: weight decay shrinks it)")))

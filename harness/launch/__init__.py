@@ -7,6 +7,7 @@ launcher, with a per-rank watchdog; world 1 included.
         outcome.status        # "ok" | "unsupported" | "invalid" | "error" | "hang"
         outcome.result        # rank 0's StepResult; .collectives = every rank's recorded log
         outcome.error         # which rank failed, its traceback, what the other ranks were doing
+        outcome.error_kind    # ErrorKind: what it raised, as the harness acts on it (UNSUPPORTED_CASE, ...)
         outcome.hang          # HangReport: per rank, the collective it waits in and its stacks
 
 `run_distributed(spec, cases, device, timeout, workdir)` does the same for one batch of cases. The
@@ -16,8 +17,9 @@ contract for distributed engines and what isolation an engine gets: docs/distrib
 from packcheck.harness.launch.launch import Launch, LaunchFailed
 from packcheck.harness.launch.outcome import ERROR, HANG, INVALID, OK, UNSUPPORTED, CaseOutcome, HangReport, RankState
 from packcheck.harness.launch.pool import LaunchPool
+from packcheck.harness.launch.raised import ErrorKind
 from packcheck.harness.launch.run import run_distributed
 from packcheck.harness.launch.spec import engine_spec
 
-__all__ = ["ERROR", "HANG", "INVALID", "OK", "UNSUPPORTED", "CaseOutcome", "HangReport", "Launch", "LaunchFailed", "LaunchPool",
+__all__ = ["ERROR", "HANG", "INVALID", "OK", "UNSUPPORTED", "CaseOutcome", "ErrorKind", "HangReport", "Launch", "LaunchFailed", "LaunchPool",
            "RankState", "engine_spec", "run_distributed"]

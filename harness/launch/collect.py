@@ -15,9 +15,11 @@ import time
 
 from packcheck.harness.collectives import first_divergence
 from packcheck.harness.contract import StepResult
+from packcheck.harness.engines import problems_from_json
 from packcheck.harness.launch.exit_status import MEANING
 from packcheck.harness.launch.layout import CaseDir, LaunchDir
 from packcheck.harness.launch.outcome import CaseOutcome, HangReport, RankState
+from packcheck.harness.launch.raised import ErrorKind
 from packcheck.harness.text import safe_text
 
 LOG_TAIL_LINES = 15
@@ -38,7 +40,7 @@ def read_outcome(case_dir: CaseDir, case_name: str, launch: LaunchDir, world_siz
     root = _root_cause(reports)
     if root is not None and root["reason"] == "raised":
         outcome.error = _error_text(root, states)
-        outcome.error_type = root["error"]["type"]
+        outcome.error_kind, outcome.error_type = ErrorKind(root["error"]["kind"]), root["error"]["type"]
     elif root is not None or killed_by_guard or outcome.seconds >= timeout:
         outcome.hang = HangReport(case=case_name, timeout=timeout, ranks=states, killed_by_guard=killed_by_guard,
                                   divergence=first_divergence([list(s.collectives) for s in states]))
@@ -55,7 +57,7 @@ def _finished(case_dir: CaseDir, case_name: str, world_size: int, started: float
         outcome.unsupported, outcome.raised_unsupported = declined["reason"], declined.get("raised", False)
         outcome.asked_only = outcome.unsupported is None
     elif case_dir.invalid.exists():
-        outcome.invalid = json.loads(case_dir.invalid.read_text())["problems"]
+        outcome.invalid = problems_from_json(json.loads(case_dir.invalid.read_text()))
         outcome.invalid_result = _invalid_result(case_dir)
     else:
         outcome.result = StepResult.load(case_dir.result)

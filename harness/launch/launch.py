@@ -31,6 +31,7 @@ from packcheck.harness.launch.layout import CaseDir, LaunchDir
 from packcheck.harness.launch.private_checkpoint import PrivateCheckpoint
 from packcheck.harness.launch.outcome import CaseOutcome
 from packcheck.harness.launch.quiet import quiet
+from packcheck.harness.launch.raised import ErrorKind
 
 STARTUP_SECONDS = 180.0  # from starting the agent to the engine built on every rank: torch imports on a loaded machine
 TEARDOWN_SECONDS = 10.0  # the ranks' reports and the agent's teardown, on top of the case's timeout
@@ -38,19 +39,22 @@ CLOSE_SECONDS = 30.0  # a closed launch's ranks leave within this, or are killed
 POLL_SECONDS = 0.01
 
 
-BUILD_TIMEOUT = "packcheck.EngineBuildTimeout"  # the error type of a launch whose engine import or constructor hung
-
-
 class LaunchFailed(Exception):
-    """The launch's ranks never became ready: the engine does not import or build, or the process group did not form."""
+    """The launch's ranks never became ready: the engine does not import or build, or the process group did not form.
+    `kind`: what the failing rank raised (raised.py), or BUILD_TIMEOUT, or None when no rank reported; `error_type`:
+    the exception's class, for people only."""
 
-    def __init__(self, text: str, error_type: str | None):
+    def __init__(self, text: str, kind: ErrorKind | None, error_type: str | None = None):
         super().__init__(text)
-        self.text, self.error_type = text, error_type
+        self.text, self.kind, self.error_type = text, kind, error_type
 
     @property
     def hung(self) -> bool:
-        return self.error_type == BUILD_TIMEOUT
+        return self.kind is ErrorKind.BUILD_TIMEOUT
+
+    def outcome(self, case: str, directory: Path | None = None) -> CaseOutcome:
+        """The outcome of a case this launch never got to: this error."""
+        return CaseOutcome(case=case, error=self.text, error_kind=self.kind, error_type=self.error_type, directory=directory)
 
 
 class Launch:
@@ -90,7 +94,7 @@ class Launch:
         while not self.ready:
             if self.process.poll() is not None or self._startup_overdue():
                 self._end(kill=self.process.poll() is None)
-                raise LaunchFailed(*self._startup_failure())
+                raise self._startup_failure()
             time.sleep(POLL_SECONDS)
         return json.loads(self.dir.engine_info.read_text())
 
@@ -164,20 +168,19 @@ class Launch:
         outcome = read_outcome(case_dir, case.name, self.dir, self.world_size, self.timeout, killed_by_guard=killed)
         if outcome is not None:
             return outcome
-        text, error_type = self._startup_failure()
-        return CaseOutcome(case=case.name, error=text, error_type=error_type, directory=case_dir.path)
+        return self._startup_failure().outcome(case.name, case_dir.path)
 
-    def _startup_failure(self) -> tuple[str, str | None]:
+    def _startup_failure(self) -> LaunchFailed:
         """Why no rank got to the case: a rank's start-up report, else what the agent and the ranks printed."""
         reports = [json.loads(p.read_text()) for p in sorted(self.dir.path.glob("startup.rank*.json"))]
         if reports:
             first = reports[0]
-            return f"rank {first['rank']} failed before its first case: {first['message']}\n{first['traceback'].rstrip()}", first["type"]
+            return LaunchFailed(f"rank {first['rank']} failed before its first case: {first['message']}\n{first['traceback'].rstrip()}",
+                                ErrorKind(first["kind"]), first["type"])
         status = self.process.poll()
         stacks = [f"rank {r} stacks while building the engine:\n    | " + "\n    | ".join(text.splitlines()[-40:])
                   for r in range(self.world_size)
                   if self.dir.build_stacks(r).exists() and (text := self.dir.build_stacks(r).read_text(errors="replace").strip())]
-        error_type = BUILD_TIMEOUT if stacks else None
         if stacks:
             head = (f"building the engine (its import and constructor) did not finish within {self.timeout:g} s; "
                     "the parent killed the launch")
@@ -190,7 +193,7 @@ class Launch:
             agent += json.loads(self.dir.agent_result.read_text()).get("error", "").splitlines()[-20:]
         ranks = [f"rank {r} stderr:\n    | " + "\n    | ".join(log_tail(self.dir, r)) for r in range(self.world_size) if log_tail(self.dir, r)]
         agent = ["agent output (last lines):", *(f"    | {line}" for line in agent)] if agent else []
-        return "\n".join([head, *stacks, *agent, *ranks]), error_type
+        return LaunchFailed("\n".join([head, *stacks, *agent, *ranks]), ErrorKind.BUILD_TIMEOUT if stacks else None)
 
 
 def _new_launch_dir(workdir: Path) -> LaunchDir:

@@ -11,7 +11,7 @@ between ranks, the launcher's store); nothing is pickled across processes.
       logs/                 each rank's stdout and stderr (torch elastic's log directory)
       building.rank1        rank 1 began importing and building the engine (engine code: --timeout runs from here)
       build-stacks.rank1.txt    rank 1's stacks, dumped when building the engine outlasted --timeout
-      startup.rank1.json    a rank that failed before its first case: the traceback
+      startup.rank1.json    a rank that failed before its first case: what it raised (raised.py: kind, class, traceback)
       pid.rank1             each rank's process id, for the parent's guard
       checkpoint/           the launch's own copy of the model checkpoint (the engine may do anything to it: a case
                             that changed it gets the next case a fresh copy; harness/launch/private_checkpoint.py)
@@ -19,11 +19,11 @@ between ranks, the launcher's store); nothing is pickled across processes.
         case.json           the Case, its checkpoint pointing at the launch's private copy
         started.rank1       rank 1 began the case (its deadline runs from here)
         unsupported.json    rank 0's engine declined the case (its own unsupported_reason; or, forced, it raised UnsupportedCase)
-        invalid.json        rank 0's result broke the contract: every problem, field by field
+        invalid.json        rank 0's result broke the contract: every problem, field by field (typed: engines/problems.py)
         collectives.rank1.json   rank 1's collective log, once it returned from engine.run
         result/             rank 0's StepResult (safetensors + JSON); beside invalid.json, the invalid one where it could be saved
         done.rank1          every rank finished the case and rank 1 passed the end barrier
-        report.rank1.json   why rank 1 stopped in this case: raised, timeout or peer_failed
+        report.rank1.json   why rank 1 stopped in this case: raised (and what: raised.py), timeout or peer_failed
         stacks.rank1.txt    faulthandler's last-resort stack dump (the watchdog thread could not run)
 """
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from packcheck.harness.collectives import describe_state
 from packcheck.harness.contract import StepResult
+from packcheck.harness.engines import Problem
+from packcheck.harness.launch.raised import ErrorKind
 
 OK, ERROR, HANG, UNSUPPORTED, INVALID = "ok", "error", "hang", "unsupported", "invalid"
 
@@ -90,10 +92,11 @@ class CaseOutcome:
     unsupported: str | None = None  # the engine's own reason for declining the case
     asked_only: bool = False  # the engine was only asked whether it declines the case, and it does not
     raised_unsupported: bool = False  # forced on the case (Launch.run mode "force"), the engine raised UnsupportedCase
-    invalid: list[str] | None = None  # every way rank 0's result breaks the contract
+    invalid: list[Problem] | None = None  # every way rank 0's result breaks the contract
     invalid_result: StepResult | None = None  # that result, when it could still be saved (e.g. NaN values): kept for the report
     error: str | None = None  # which rank failed, its traceback, and what the other ranks were doing
-    error_type: str | None = None  # the failing rank's exception class, e.g. "packcheck.harness.engines.protocol.UnsupportedCase"
+    error_kind: ErrorKind | None = None  # what the failing rank raised, as the harness acts on it (raised.py); None: nothing raised
+    error_type: str | None = None  # its class, for people only, e.g. "packcheck.harness.engines.protocol.UnsupportedCase"
     hang: HangReport | None = None
     ranks: tuple[RankState, ...] = ()  # every rank's state when an error or hang stopped the case
     seconds: float = 0.0  # from the case's start on the first rank to its end
@@ -116,5 +119,5 @@ class CaseOutcome:
         if self.status == UNSUPPORTED:
             return f"case {self.case!r}: unsupported: {self.unsupported}"
         if self.status == INVALID:
-            return f"case {self.case!r}: invalid result:\n  - " + "\n  - ".join(self.invalid)
+            return f"case {self.case!r}: invalid result:\n  - " + "\n  - ".join(p.sentence for p in self.invalid)
         return f"case {self.case!r}: {self.status}\n" + (self.hang.describe() if self.hang else self.error or "")

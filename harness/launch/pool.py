@@ -20,6 +20,7 @@ from packcheck.harness.engines import EngineInfo
 from packcheck.harness.launch.capacity import cannot_host, visible_gpus
 from packcheck.harness.launch.launch import STARTUP_SECONDS, Launch, LaunchFailed
 from packcheck.harness.launch.outcome import OK, CaseOutcome
+from packcheck.harness.launch.raised import ErrorKind
 from packcheck.harness.text import path_name
 
 KEEP = 3  # live launches: an engine's world 1, 2 and 4 on a CPU machine
@@ -57,7 +58,7 @@ class LaunchPool:
                 self._info[spec, device] = failed
             except (KeyError, TypeError, ValueError) as err:
                 self._info[spec, device] = LaunchFailed(f"the engine's description of itself is malformed: {type(err).__name__}: {err}",
-                                                        type(err).__name__)
+                                                        ErrorKind.OTHER, type(err).__name__)
         known = self._info[spec, device]
         if isinstance(known, LaunchFailed):
             raise known
@@ -87,7 +88,7 @@ class LaunchPool:
             return CaseOutcome(case=case.name, unsupported=f"this machine: {machine_reason}")
         failed = self._failed.get(key) or next((f for (s, d, _), f in self._failed.items() if (s, d) == key[:2]), None)
         if failed is not None:  # an engine that cannot start at one world size cannot at another
-            return CaseOutcome(case=case.name, error=failed.text, error_type=failed.error_type)
+            return failed.outcome(case.name)
         launch = self._launch(key)
         fresh = launch.cases == 0
         outcome = launch.run(case, mode)
@@ -98,7 +99,8 @@ class LaunchPool:
         if not launch.alive:
             del self._live[key]
             if launch.cases == 1 and not launch.ready:
-                self._failed[key] = LaunchFailed(outcome.error or "the launch ended before its engine was built", outcome.error_type)
+                self._failed[key] = LaunchFailed(outcome.error or "the launch ended before its engine was built", outcome.error_kind,
+                                                 outcome.error_type)
         return outcome
 
     def release(self, spec: str) -> None:

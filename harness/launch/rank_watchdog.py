@@ -30,6 +30,7 @@ from packcheck.harness.collectives import CollectiveRecorder
 from packcheck.harness.files import write_json_atomically
 from packcheck.harness.launch import exit_status
 from packcheck.harness.launch.layout import CaseDir
+from packcheck.harness.launch.raised import raised
 from packcheck.harness.launch.rank_sync import RankSync
 from packcheck.harness.launch.stacks import thread_stacks
 
@@ -110,11 +111,7 @@ class RankWatchdog:
                 "first_failed_rank": first_failure,
                 "collectives": self.recorder.snapshot(),
                 "stacks": thread_stacks(),
-                "error": None if error is None else {
-                    "type": f"{type(error).__module__}.{type(error).__qualname__}",
-                    "message": str(error),
-                    "traceback": "".join(traceback.format_exception(error)),
-                },
+                "error": None if error is None else raised(error),
             })
             sync.wait_all(f"final/{index}", seconds=self.grace)
         except BaseException:  # noqa: BLE001 - into the rank's stderr log; the process must still end

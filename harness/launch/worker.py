@@ -28,7 +28,7 @@ import os
 import shutil
 import sys
 import time
-import traceback
+from dataclasses import replace
 from datetime import timedelta
 
 import torch
@@ -36,11 +36,12 @@ import torch.distributed as dist
 
 from packcheck.harness.collectives import CollectiveRecorder, install_recorder
 from packcheck.harness.contract import Case, StepResult
-from packcheck.harness.engines import Engine, InvalidResult, UnsupportedCase, describe, resolve_engine, validate_result
+from packcheck.harness.engines import Engine, InvalidResult, UnsupportedCase, describe, problems_json, resolve_engine, validate_result
 from packcheck.harness.files import write_json_atomically
 from packcheck.harness.launch import exit_status
 from packcheck.harness.launch.job import Job
 from packcheck.harness.launch.layout import CaseDir, LaunchDir
+from packcheck.harness.launch.raised import raised
 from packcheck.harness.launch.rank_sync import RankSync
 from packcheck.harness.launch.rank_watchdog import RankWatchdog
 from packcheck.harness.text import safe_text
@@ -62,10 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         engine, recorder, watchdog, sync = _start(job, launch, rank, world_size, local_rank)
     except BaseException as err:  # noqa: BLE001 - reported to the parent, which fails every case with it
-        write_json_atomically(launch.startup(rank), {
-            "rank": rank, "type": f"{type(err).__module__}.{type(err).__qualname__}", "message": str(err),
-            "traceback": "".join(traceback.format_exception(err)),
-        })
+        write_json_atomically(launch.startup(rank), {"rank": rank, **raised(err)})
         return exit_status.STARTUP_FAILED
     if rank == 0:
         write_json_atomically(launch.engine_info, describe(engine, job.engine).to_json())
@@ -150,7 +148,7 @@ def _save_result(engine: str, case: Case, result: object, case_dir: CaseDir) -> 
         result = validate_result(engine, case, result)
     except InvalidResult as invalid:
         _keep_invalid(result, case_dir)
-        write_json_atomically(case_dir.invalid, {"problems": [safe_text(p, 2000) for p in invalid.problems]})
+        write_json_atomically(case_dir.invalid, problems_json([replace(p, sentence=safe_text(p.sentence, 2000)) for p in invalid.problems]))
         return
     result.collectives = None  # the parent fills in every rank's recorded log
     result.save(case_dir.result)

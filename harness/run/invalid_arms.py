@@ -12,54 +12,54 @@ the arm's micro-batches that have no loss tokens, which the contract requires an
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from packcheck.harness.compare import Comparison
 from packcheck.harness.contract import Case, StepResult
+from packcheck.harness.engines import Problem, ProblemKind, problems_json
 from packcheck.harness.run.verdict import ERROR, FAIL, Verdict
 from packcheck.harness.scenarios import Scenario
 
-NON_FINITE = re.compile(r"non-finite|\bis -?(nan|inf)\b")  # how validate_result words a NaN or inf value
 INVALID_FILE = "invalid.json"  # beside an invalid arm's case.json in the run's saved arms: its problems
-NON_FINITE_TENSOR = re.compile(r"^(result\.\w+)\[(.+)\] has (\d+) non-finite values \(NaN/inf\)$")  # one tensor's
 CONTRACT_SENTENCE = "the contract requires an engine to handle it (loss contribution 0, no division by zero)"
 
 
-def summarise(problems: list[str]) -> list[str]:
-    """The problems, the non-finite tensors of one field in one line ("result.grads: 21 tensors have non-finite values
-    (NaN/inf), e.g. ['lm_head.weight'] (8192 values)"): a NaN loss reaches every gradient, and 21 lines hide the rest."""
-    order: list[str | tuple[str]] = []  # a problem as it is, or (field,): where that field's tensors go
-    tensors: dict[str, list[re.Match]] = {}
+def summarise(problems: list[Problem]) -> list[str]:
+    """The problems' sentences, the non-finite tensors of one field in one line where the first of them stood ("result.grads:
+    21 tensors have non-finite values (NaN/inf), e.g. ['lm_head.weight'] (8192 values)"): a NaN loss reaches every gradient,
+    and 21 lines hide the rest."""
+    by_field: dict[str, list[Problem]] = {}  # field -> its non-finite tensors
     for problem in problems:
-        found = NON_FINITE_TENSOR.match(problem)
-        if found is None:
-            order.append(problem)
-            continue
-        if found.group(1) not in tensors:
-            tensors[found.group(1)] = []
-            order.append((found.group(1),))
-        tensors[found.group(1)].append(found)
-    return [entry if isinstance(entry, str) else _one_line(entry[0], tensors[entry[0]]) for entry in order]
+        if _non_finite_tensor(problem):
+            by_field.setdefault(problem.field, []).append(problem)
+    lines = []
+    for problem in problems:
+        alike = by_field[problem.field] if _non_finite_tensor(problem) else [problem]
+        if problem is alike[0]:
+            lines.append(problem.sentence if len(alike) == 1 else _one_line(alike))
+    return lines
 
 
-def _one_line(field: str, found: list[re.Match]) -> str:
-    if len(found) == 1:
-        return found[0].group(0)
-    return f"{field}: {len(found)} tensors have non-finite values (NaN/inf), e.g. [{found[0].group(2)}] ({found[0].group(3)} values)"
+def _non_finite_tensor(problem: Problem) -> bool:
+    return problem.kind is ProblemKind.NON_FINITE and problem.tensor is not None
+
+
+def _one_line(alike: list[Problem]) -> str:
+    first = alike[0]
+    return f"result.{first.field}: {len(alike)} tensors have non-finite values (NaN/inf), e.g. [{first.tensor!r}] ({first.count} values)"
 
 
 @dataclass(kw_only=True, slots=True)
 class InvalidArm:
-    problems: list[str]  # every way the result breaks the contract (validate_result's words)
+    problems: list[Problem]  # every way the result breaks the contract (validate_result's)
     comparison: Comparison  # the verdict's row for it: quantity "result", metric "invalid"
     detail: str  # the problems as the verdict's detail prints them
     result: StepResult | None = None  # the result itself, where the engine's processes could still save it
 
     @property
     def non_finite(self) -> bool:
-        return any(NON_FINITE.search(p) for p in self.problems)
+        return any(p.kind is ProblemKind.NON_FINITE for p in self.problems)
 
 
 @dataclass(kw_only=True, slots=True)
@@ -103,9 +103,9 @@ def invalid_diagnosis(arms: InvalidArms, cases: dict[str, Case]) -> str:
         empty = empty_micro_batches(cases[name]) if arm.non_finite else []
         if empty:
             lines.append(f"{' and '.join(empty)} of arm {name!r} {'has' if len(empty) == 1 else 'have'} no loss tokens and the arm's "
-                         f"result is not finite ({arm.problems[0]}); {CONTRACT_SENTENCE}")
+                         f"result is not finite ({arm.problems[0].sentence}); {CONTRACT_SENTENCE}")
         else:
-            alike.setdefault((arm.non_finite, arm.problems[0]), []).append(name)
+            alike.setdefault((arm.non_finite, arm.problems[0].sentence), []).append(name)
     for (non_finite, problem), names in alike.items():
         which = f"arm{'s' * (len(names) > 1)} {', '.join(map(repr, names))}"
         lines.append(f"{which} returned non-finite values ({problem}) although every micro-batch has loss tokens: look for a "
@@ -140,4 +140,4 @@ def save_invalid_arms(directory: Path, arms: InvalidArms, cases: dict[str, Case]
         if arm.result is not None:
             arm.result.save(path)
         (path / "case.json").write_text(json.dumps(cases[name].to_json(), indent=1))
-        (path / INVALID_FILE).write_text(json.dumps({"problems": arm.problems}, indent=1))
+        (path / INVALID_FILE).write_text(json.dumps(problems_json(arm.problems), indent=1))

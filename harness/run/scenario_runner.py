@@ -25,13 +25,13 @@ from typing import Mapping
 from packcheck.harness.collectives import unused_mesh
 from packcheck.harness.compare import HARNESS, Arms, Comparison, tolerance_for
 from packcheck.harness.contract import Case, StepResult
-from packcheck.harness.engines import Engine, EngineInfo, InvalidResult, finding_for, validate_result
+from packcheck.harness.engines import Engine, EngineInfo, InvalidResult, Problem, finding_for, validate_result
 from packcheck.harness.golden import write_obtained
 from packcheck.harness.launch import ERROR as LAUNCH_ERROR
 from packcheck.harness.launch import HANG as LAUNCH_HANG
 from packcheck.harness.launch import INVALID as LAUNCH_INVALID
 from packcheck.harness.launch import UNSUPPORTED as LAUNCH_UNSUPPORTED
-from packcheck.harness.launch import CaseOutcome, LaunchFailed, LaunchPool, engine_spec
+from packcheck.harness.launch import CaseOutcome, ErrorKind, LaunchFailed, LaunchPool, engine_spec
 from packcheck.harness.launch.capacity import cannot_host
 from packcheck.harness.provenance import provenance
 from packcheck.harness.run import placement
@@ -62,15 +62,15 @@ def setting_for(family: str, dtype: str, device: str, attention: str = "auto", i
 class ArmProblem(Exception):
     """An arm ended the verdict: `status` and `detail` say how (`problems`: an invalid result's, field by field)."""
 
-    def __init__(self, status: str, detail: str, comparison: Comparison | None = None, problems: list[str] | None = None):
+    def __init__(self, status: str, detail: str, comparison: Comparison | None = None, problems: list[Problem] | None = None):
         super().__init__(detail)
         self.status, self.detail, self.comparison, self.problems = status, detail, comparison, problems
 
 
-def invalid(name: str, problems: list[str]) -> ArmProblem:
+def invalid(name: str, problems: list[Problem]) -> ArmProblem:
     comparison = Comparison(arms=Arms(name, HARNESS), quantity="result", item="", metric="invalid",
-                            observed=float(len(problems)), threshold=0.0, where=problems[0])
-    lines = "\n  - ".join(problems)
+                            observed=float(len(problems)), threshold=0.0, where=problems[0].sentence)
+    lines = "\n  - ".join(p.sentence for p in problems)
     return ArmProblem(FAIL, f"arm {name!r}: the engine returned an invalid StepResult:\n  - {lines}", comparison, problems)
 
 
@@ -82,7 +82,7 @@ def accept(engine: EngineInfo, name: str, case: Case, outcome: CaseOutcome) -> S
         raise invalid(name, outcome.invalid)
     if outcome.status == LAUNCH_HANG:
         raise ArmProblem(HANG, f"arm {name!r} ({case.describe()}):\n{outcome.hang.describe()}")
-    if outcome.status == LAUNCH_ERROR and (outcome.error_type or "").endswith(".UnsupportedCase"):
+    if outcome.status == LAUNCH_ERROR and outcome.error_kind is ErrorKind.UNSUPPORTED_CASE:
         raise ArmProblem(ERROR, f"arm {name!r}: the engine raised UnsupportedCase for a case its capabilities declare supported: "
                                 f"fix the declaration or the engine.\n{outcome.error}")
     if outcome.status == LAUNCH_ERROR:

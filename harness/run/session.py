@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Sequence, TextIO
 
 from packcheck.harness.engines import EngineInfo
-from packcheck.harness.launch import LaunchFailed, LaunchPool
+from packcheck.harness.launch import ErrorKind, LaunchFailed, LaunchPool
 from packcheck.harness.models import FAMILIES
 from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run.progress import Progress
@@ -46,7 +46,7 @@ class Matrix:
     @property
     def unresolved(self) -> list[str]:
         """Specs that name no engine (the import or the class lookup failed): a usage error, not an engine's verdict."""
-        return sorted(spec for spec, failed in self.not_started.items() if (failed.error_type or "").endswith("EngineNotFound"))
+        return sorted(spec for spec, failed in self.not_started.items() if failed.kind is ErrorKind.ENGINE_NOT_FOUND)
 
     def families_of(self, engine: EngineInfo | None) -> list[str]:
         if self.families:
