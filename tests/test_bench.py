@@ -1,4 +1,4 @@
-"""The benchmark's CPU smoke run (impls/reference/bench.py): every arm trains the tiny model on the
+"""The benchmark's CPU smoke run (impls/reference/bench/main.py): every arm trains the tiny model on the
 same packed rows from the same weights and reports finite figures, and the fast path's step-1 loss
 equals the reference's (and transformers') in float32: same data, same weights, same loss."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import math
 
-from packcheck.impls.reference import bench
-from packcheck.impls.reference.bench_arms import DEFAULT_ARMS
+from packcheck.impls.reference.bench import main as bench
+from packcheck.impls.reference.bench.arms import DEFAULT_ARMS
 
 
 def test_cpu_smoke_run_reports_every_arm(tmp_path, capsys):

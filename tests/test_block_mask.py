@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from packcheck.impls.reference.data.rows import positions_and_segments
 from packcheck.impls.reference.model.attention import document_causal_mask
 from packcheck.impls.reference.model.block_mask import document_block_mask
-from packcheck.impls.reference.rows import positions_and_segments
 
 ROWS = {
     "mixed": [[1, 1, 30, 16, 17, 1, 14], [64, 16], [3, 5, 7, 1, 1, 2, 40, 21]],  # 80 tokens, blocks of 16

@@ -1,4 +1,4 @@
-"""The chunked log-prob (impls/reference/chunked_logprobs.py) equals the plain path (lm_head, log_softmax,
+"""The chunked log-prob (impls/reference/loss/chunked_logprobs.py) equals the plain path (lm_head, log_softmax,
 gather) in float64: log-probs, loss and every gradient to <= 1e-12 relative, for chunks that do and do
 not divide the token count; and through the tiny model, whose forward then returns LmHeadInputs."""
 
@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from packcheck.harness.models import model_spec
-from packcheck.impls.reference.chunked_logprobs import chunk_tokens, chunked_label_logprobs
+from packcheck.impls.reference.data.predictions import label_logprobs
+from packcheck.impls.reference.loss.chunked_logprobs import chunk_tokens, chunked_label_logprobs
 from packcheck.impls.reference.model import CausalLM
 from packcheck.impls.reference.model.lm_head_inputs import LmHeadInputs
-from packcheck.impls.reference.predictions import label_logprobs
 
 RTOL = 1e-12
 

@@ -1,7 +1,9 @@
 """The floors of the house (docs/architecture.md) run one way: every import of a packcheck module
 goes to its own part or a lower floor; no module reaches itself through its imports (no circle, inside
 a part either, imports inside functions included); harness imports nothing from impls; engines import
-only the contract and the engine API; nothing imports the repository's folders by their bare names."""
+only the contract and the engine API, and the programs that drive one (folders of impls/) also models and
+provenance, while no engine imports a program; the reference's parts (its folders) run one way too; nothing
+imports the repository's folders by their bare names."""
 
 from __future__ import annotations
 
@@ -26,9 +28,12 @@ FLOORS = (
     {"harness.cli", "conformance"},
 )
 ENGINE_API = {"harness.contract", "harness.engines"}
-# programs that drive an engine and are not one: the reference trainer picks a family's checkpoint and records provenance
-PROGRAMS = {"impls.reference.train": {"harness.models", "harness.provenance"},
-            "impls.reference.bench": {"harness.models", "harness.provenance"}}
+# folders of programs that drive an engine and are not one (the reference's benchmark and training program): they
+# may also pick a family's checkpoint and record provenance; no engine imports them
+PROGRAMS = ("impls.reference.bench", "impls.reference.train")
+PROGRAM_API = ENGINE_API | {"harness.models", "harness.provenance"}
+# the reference's parts (its folders; engine.py and fast.py are the engines), bottom to top, as FLOORS
+REFERENCE_FLOORS = ({"model"}, {"parallel"}, {"data"}, {"loss"}, {"optim"}, {"step"}, {"engine", "fast"}, {"bench", "train"})
 
 
 def part(module: str) -> str:
@@ -125,12 +130,59 @@ def test_the_circle_check_finds_a_circle():
     assert find_circle({"a": {"b"}, "b": set()}) is None
 
 
-def test_engines_import_only_the_contract_and_the_engine_api():
+def program(module: str) -> str | None:
+    """The program folder a module (without `packcheck.`) lies in, or None."""
+    return next((p for p in PROGRAMS if module == p or module.startswith(f"{p}.")), None)
+
+
+def beyond_the_api(found: list[tuple[str, str, int]]) -> list[str]:
+    """The imports of impls/ modules past what their folder may import: the contract and the engine API for an
+    engine's module, also models and provenance for a program's; and an engine's module importing a program."""
     beyond = []
-    for module, name, line in imports():
-        if not module.startswith("impls") or not name.startswith("packcheck.harness"):
+    for module, name, line in found:
+        if not module.startswith("impls") or not name.startswith("packcheck."):
             continue
-        target = part(name[len("packcheck."):])
-        if target not in ENGINE_API | PROGRAMS.get(module, set()):
+        target = name[len("packcheck."):]
+        if target.startswith("harness") and part(target) not in (PROGRAM_API if program(module) else ENGINE_API):
             beyond.append(f"{module}:{line} imports {name}")
+        elif program(target) not in (None, program(module)):
+            beyond.append(f"{module}:{line} imports {name}, a program")
+    return beyond
+
+
+def test_engines_import_only_the_contract_and_the_engine_api():
+    assert all((ROOT / p.replace(".", "/")).is_dir() for p in PROGRAMS), f"a program folder in PROGRAMS is gone: {PROGRAMS}"
+    beyond = beyond_the_api(imports())
     assert not beyond, "engines reach past the contract:\n" + "\n".join(beyond)
+
+
+def reference_part(module: str) -> str | None:
+    """The part of impls/reference a module (without `packcheck.`) belongs to: its folder, or its own name at the top."""
+    head = module.split(".")
+    return head[2] if head[:2] == ["impls", "reference"] and len(head) > 2 and head[2] != "__init__" else None
+
+
+def test_the_reference_parts_import_down():
+    floors = {p: i for i, names in enumerate(REFERENCE_FLOORS) for p in names}
+    upward, unplaced = [], set()
+    for module, name, line in imports():
+        source, target = reference_part(module), reference_part(name.removeprefix("packcheck."))
+        if source is None or target is None or not name.startswith("packcheck."):
+            continue
+        unplaced |= {p for p in (source, target) if p not in floors}
+        if source in floors and target in floors and floors[target] > floors[source]:
+            upward.append(f"{module}:{line} imports {name}, a part above {source}")
+    assert not unplaced, f"parts of impls/reference without a floor in REFERENCE_FLOORS (and docs/architecture.md): {sorted(unplaced)}"
+    assert not upward, "\n".join(upward)
+
+
+def test_the_api_check_finds_an_engine_reaching_past_the_contract():
+    assert beyond_the_api([("impls.reference.step.train_step", "packcheck.harness.models", 3),
+                           ("impls.reference.engine", "packcheck.impls.reference.bench.main", 5),
+                           ("impls.reference.train.trainer", "packcheck.harness.run", 7)]) == [
+        "impls.reference.step.train_step:3 imports packcheck.harness.models",
+        "impls.reference.engine:5 imports packcheck.impls.reference.bench.main, a program",
+        "impls.reference.train.trainer:7 imports packcheck.harness.run"]
+    assert beyond_the_api([("impls.reference.train.trainer", "packcheck.harness.models", 3),
+                           ("impls.reference.bench.main", "packcheck.impls.reference.bench.arms", 5),
+                           ("impls.reference.bench.arms", "packcheck.impls.reference.fast", 7)]) == []

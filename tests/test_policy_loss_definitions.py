@@ -20,12 +20,12 @@ import torch
 from packcheck.harness.contract import UNPACKED, Aggregation, Case, LossSpec, Partition, Sample, packed
 from packcheck.harness.losses import Branch, token_loss, token_weights
 from packcheck.harness.models import model_spec
-from packcheck.impls.reference.counts import count_targets
 from packcheck.impls.reference.engine import ReferenceEngine
-from packcheck.impls.reference.objective import forward_loss
-from packcheck.impls.reference.policy_inputs import scatter_per_token
-from packcheck.impls.reference.policy_loss import prediction_entropy
-from packcheck.impls.reference.step import build_micro_batches
+from packcheck.impls.reference.loss.counts import count_targets
+from packcheck.impls.reference.loss.policy_inputs import scatter_per_token
+from packcheck.impls.reference.loss.policy_loss import prediction_entropy
+from packcheck.impls.reference.step.objective import forward_loss
+from packcheck.impls.reference.step.train_step import build_micro_batches
 
 LOGPROBS = ([0.0, -1.0, -2.0, -0.5], [0.0, -3.0, -1.0], [0.0, -0.7])
 RATIOS = ([1.0, 1.0, 1.5, 0.5], [1.0, 4.0, 1.0], [1.0, 1.0])

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from packcheck.harness.contract.rows import pack_in_order
-from packcheck.impls.reference.packing import pack_rows
+from packcheck.impls.reference.data.packing import pack_rows
 
 
 @given(st.integers(1, 64).flatmap(lambda n: st.tuples(st.just(n), st.lists(st.integers(1, n), min_size=1, max_size=30))))
@@ -25,8 +25,8 @@ def test_harness_rows_are_the_rows_the_reference_forwards(lengths, kind, side, m
     """layout_rows (what reports draw) places every document where the reference trainer puts it."""
     from packcheck.harness.contract import Case, Layout, ModelSpec, Partition, Sample
     from packcheck.harness.contract.rows import layout_rows
-    from packcheck.impls.reference.collate import unpad_mask
-    from packcheck.impls.reference.layouts import plan_forwards
+    from packcheck.impls.reference.data.collate import unpad_mask
+    from packcheck.impls.reference.data.layouts import plan_forwards
 
     samples = tuple(Sample(input_ids=[1] * n, loss_mask=[0] + [1] * (n - 1)) for n in lengths)
     cut = sorted({0, len(lengths), *[len(lengths) * k // micro_batches for k in range(1, micro_batches)]})

@@ -1,4 +1,4 @@
-"""The MoE load-balancing loss over the global batch (impls/reference/router_aux.py), on a toy router by hand,
+"""The MoE load-balancing loss over the global batch (impls/reference/loss/router_aux.py), on a toy router by hand,
 and the router reports' validation, serialisation and comparison (harness side).
 
 Shapes: L sparse layers, N tokens, E experts, K experts per token.
@@ -16,8 +16,8 @@ from packcheck.harness.contract import UNPACKED, Case, Partition, Sample, StepRe
 from packcheck.harness.engines.validate import InvalidResult, validate_result
 from packcheck.harness.models import model_spec
 from packcheck.impls.mutants.moe_router_counts_local import micro_batch_counts
+from packcheck.impls.reference.loss.router_aux import RouterCounts, aux_loss_share, balance_counts, count_routes
 from packcheck.impls.reference.model.moe import Routing
-from packcheck.impls.reference.router_aux import RouterCounts, aux_loss_share, balance_counts, count_routes
 
 E, K = 3, 2
 

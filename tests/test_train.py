@@ -12,9 +12,9 @@ from itertools import islice
 import pytest
 import torch
 
-from packcheck.impls.reference.corpus import split_corpus
 from packcheck.impls.reference.model import CausalLM
-from packcheck.impls.reference.train import TrainConfig, train
+from packcheck.impls.reference.train.corpus import split_corpus
+from packcheck.impls.reference.train.trainer import TrainConfig, train
 
 SLICE = 60  # first stdlib files, sorted: the split keeps ~10% of them for validation
 TINY = TrainConfig(

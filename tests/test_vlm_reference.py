@@ -15,9 +15,9 @@ from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.run.scenario_runner import setting_for
 from packcheck.impls.reference.model.loading import load_model
 from packcheck.impls.reference.parallel.mesh import Mesh
-from packcheck.impls.reference.pipeline import REFERENCE
-from packcheck.impls.reference.step import build_micro_batches
-from packcheck.impls.reference.vision_step import encode_micro_batch
+from packcheck.impls.reference.step.pipeline import REFERENCE
+from packcheck.impls.reference.step.train_step import build_micro_batches
+from packcheck.impls.reference.step.vision_step import encode_micro_batch
 
 FROZEN = "model.visual.merger.mlp.2.weight"
 

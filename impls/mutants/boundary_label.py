@@ -8,8 +8,8 @@ boundary.
 
 from dataclasses import replace
 
-from packcheck.impls.reference.collate import Document
-from packcheck.impls.reference.rows import RowPlan, target_mask
+from packcheck.impls.reference.data.collate import Document
+from packcheck.impls.reference.data.rows import RowPlan, target_mask
 
 
 def target_mask_across_boundaries(plan: RowPlan) -> list[int]:
@@ -25,7 +25,7 @@ def target_mask_across_boundaries(plan: RowPlan) -> list[int]:
 
 
 from packcheck.impls.reference.engine import ReferenceEngine
-from packcheck.impls.reference.pipeline import REFERENCE  # noqa: E402
+from packcheck.impls.reference.step.pipeline import REFERENCE  # noqa: E402
 
 
 class BoundaryLabel(ReferenceEngine):

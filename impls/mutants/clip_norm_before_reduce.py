@@ -13,8 +13,8 @@ import math
 from dataclasses import replace
 
 from packcheck.impls.reference.engine import ReferenceEngine
-from packcheck.impls.reference.grad_clip import local_squares
-from packcheck.impls.reference.pipeline import REFERENCE
+from packcheck.impls.reference.optim.grad_clip import local_squares
+from packcheck.impls.reference.step.pipeline import REFERENCE
 
 
 def local_grad_norm(grads, mesh) -> float:

@@ -11,8 +11,8 @@ micro-batch gradients, a different vector from the gradient of the loss.
 from dataclasses import replace
 
 from packcheck.impls.reference.engine import ReferenceEngine
-from packcheck.impls.reference.grad_clip import clip_, local_squares
-from packcheck.impls.reference.pipeline import REFERENCE
+from packcheck.impls.reference.optim.grad_clip import clip_, local_squares
+from packcheck.impls.reference.step.pipeline import REFERENCE
 
 BEFORE = "_packcheck_grad_before_micro_batch"  # the gradient accumulated over the earlier micro-batches
 

@@ -9,7 +9,7 @@ exact only when every micro-batch has the same number of loss tokens.
 from dataclasses import replace
 
 from packcheck.impls.reference.engine import ReferenceEngine
-from packcheck.impls.reference.pipeline import REFERENCE
+from packcheck.impls.reference.step.pipeline import REFERENCE
 
 DP = 1
 

@@ -9,7 +9,7 @@ error); packcheck must turn whatever happens into a verdict.
 from dataclasses import replace
 
 from packcheck.impls.reference.engine import ReferenceEngine
-from packcheck.impls.reference.pipeline import REFERENCE
+from packcheck.impls.reference.step.pipeline import REFERENCE
 
 
 def width_unchanged(width: int, cp: int) -> int:

@@ -12,8 +12,8 @@ import torch
 from dataclasses import replace
 
 from packcheck.impls.reference.engine import ReferenceEngine
-from packcheck.impls.reference.pipeline import REFERENCE
 from packcheck.impls.reference.parallel.mesh import Mesh
+from packcheck.impls.reference.step.pipeline import REFERENCE
 
 
 def count_over_world(micro_tokens: list[int], shard_tokens: int, mesh: Mesh) -> int:

@@ -12,7 +12,7 @@ from dataclasses import replace
 import torch
 
 from packcheck.impls.reference.engine import ReferenceEngine
-from packcheck.impls.reference.pipeline import REFERENCE
+from packcheck.impls.reference.step.pipeline import REFERENCE
 
 
 def own_count_weight(micro_tokens: int, global_tokens: int, micro_steps: int) -> float:

@@ -12,7 +12,7 @@ from dataclasses import replace
 import torch
 
 from packcheck.impls.reference.engine import ReferenceEngine
-from packcheck.impls.reference.pipeline import REFERENCE
+from packcheck.impls.reference.step.pipeline import REFERENCE
 
 
 def every_parameter(model: torch.nn.Module) -> list[torch.nn.Parameter]:

@@ -8,7 +8,7 @@ micro-batches and depends on the partition.
 from dataclasses import replace
 
 from packcheck.impls.reference.engine import ReferenceEngine
-from packcheck.impls.reference.pipeline import REFERENCE
+from packcheck.impls.reference.step.pipeline import REFERENCE
 
 
 def mean_of_means_weight(micro_tokens: int, global_tokens: int, micro_steps: int) -> float:

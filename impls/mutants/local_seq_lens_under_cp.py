@@ -12,10 +12,10 @@ import torch
 
 from dataclasses import replace
 
+from packcheck.impls.reference.data.predictions import Predictions
 from packcheck.impls.reference.engine import ReferenceEngine
-from packcheck.impls.reference.pipeline import REFERENCE
 from packcheck.impls.reference.parallel.mesh import Mesh
-from packcheck.impls.reference.predictions import Predictions
+from packcheck.impls.reference.step.pipeline import REFERENCE
 
 SHARD_ID_STRIDE = 1 << 20  # segment ids of different shards never coincide
 

@@ -18,7 +18,7 @@ from dataclasses import replace
 import torch
 
 from packcheck.impls.reference.engine import ReferenceEngine
-from packcheck.impls.reference.pipeline import REFERENCE
+from packcheck.impls.reference.step.pipeline import REFERENCE
 
 TILE = 32  # vocabulary entries per tile of the kernel
 

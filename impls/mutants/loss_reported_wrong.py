@@ -18,8 +18,8 @@ from collections import defaultdict
 
 from packcheck.harness.contract import Case, LossKind, StepResult
 from packcheck.harness.contract.rows import layout_rows
+from packcheck.impls.reference.data.layouts import padded_width
 from packcheck.impls.reference.engine import ReferenceEngine
-from packcheck.impls.reference.layouts import padded_width
 
 
 def mean_of_local_means(case: Case, result: StepResult) -> float:

@@ -10,7 +10,7 @@ import torch
 from dataclasses import replace
 
 from packcheck.impls.reference.engine import ReferenceEngine
-from packcheck.impls.reference.pipeline import REFERENCE
+from packcheck.impls.reference.step.pipeline import REFERENCE
 
 
 def unpad_mask_sliced_from_start(row_mask_L: torch.Tensor, row_valid_L: torch.Tensor) -> torch.Tensor:

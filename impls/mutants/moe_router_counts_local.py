@@ -14,8 +14,8 @@ import dataclasses
 from dataclasses import replace
 
 from packcheck.impls.reference.engine import ReferenceEngine
-from packcheck.impls.reference.pipeline import REFERENCE
-from packcheck.impls.reference.router_aux import RouterCounts
+from packcheck.impls.reference.loss.router_aux import RouterCounts
+from packcheck.impls.reference.step.pipeline import REFERENCE
 
 
 def micro_batch_counts(micro: RouterCounts, global_: RouterCounts) -> RouterCounts:

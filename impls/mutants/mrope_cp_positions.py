@@ -14,10 +14,10 @@ import dataclasses
 
 import torch
 
+from packcheck.impls.reference.data.predictions import Predictions
 from packcheck.impls.reference.engine import ReferenceEngine
 from packcheck.impls.reference.parallel.mesh import Mesh
-from packcheck.impls.reference.pipeline import REFERENCE
-from packcheck.impls.reference.predictions import Predictions
+from packcheck.impls.reference.step.pipeline import REFERENCE
 
 
 def shard_with_local_mrope(predictions: Predictions, mesh: Mesh) -> Predictions:

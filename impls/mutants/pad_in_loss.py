@@ -7,10 +7,10 @@ row, padding included, except where the loss mask of a document says 0.
 
 from dataclasses import replace
 
-from packcheck.impls.reference.collate import Document
+from packcheck.impls.reference.data.collate import Document
+from packcheck.impls.reference.data.rows import RowPlan
 from packcheck.impls.reference.engine import ReferenceEngine
-from packcheck.impls.reference.pipeline import REFERENCE
-from packcheck.impls.reference.rows import RowPlan
+from packcheck.impls.reference.step.pipeline import REFERENCE
 
 
 def target_mask_with_padding(plan: RowPlan) -> list[int]:

@@ -12,7 +12,7 @@ from typing import Sequence
 from dataclasses import replace
 
 from packcheck.impls.reference.engine import ReferenceEngine
-from packcheck.impls.reference.pipeline import REFERENCE
+from packcheck.impls.reference.step.pipeline import REFERENCE
 
 
 def positions_running_on(segment_lengths: Sequence[int]) -> tuple[list[int], list[int]]:

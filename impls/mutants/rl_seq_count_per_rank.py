@@ -11,8 +11,8 @@ cannot see it; token-mean is untouched.
 from dataclasses import replace
 
 from packcheck.impls.reference.engine import ReferenceEngine
-from packcheck.impls.reference.pipeline import REFERENCE
 from packcheck.impls.reference.parallel.mesh import Mesh
+from packcheck.impls.reference.step.pipeline import REFERENCE
 
 
 def local_sequence_count(local_sequences: int, mesh: Mesh) -> int:

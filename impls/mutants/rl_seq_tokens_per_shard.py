@@ -12,11 +12,11 @@ import torch
 from dataclasses import replace
 
 from packcheck.harness.contract import Aggregation, LossSpec
-from packcheck.impls.reference.aggregation import aggregation_weights
-from packcheck.impls.reference.counts import Counts
+from packcheck.impls.reference.data.predictions import Predictions
 from packcheck.impls.reference.engine import ReferenceEngine
-from packcheck.impls.reference.pipeline import REFERENCE
-from packcheck.impls.reference.predictions import Predictions
+from packcheck.impls.reference.loss.aggregation import aggregation_weights
+from packcheck.impls.reference.loss.counts import Counts
+from packcheck.impls.reference.step.pipeline import REFERENCE
 
 
 def shard_token_mean_weights(spec: LossSpec, predictions: Predictions, counts: Counts) -> torch.Tensor:

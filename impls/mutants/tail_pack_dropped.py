@@ -9,9 +9,9 @@ from typing import Sequence
 
 from dataclasses import replace
 
+from packcheck.impls.reference.data.packing import pack_rows
 from packcheck.impls.reference.engine import ReferenceEngine
-from packcheck.impls.reference.pipeline import REFERENCE
-from packcheck.impls.reference.packing import pack_rows
+from packcheck.impls.reference.step.pipeline import REFERENCE
 
 
 def pack_full_rows_only(lengths: Sequence[int], seq_len: int) -> list[list[int]]:

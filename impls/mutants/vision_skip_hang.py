@@ -12,10 +12,10 @@ from typing import Sequence
 import torch
 from torch import nn
 
+from packcheck.impls.reference.data.predictions import Predictions
 from packcheck.impls.reference.engine import ReferenceEngine
-from packcheck.impls.reference.pipeline import REFERENCE
-from packcheck.impls.reference.predictions import Predictions
-from packcheck.impls.reference.vision_step import encode_micro_batch
+from packcheck.impls.reference.step.pipeline import REFERENCE
+from packcheck.impls.reference.step.vision_step import encode_micro_batch
 
 
 def skip_tower_without_images(model: nn.Module, forwards: Sequence[Predictions]) -> list[torch.Tensor | None]:

@@ -1,6 +1,6 @@
 """The reference engine: the reference trainer behind the Engine contract.
 
-Its data pipeline is one typed value (impls/reference/pipeline.py), so a mutant (`impls/mutants`)
+Its data pipeline is one typed value (impls/reference/step/pipeline.py), so a mutant (`impls/mutants`)
 is this class with a pipeline that differs in exactly one step. On a dp x cp mesh every rank
 calls `run`; rank 0 returns the result.
 """
@@ -15,7 +15,6 @@ import torch
 
 from packcheck.harness.contract import Case, LayoutKind, LossKind, StepResult
 from packcheck.harness.engines import Capabilities, Engine, device_missing
-from packcheck.impls.reference import step
 from packcheck.impls.reference.model import HybridCausalLM
 from packcheck.impls.reference.model.linear_attention import LinearAttentionBackend, default_linear_attention
 from packcheck.impls.reference.model.loading import load_model
@@ -24,7 +23,8 @@ from packcheck.impls.reference.parallel.mesh import Mesh
 from packcheck.impls.reference.parallel.ring import ring_backend
 from packcheck.impls.reference.parallel.sharded_tower import shard_tower
 from packcheck.impls.reference.parallel.ulysses import ulysses_backend
-from packcheck.impls.reference.pipeline import REFERENCE, Pipeline
+from packcheck.impls.reference.step.pipeline import REFERENCE, Pipeline
+from packcheck.impls.reference.step.train_step import train_step
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}
 ALL_LAYOUTS = frozenset(LayoutKind)
@@ -109,4 +109,4 @@ class ReferenceEngine(Engine):
         if case.parallel.dp_style == "shard" and mesh.dp > 1:  # FSDP2; "replicate" and None: DDP
             shard_model(model, mesh)
         attention = CONTEXT_PARALLEL[case.parallel.cp_style](mesh) if case.parallel.cp > 1 else self.attention_backend(case)
-        return step.train_step(model, case, self.pipeline, attention, mesh)
+        return train_step(model, case, self.pipeline, attention, mesh)

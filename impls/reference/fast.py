@@ -1,8 +1,8 @@
 """reference.fast: the reference trainer's fast path, an engine variant the suite checks against the
-exact reference (issue 17 item 4). Same pipeline, same step (step.py), other kernels:
+exact reference (issue 17 item 4). Same pipeline, same step (step/train_step.py), other kernels:
 
 - log-probs a chunk of tokens at a time from the final hidden states and the lm_head weight
-  (chunked_logprobs.py): the full [B, T, V] logits never exist. On every device; on the CPU in
+  (loss/chunked_logprobs.py): the full [B, T, V] logits never exist. On every device; on the CPU in
   float64 this is what `packcheck run --engine reference.fast` checks against the exact path.
 - on CUDA, one process per row (cp == 1): each decoder layer and the final norm compiled
   (torch.compile per layer: RMSNorm, RoPE, SwiGLU and the attention fused), and, for attention
@@ -20,11 +20,11 @@ from dataclasses import replace
 import torch
 
 from packcheck.harness.contract import Case
-from packcheck.impls.reference.chunked_logprobs import chunked_label_logprobs
 from packcheck.impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.loss.chunked_logprobs import chunked_label_logprobs
 from packcheck.impls.reference.model.attention import AttentionBackend
 from packcheck.impls.reference.model.block_mask import FLEX_BLOCKS
-from packcheck.impls.reference.pipeline import REFERENCE
+from packcheck.impls.reference.step.pipeline import REFERENCE
 
 FAST_PIPELINE = replace(REFERENCE, label_logprobs=chunked_label_logprobs)
 

@@ -1,5 +1,5 @@
 """What a CausalLM returns instead of logits when its loss takes log-probs chunk by chunk: the final
-hidden states and the lm_head weight (impls/reference/chunked_logprobs.py multiplies them one chunk
+hidden states and the lm_head weight (impls/reference/loss/chunked_logprobs.py multiplies them one chunk
 of tokens at a time, so the full [B, T, V] logits never exist).
 
 A NamedTuple, so DistributedDataParallel and pytree walk into it like a tuple of two tensors.

@@ -8,7 +8,7 @@ by those probabilities (renormalised over the k when `norm_topk_prob`). HF compu
 softmax in float32 always; here in at least float32, so float64 is float64 end to end.
 
 `record_routing` hands out every sparse layer's router logits and chosen experts of a forward, as
-transformers' `output_router_logits` does: the load-balancing loss (impls/reference/router_aux.py)
+transformers' `output_router_logits` does: the load-balancing loss (impls/reference/loss/router_aux.py)
 is built from them.
 
 Shapes: B batch, T sequence, N = B*T tokens, C hidden_size, E experts, K experts per token,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from packcheck.harness.contract import Case, ModelSpec, Partition, Sample, packed
-from packcheck.impls.reference.packing import pack_rows
+from packcheck.impls.reference.data.packing import pack_rows
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

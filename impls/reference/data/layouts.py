@@ -15,8 +15,8 @@ from math import ceil
 from typing import Callable, Sequence
 
 from packcheck.harness.contract import Case, LayoutKind
-from packcheck.impls.reference.collate import UnpadMask, pad_batch, unpad
-from packcheck.impls.reference.rows import RowPlan
+from packcheck.impls.reference.data.collate import UnpadMask, pad_batch, unpad
+from packcheck.impls.reference.data.rows import RowPlan
 
 PackRows = Callable[[Sequence[int], int], list[list[int]]]
 PaddedWidth = Callable[[int, int], int]

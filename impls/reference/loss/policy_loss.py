@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 
 from packcheck.harness.contract import LossSpec
+from packcheck.impls.reference.loss.policy_inputs import PolicyInputs
 from packcheck.impls.reference.model.lm_head_inputs import LmHeadInputs
-from packcheck.impls.reference.policy_inputs import PolicyInputs
 
 
 def clipped_surrogate(lp_BT: torch.Tensor, inputs: PolicyInputs, spec: LossSpec) -> torch.Tensor:

@@ -45,7 +45,7 @@ def matmul_params(config: dict) -> int:
     H, K = config["num_attention_heads"], config["num_key_value_heads"]
     D = config.get("head_dim") or C // H
     if config.get("num_experts"):
-        raise ValueError("bench_flops counts dense decoders only (llama, qwen3); a MoE model's routed FLOPs are not counted here")
+        raise ValueError("the benchmark's FLOPs count dense decoders only (llama, qwen3); a MoE model's routed FLOPs are not counted here")
     return L * (C * H * D + 2 * C * K * D + H * D * C + 3 * C * F) + V * C
 
 

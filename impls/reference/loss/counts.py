@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from packcheck.impls.reference.predictions import Predictions
+from packcheck.impls.reference.data.predictions import Predictions
 
 
 @dataclass(frozen=True, slots=True)

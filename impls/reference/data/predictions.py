@@ -8,7 +8,7 @@ token of the next shard (the shard cut is not a document boundary).
 A vision-language forward also carries `image_index_BT` (which image feature replaces each
 placeholder's embedding, -1 for text), sharded like the rest, and `images` (the forward's pixels
 and grids), which every shard keeps whole: each context-parallel rank encodes every image of its
-micro-batch. Its `position_ids_BT` are then MRoPE positions [B, T, 3] (impls/reference/vision_rows.py).
+micro-batch. Its `position_ids_BT` are then MRoPE positions [B, T, 3] (impls/reference/data/vision_rows.py).
 
 Shapes: B rows, T tokens (a shard's T is the row's T / cp).
 """
@@ -19,9 +19,9 @@ from dataclasses import dataclass, fields
 
 import torch
 
-from packcheck.impls.reference.vision_inputs import ForwardImages
+from packcheck.impls.reference.data.vision_inputs import ForwardImages
 
-from packcheck.impls.reference.rows import Rows
+from packcheck.impls.reference.data.rows import Rows
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,8 +29,8 @@ import warnings
 
 import torch
 
+from packcheck.impls.reference.data.predictions import label_logprobs
 from packcheck.impls.reference.model.lm_head_inputs import LmHeadInputs
-from packcheck.impls.reference.predictions import label_logprobs
 
 CHUNK_ELEMENTS = 2**29  # logits per chunk (1 GiB in bf16): 3456 tokens at vocab 151936, 10 chunks for 32k tokens
 MIN_CHUNKS = 4  # at least this many chunks (tokens permitting): the suite's tiny cases cross chunk boundaries too

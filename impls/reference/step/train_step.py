@@ -7,12 +7,12 @@ optimizer_step.py), and the StepResult (on rank 0).
 `accumulate_gradients` is the forward/backward half on its own, so that `packcheck.impls.reference.train`
 runs many steps through exactly this code with its own model and optimizer persisting.
 
-The pipeline (`pipe`, impls/reference/pipeline.py) supplies the replaceable steps (unpad, pack,
+The pipeline (`pipe`, impls/reference/step/pipeline.py) supplies the replaceable steps (unpad, pack,
 widen for CP, positions and segments, target mask, shard, count, token weight; for policy losses
 the per-token inputs and the aggregation weights): the reference engine passes its own, and each
 mutant replaces exactly one. The counts the loss is normalised by are the engine's own counts of the targets in the rows
 it built, over every micro-batch of every data-parallel rank, before the first backward, as a
-real trainer must. A MoE model's load-balancing loss (router_aux.py) is added to the loss it
+real trainer must. A MoE model's load-balancing loss (loss/router_aux.py) is added to the loss it
 backpropagates, normalised by the global routing counts of a no-grad pre-pass, likewise before the
 first backward; the reported loss stays the loss spec's, the aux loss is reported beside it.
 """
@@ -24,22 +24,22 @@ import dataclasses
 import torch
 
 from packcheck.harness.contract import Case, StepResult
-from packcheck.impls.reference.counts import count_targets
-from packcheck.impls.reference.layouts import plan_forwards
+from packcheck.impls.reference.data.layouts import plan_forwards
+from packcheck.impls.reference.data.predictions import Predictions
+from packcheck.impls.reference.data.rows import build_rows
+from packcheck.impls.reference.data.scatter import SampleScatter
+from packcheck.impls.reference.data.vision_rows import attach_images
+from packcheck.impls.reference.loss.counts import count_targets
+from packcheck.impls.reference.loss.router_aux import aux_loss_share, real_tokens_N, routing_prepass
 from packcheck.impls.reference.model import CausalLM
 from packcheck.impls.reference.model.moe import record_routing
-from packcheck.impls.reference.objective import forward_loss
-from packcheck.impls.reference.optimizer_step import take_optimizer_step
+from packcheck.impls.reference.optim.parameters import full_tensor, trainable
 from packcheck.impls.reference.parallel.data_parallel import GradientSync
 from packcheck.impls.reference.parallel.fully_sharded import ShardedGradientSync, is_fully_sharded
 from packcheck.impls.reference.parallel.mesh import Mesh
-from packcheck.impls.reference.parameters import full_tensor, trainable
-from packcheck.impls.reference.pipeline import Pipeline
-from packcheck.impls.reference.predictions import Predictions
-from packcheck.impls.reference.router_aux import aux_loss_share, real_tokens_N, routing_prepass
-from packcheck.impls.reference.rows import build_rows
-from packcheck.impls.reference.scatter import SampleScatter
-from packcheck.impls.reference.vision_rows import attach_images
+from packcheck.impls.reference.step.objective import forward_loss
+from packcheck.impls.reference.step.optimizer_step import take_optimizer_step
+from packcheck.impls.reference.step.pipeline import Pipeline
 
 SINGLE_PROCESS = Mesh.single()
 

@@ -1,4 +1,4 @@
-"""Gradient clipping by the global norm, the pipeline steps of it (impls/reference/pipeline.py).
+"""Gradient clipping by the global norm, the pipeline steps of it (impls/reference/step/pipeline.py).
 
 The norm is the L2 norm of the gradient of the global loss over every trainable parameter of the
 whole model (harness/contract/optimizer.py), computed where it lives: under DDP every rank holds
@@ -18,8 +18,8 @@ from typing import Sequence
 import torch
 
 from packcheck.harness.contract import OptimizerSpec
+from packcheck.impls.reference.optim.parameters import is_sharded, local_part
 from packcheck.impls.reference.parallel.mesh import Mesh
-from packcheck.impls.reference.parameters import is_sharded, local_part
 
 
 def local_squares(grads: Sequence[torch.Tensor]) -> torch.Tensor:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from packcheck.impls.reference.data.predictions import Predictions
 from packcheck.impls.reference.parallel.mesh import Mesh
-from packcheck.impls.reference.predictions import Predictions
 
 
 class SampleScatter:

@@ -19,11 +19,11 @@ from typing import Sequence
 import torch
 
 from packcheck.harness.contract import Case
-from packcheck.impls.reference.collate import Document
+from packcheck.impls.reference.data.collate import Document
+from packcheck.impls.reference.data.predictions import Predictions
+from packcheck.impls.reference.data.rows import RowPlan
+from packcheck.impls.reference.data.vision_inputs import ForwardImages
 from packcheck.impls.reference.model.mrope import document_positions
-from packcheck.impls.reference.predictions import Predictions
-from packcheck.impls.reference.rows import RowPlan
-from packcheck.impls.reference.vision_inputs import ForwardImages
 
 
 def attach_images(case: Case, plans: Sequence[RowPlan], predictions: Predictions) -> Predictions:

@@ -1,6 +1,6 @@
 """The reference's optimizer step: the global gradient norm, clipping by it once, one AdamW step.
 
-After the accumulated backward (step.py) every trainable gradient is the gradient of the global
+After the accumulated backward (train_step.py) every trainable gradient is the gradient of the global
 loss, reduced over the mesh (whole under DDP, this rank's shard under FSDP2). The pipeline's
 `grad_norm` takes its global norm, every gradient is scaled by the contract's clip coefficient,
 and AdamW (from a zero state) updates `optimizer_parameters`: the trainable ones, so frozen
@@ -13,10 +13,10 @@ from __future__ import annotations
 import torch
 
 from packcheck.harness.contract import OptimizerSpec
-from packcheck.impls.reference.grad_clip import clip_
+from packcheck.impls.reference.optim.grad_clip import clip_
+from packcheck.impls.reference.optim.parameters import trainable
 from packcheck.impls.reference.parallel.mesh import Mesh
-from packcheck.impls.reference.parameters import trainable
-from packcheck.impls.reference.pipeline import Pipeline
+from packcheck.impls.reference.step.pipeline import Pipeline
 
 
 def take_optimizer_step(model: torch.nn.Module, spec: OptimizerSpec, pipe: Pipeline, mesh: Mesh) -> float | None:

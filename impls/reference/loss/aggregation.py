@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 
 from packcheck.harness.contract import Aggregation, LossSpec
-from packcheck.impls.reference.counts import Counts
-from packcheck.impls.reference.predictions import Predictions
+from packcheck.impls.reference.data.predictions import Predictions
+from packcheck.impls.reference.loss.counts import Counts
 
 
 def sample_tokens_BT(predictions: Predictions, counts: Counts) -> torch.Tensor:

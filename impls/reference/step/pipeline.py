@@ -1,6 +1,6 @@
 """The reference trainer's replaceable steps, as one typed value.
 
-The trainer (step.py) calls each step through a Pipeline; the reference engine runs REFERENCE, and
+The trainer (train_step.py) calls each step through a Pipeline; the reference engine runs REFERENCE, and
 each mutant (impls/mutants) runs `dataclasses.replace(REFERENCE, <one step>=<the bug>)`, so a
 mutant is the reference with exactly one step different, and the type says what each step takes.
 """
@@ -13,14 +13,16 @@ from typing import Callable, Sequence
 import torch
 
 from packcheck.harness.contract import Case, LossSpec, OptimizerSpec
-from packcheck.impls.reference import aggregation, collate, layouts, loss, mesh_steps, packing, policy_inputs, router_aux, rows, vision_step
-from packcheck.impls.reference import grad_clip, parameters
-from packcheck.impls.reference.counts import Counts
+from packcheck.impls.reference.data import collate, layouts, packing, rows
+from packcheck.impls.reference.data.predictions import Predictions, label_logprobs
+from packcheck.impls.reference.data.rows import RowPlan
+from packcheck.impls.reference.loss import aggregation, policy_inputs, router_aux, token_mean
+from packcheck.impls.reference.loss.counts import Counts
+from packcheck.impls.reference.loss.policy_inputs import PolicyInputs
+from packcheck.impls.reference.loss.router_aux import RouterCounts
+from packcheck.impls.reference.optim import grad_clip, parameters
 from packcheck.impls.reference.parallel.mesh import Mesh
-from packcheck.impls.reference.policy_inputs import PolicyInputs
-from packcheck.impls.reference.predictions import Predictions, label_logprobs
-from packcheck.impls.reference.router_aux import RouterCounts
-from packcheck.impls.reference.rows import RowPlan
+from packcheck.impls.reference.step import mesh_steps, vision_step
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -62,7 +64,7 @@ REFERENCE = Pipeline(
     global_token_count=mesh_steps.global_token_count,
     global_sequence_count=mesh_steps.global_sequence_count,
     label_logprobs=label_logprobs,
-    token_weight=loss.token_weight,
+    token_weight=token_mean.token_weight,
     policy_inputs=policy_inputs.policy_inputs,
     aggregation_weights=aggregation.aggregation_weights,
     router_balance_counts=router_aux.balance_counts,

@@ -7,9 +7,9 @@ initial weights, for a model size preset (harness/models/sizes.py).
     python -m packcheck.impls.reference.bench --model 1b --row-tokens 4096 --out reports/bench/1b-4k.json
     python -m packcheck.impls.reference.bench --device cpu --model tiny --steps 2 --warmup 1   # the CPU smoke run
 
-Data (bench_data.py): a long-tailed (log-normal, clipped) document-length distribution with
+Data (data.py): a long-tailed (log-normal, clipped) document-length distribution with
 length-1 documents and a document that fills a row, packed first-fit decreasing into rows of
-`--row-tokens`, `--rows-per-step` rows a step (default: 32768 tokens a step). Arms (bench_arms.py):
+`--row-tokens`, `--rows-per-step` rows a step (default: 32768 tokens a step). Arms (arms.py):
 reference-fast, transformers, reference by default (in that order); reference-fast-varlen, reference-flex and
 transformers-sdpa on request.
 
@@ -17,7 +17,7 @@ Per arm: the model is loaded and its optimizer built (setup), `--warmup` steps r
 happens there and is excluded), then `--steps` timed steps, each between two torch.cuda.synchronize().
 Reported: the median step time; tokens/s (document tokens, padding excluded) and MFU, each the
 median over the timed steps of the step's own rate (steps differ: one may hold a row-long document),
-with the totals' rates beside them in the JSON (`mean_*`); FLOPs counted explicitly (bench_flops.py:
+with the totals' rates beside them in the JSON (`mean_*`); FLOPs counted explicitly (flops.py:
 6 x matmul parameters x tokens, lm_head included, plus the document-causal attention's
 6 x layers x heads x head_dim x sum of L(L+1) over documents; against 989 TFLOP/s), peak memory (torch.cuda.max_memory_allocated from setup to the last step,
 reset per arm), the loss of every step (the same data and weights: the arms' step-1 losses agree
@@ -43,12 +43,12 @@ import torch
 from packcheck.harness.engines import device_missing
 from packcheck.harness.models.sizes import resolve_model
 from packcheck.harness.provenance import provenance
-from packcheck.impls.reference import chunked_logprobs
-from packcheck.impls.reference.bench_arms import ARMS, DEFAULT_ARMS, BenchContext
-from packcheck.impls.reference.bench_data import build_bench_data
-from packcheck.impls.reference.bench_flops import H200_BF16_PEAK, StepFlops, mfu, step_flops
-from packcheck.impls.reference.pipeline import REFERENCE
-from packcheck.impls.reference.step import build_micro_batches
+from packcheck.impls.reference.bench.arms import ARMS, DEFAULT_ARMS, BenchContext
+from packcheck.impls.reference.bench.data import build_bench_data
+from packcheck.impls.reference.bench.flops import H200_BF16_PEAK, StepFlops, mfu, step_flops
+from packcheck.impls.reference.loss import chunked_logprobs
+from packcheck.impls.reference.step.pipeline import REFERENCE
+from packcheck.impls.reference.step.train_step import build_micro_batches
 
 SCHEMA = "packcheck.bench/1"
 STEP_TOKENS = 32768
@@ -261,7 +261,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out is not None:
         print(f"wrote {args.out}")
     return 0 if all("error" not in r for r in results.values()) else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

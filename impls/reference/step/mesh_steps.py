@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from packcheck.impls.reference.data.predictions import Predictions
 from packcheck.impls.reference.parallel.mesh import Mesh
-from packcheck.impls.reference.predictions import Predictions
 
 
 def shard(predictions: Predictions, mesh: Mesh) -> Predictions:

@@ -18,8 +18,8 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from packcheck.impls.reference.predictions import Predictions
-from packcheck.impls.reference.vision_inputs import ForwardImages
+from packcheck.impls.reference.data.predictions import Predictions
+from packcheck.impls.reference.data.vision_inputs import ForwardImages
 
 
 def dummy_image(patch_dim: int, spatial_merge_size: int, dtype: torch.dtype) -> ForwardImages:

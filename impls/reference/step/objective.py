@@ -1,9 +1,9 @@
 """The loss of one forward pass: its share of the global loss, as the case's loss spec defines it.
 
-Everything is aligned to what each position predicts (impls/reference/predictions.py).
+Everything is aligned to what each position predicts (impls/reference/data/predictions.py).
 SFT token-mean: -sum(lp * label_mask) * token_weight. Policy loss: sum(l * w), the per-token
 PPO/GRPO loss l weighted by its aggregation weight w. Weighted log-prob sum (the gradient oracle's):
-sum(lp * w) with the weights the samples carry (weighted_loss.py). Summed over every forward of every
+sum(lp * w) with the weights the samples carry (loss/weighted_loss.py). Summed over every forward of every
 micro-batch, both give the global loss (harness/contract/loss.py).
 """
 
@@ -12,11 +12,11 @@ from __future__ import annotations
 import torch
 
 from packcheck.harness.contract import Case
-from packcheck.impls.reference import policy_loss
-from packcheck.impls.reference.counts import Counts
-from packcheck.impls.reference.pipeline import Pipeline
-from packcheck.impls.reference.predictions import Predictions
-from packcheck.impls.reference.weighted_loss import weighted_logprob_sum
+from packcheck.impls.reference.data.predictions import Predictions
+from packcheck.impls.reference.loss import policy_loss
+from packcheck.impls.reference.loss.counts import Counts
+from packcheck.impls.reference.loss.weighted_loss import weighted_logprob_sum
+from packcheck.impls.reference.step.pipeline import Pipeline
 
 
 def forward_loss(case: Case, pipe: Pipeline, predictions: Predictions, logits_BTV: torch.Tensor, lp_BT: torch.Tensor, counts: Counts) -> torch.Tensor:

@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 import torch
 
 from packcheck.harness.contract import Case
-from packcheck.impls.reference.predictions import Predictions
+from packcheck.impls.reference.data.predictions import Predictions
 
 
 @dataclass(frozen=True, slots=True)

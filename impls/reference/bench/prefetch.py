@@ -1,5 +1,5 @@
 """Rows built in a separate process: while the GPU runs step s, a worker process builds the rows of
-the next steps with the reference's own row builder (step.build_micro_batches), so the 60-70 ms of
+the next steps with the reference's own row builder (train_step.build_micro_batches), so the 60-70 ms of
 Python they take for 8 x 4096 tokens leave the step's critical path. A process, not a thread: a
 thread would hold the GIL the training thread (and autograd's, which runs the compiled backward and
 the chunked log-prob's backward in Python) needs for every op it launches.
@@ -22,7 +22,7 @@ import torch
 import torch.multiprocessing as mp
 
 from packcheck.harness.contract import Case
-from packcheck.impls.reference.predictions import Predictions
+from packcheck.impls.reference.data.predictions import Predictions
 
 WAIT_S = 600.0
 
@@ -44,14 +44,14 @@ def from_arrays(arrays: dict, pin: bool) -> Predictions:
 
 def _pipeline(name: str):
     from packcheck.impls.reference.fast import FAST_PIPELINE
-    from packcheck.impls.reference.pipeline import REFERENCE
+    from packcheck.impls.reference.step.pipeline import REFERENCE
 
     return {"reference": REFERENCE, "reference.fast": FAST_PIPELINE}[name]
 
 
 def _build(cases: list[Case], pipeline: str, ready) -> None:
     """The worker: every case's rows, in order, into `ready` (a bounded queue: at most its size ahead)."""
-    from packcheck.impls.reference.step import build_micro_batches
+    from packcheck.impls.reference.step.train_step import build_micro_batches
 
     torch.set_num_threads(1)
     try:

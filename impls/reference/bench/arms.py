@@ -3,13 +3,13 @@ Every arm starts from the same checkpoint, sees the same rows and minimises the 
 mean over the step's loss tokens), with AdamW (lr 1e-5; fused on CUDA) on bf16 (or the run's dtype)
 parameters.
 
-- reference:        today's reference engine step (step.accumulate_gradients with the REFERENCE
+- reference:        today's reference engine step (train_step.accumulate_gradients with the REFERENCE
                     pipeline): rows built on the host inside the step, eager layers, SDPA with a dense
                     [B, 1, T, T] document-causal mask, full logits.
 - reference-flex:   the same with the reference's eager-layer FlexAttention ('flex').
-- reference-fast:   reference.fast (fast.py) through the same accumulate_gradients: chunked log-probs,
+- reference-fast:   reference.fast (impls/reference/fast.py) through the same accumulate_gradients: chunked log-probs,
                     compiled decoder layers with FlexAttention and a block-level BlockMask (CUDA),
-                    rows built in a worker process and pinned (bench_prefetch.py).
+                    rows built in a worker process and pinned (prefetch.py).
 - reference-fast-varlen: the same with torch's varlen (flash) attention over cu_seqlens
                     (model/varlen_attention.py) instead of FlexAttention (CUDA; on the CPU: SDPA).
 - transformers:     transformers' AutoModelForCausalLM (Qwen3ForCausalLM / LlamaForCausalLM) from the
@@ -28,17 +28,17 @@ from typing import Callable
 
 import torch
 
-from packcheck.impls.reference.bench_data import BenchData
-from packcheck.impls.reference.bench_prefetch import RowPrefetcher
+from packcheck.impls.reference.bench.data import BenchData
+from packcheck.impls.reference.bench.prefetch import RowPrefetcher
+from packcheck.impls.reference.data.predictions import label_logprobs
 from packcheck.impls.reference.engine import DTYPES
 from packcheck.impls.reference.fast import FAST_PIPELINE, make_fast
 from packcheck.impls.reference.model import load_model
 from packcheck.impls.reference.model.attention import AttentionBackend
 from packcheck.impls.reference.model.block_mask import FLEX_BLOCKS
 from packcheck.impls.reference.model.varlen_attention import varlen_backend
-from packcheck.impls.reference.pipeline import REFERENCE
-from packcheck.impls.reference.predictions import label_logprobs
-from packcheck.impls.reference.step import accumulate_gradients
+from packcheck.impls.reference.step.pipeline import REFERENCE
+from packcheck.impls.reference.step.train_step import accumulate_gradients
 
 LR = 1e-5
 

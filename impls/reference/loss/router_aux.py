@@ -33,9 +33,9 @@ from typing import Sequence
 
 import torch
 
+from packcheck.impls.reference.data.predictions import Predictions
 from packcheck.impls.reference.model.moe import Routing, record_routing, router_probabilities
 from packcheck.impls.reference.parallel.mesh import Mesh
-from packcheck.impls.reference.predictions import Predictions
 
 
 @dataclass(frozen=True, slots=True)

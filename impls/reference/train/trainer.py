@@ -1,7 +1,7 @@
 """The reference trainer as a real trainer: a tiny byte-level LM trained for N steps on the stdlib.
 
 Every step is a harness Case (a global batch of stdlib byte samples, packed layout, cut into
-micro-batches of uneven token counts) run through `packcheck.impls.reference.step.accumulate_gradients`,
+micro-batches of uneven token counts) run through `packcheck.impls.reference.step.train_step.accumulate_gradients`,
 the very code the reference engine runs for the conformance suite; the model and an AdamW
 optimizer (warmup + cosine schedule, optional gradient clipping) persist across steps. The loss is
 the token mean over the global batch, as in every Case. The validation loss, on held-out files,
@@ -36,12 +36,12 @@ from safetensors.torch import save_file
 from packcheck.harness.contract import Case, Partition, Sample, packed
 from packcheck.harness.models import model_spec
 from packcheck.harness.provenance import provenance
-from packcheck.impls.reference.corpus import VOCAB_SIZE, split_corpus
+from packcheck.impls.reference.data.predictions import Predictions, label_logprobs
 from packcheck.impls.reference.engine import DTYPES, ReferenceEngine
 from packcheck.impls.reference.model import CausalLM
-from packcheck.impls.reference.predictions import Predictions, label_logprobs
-from packcheck.impls.reference.schedule import WarmupCosine
-from packcheck.impls.reference.step import accumulate_gradients, build_micro_batches
+from packcheck.impls.reference.step.train_step import accumulate_gradients, build_micro_batches
+from packcheck.impls.reference.train.corpus import VOCAB_SIZE, split_corpus
+from packcheck.impls.reference.train.schedule import WarmupCosine
 
 CURVE_SCHEMA = "packcheck.train_curve/1"
 
@@ -252,7 +252,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     config, out = parse_args(argv)
     train(config, out, command=["python", "-m", "packcheck.impls.reference.train", *(sys.argv[1:] if argv is None else argv)])
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from packcheck.impls.reference.collate import PAD_ID, Document
+from packcheck.impls.reference.data.collate import PAD_ID, Document
 
 
 @dataclass(frozen=True, slots=True)
