@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from packcheck.harness.compare import Arms, Comparison
+from packcheck.harness.compare import ArmId, Arms, Comparison, Pass
 from packcheck.harness.launch.capacity import VISIBLE_GPUS_ENV, cannot_host, visible_gpus
 from packcheck.harness.run import placement
 from packcheck.harness.run.inputs import Inputs
@@ -89,7 +89,7 @@ def test_a_cuda_run_without_gpus_judges_every_arm_on_the_cpu(monkeypatch, packch
     monkeypatch.setenv(VISIBLE_GPUS_ENV, "0")
     v = run_scenario(engine, SCENARIOS["dp_cp_reduction"], "llama", "bfloat16", "cuda", options=RunOptions(timeout=packcheck_pool.timeout, pool=packcheck_pool))
     assert sorted(v.relocated_arms) == ["dp1_cp2_ulysses", "dp2_cp1_rank_without_tokens", "dp2_cp1_uneven", "dp2_cp2_ring", "single"]
-    assert v.arms_run == {"cpu float64": 5} and all(c.arms.arm.startswith("cpu_float64/") for c in v.comparisons)
+    assert v.arms_run == {"cpu float64": 5} and all(c.arms.arm.pass_ is Pass.CPU_LOGIC for c in v.comparisons)
     if clean:
         assert v.status == PASS and v.worst.margin <= 1e-3, v.message()
     else:
@@ -126,8 +126,8 @@ def test_with_one_gpu_the_baseline_stays_and_the_dp_arm_runs_on_the_cpu(monkeypa
     dp_arms = sorted(name for name, case in SCENARIOS["microbatch_invariance"].build(Inputs().setting("llama", "float64", "cuda")).items()
                      if case.parallel.world_size > 1)
     assert v.relocated_arms == dp_arms and v.arms_run["cpu float64"] > len(dp_arms) and v.arms_run["cuda float64"] >= 2, v.message()
-    assert any(c.arms.arm == f"cpu_float64/{dp_arms[0]}" for c in v.comparisons), "the moved arm is judged on the CPU"
-    assert any(not c.arms.arm.startswith("cpu_float64/") for c in v.comparisons), "the hosted arms are judged on their device"
+    assert any(c.arms.arm == ArmId(dp_arms[0], pass_=Pass.CPU_LOGIC) for c in v.comparisons), "the moved arm is judged on the CPU"
+    assert any(c.arms.arm.pass_ is Pass.MAIN for c in v.comparisons), "the hosted arms are judged on their device"
     if clean:
         assert v.status == PASS and v.worst.margin <= 1e-3, v.message()
     else:

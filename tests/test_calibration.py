@@ -12,12 +12,13 @@ from packcheck.harness.cli.main import main
 from packcheck.harness.compare.tolerances import CALIBRATION_FACTOR, NOISE_FLOORS, NOISE_QUANTITIES, noise_floors, tolerance_for
 from packcheck.harness.report import render_markdown
 from packcheck.harness.run import calibration
-from packcheck.harness.run.placement import PREFIX
+from packcheck.harness.compare import ArmId, Arms, Comparison, Pass
 
 
-def row(arm: str, against: str, quantity: str, observed: float, threshold: float, **extra) -> dict:
-    return {"family": "llama", "scenario": "packed_vs_unpacked", "arms": f"{arm} vs {against}", "arm": arm, "against": against,
-            "quantity": quantity, "item": "", "metric": "max_abs", "observed": observed, "threshold": threshold, **extra}
+def row(arm: str | ArmId, against: str | ArmId, quantity: str, observed: float, threshold: float, **extra) -> dict:
+    """A results row as a run writes it (typed arm fields included)."""
+    comparison = Comparison(arms=Arms(arm, against), quantity=quantity, item="", metric="max_abs", observed=observed, threshold=threshold)
+    return {"family": "llama", "scenario": "packed_vs_unpacked"} | comparison.to_json() | extra
 
 
 def test_the_tolerances_are_the_factor_times_the_measured_floors():
@@ -31,8 +32,8 @@ def test_null_comparisons_are_the_table_judged_rows_on_the_device():
     table = tolerance_for("bfloat16")
     rows = [row("packed", "unpacked", "logprobs", 0.06, table.logprobs),
             row("packed", "unpacked", "grad", 0.02, table.grad, floor_ratio=0.02 / NOISE_FLOORS["bfloat16"]["grad"]),
-            row(PREFIX + "cp2", PREFIX + "single", "grad", 1e-12, 1e-10),  # the CPU float64 pass: not bf16 noise
-            row("packed", "oracle/packed", "grad", 0.3, 0.5),  # against the float64 oracle: reported apart
+            row(ArmId("cp2", pass_=Pass.CPU_LOGIC), ArmId("single", pass_=Pass.CPU_LOGIC), "grad", 1e-12, 1e-10),  # the CPU float64 pass: not bf16 noise
+            row("packed", ArmId("packed").oracle, "grad", 0.3, 0.5),  # against the float64 oracle: reported apart
             row("packed", "golden", "grad", 0.1, 0.77),  # a scenario's own bound (the golden's floor): left out
             row("packed", "unpacked", "num_loss_tokens", 0.0, 0.0)]  # exact: no floor
     judged, oracle = calibration.samples(rows, seed=7, table=table)

@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from packcheck.harness.compare import HARNESS, Arms, Comparison
+from packcheck.harness.compare import HARNESS, ArmId, Arms, Comparison
 from packcheck.harness.contract import ParallelPlan, Partition
 from packcheck.harness.provenance import provenance
 from packcheck.harness.report.html import render_html
@@ -53,14 +53,15 @@ def test_an_empty_micro_batch_of_a_data_parallel_rank_names_its_rank(cases):
 
 
 def test_the_diagnosis_points_at_the_empty_micro_batch_only_when_the_result_is_not_finite(cases):
-    nan = InvalidArms(arms={"singletons": invalid_arm("singletons", ["result.loss is nan, expected a finite float"])})
+    cases = {ArmId(name): case for name, case in cases.items()}
+    nan = InvalidArms(arms={ArmId("singletons"): invalid_arm("singletons", ["result.loss is nan, expected a finite float"])})
     assert invalid_diagnosis(nan, cases).startswith(EMPTY) and CONTRACT_SENTENCE in invalid_diagnosis(nan, cases)
-    elsewhere = InvalidArms(arms={"uneven": invalid_arm("uneven", ["result.grads['lm_head.weight'] has 3 non-finite values (NaN/inf)"])})
+    elsewhere = InvalidArms(arms={ArmId("uneven"): invalid_arm("uneven", ["result.grads['lm_head.weight'] has 3 non-finite values (NaN/inf)"])})
     assert "although every micro-batch has loss tokens" in invalid_diagnosis(elsewhere, cases)
-    other = InvalidArms(arms={"singletons": invalid_arm("singletons", ["result.num_loss_tokens is -1, expected a non-negative int"])})
+    other = InvalidArms(arms={ArmId("singletons"): invalid_arm("singletons", ["result.num_loss_tokens is -1, expected a non-negative int"])})
     assert invalid_diagnosis(other, cases) == ("the engine broke the result contract on arm 'singletons': "
                                                "result.num_loss_tokens is -1, expected a non-negative int")
-    alike = InvalidArms(arms={name: invalid_arm(name, ["result.loss is True, expected a finite float"]) for name in ("one", "uneven")})
+    alike = InvalidArms(arms={ArmId(name): invalid_arm(name, ["result.loss is True, expected a finite float"]) for name in ("one", "uneven")})
     assert invalid_diagnosis(alike, cases) == ("the engine broke the result contract on arms 'one', 'uneven': "
                                                "result.loss is True, expected a finite float")
 
@@ -78,12 +79,12 @@ def test_the_non_finite_tensors_of_a_field_are_one_line_and_every_other_problem_
 def test_an_invalid_required_arm_leaves_the_others_unjudged_and_says_why():
     scenario = SCENARIOS["packed_vs_unpacked"]
     required = sorted(set(scenario.build(setting_for("llama", "float64", "cpu"))) - scenario.optional_arms)
-    arms = InvalidArms(arms={required[0]: invalid_arm(required[0], ["result.loss is nan, expected a finite float"])})
+    arms = InvalidArms(arms={ArmId(required[0]): invalid_arm(required[0], ["result.loss is nan, expected a finite float"])})
     valid = {"other": None}
     assert arms.blocks_judging(scenario, valid) == (f"The other arms were not compared: arm {required[0]!r} is the one they are "
                                                     "judged against")
     assert arms.blocks_judging(scenario, {}) == "No arm returned a valid result: nothing is left to compare"
-    assert InvalidArms(arms={"singletons": arms.arms[required[0]]}).blocks_judging(SCENARIOS[SCENARIO], valid) is None
+    assert InvalidArms(arms={ArmId("singletons"): arms.arms[ArmId(required[0])]}).blocks_judging(SCENARIOS[SCENARIO], valid) is None
 
 
 def test_a_nan_fails_the_verdict_names_the_empty_micro_batch_first_and_the_valid_arms_are_judged(verdict_of):
@@ -91,9 +92,9 @@ def test_a_nan_fails_the_verdict_names_the_empty_micro_batch_first_and_the_valid
     assert verdict.status == "fail", verdict.message()
     assert verdict.diagnosis.startswith(EMPTY) and CONTRACT_SENTENCE in verdict.diagnosis, verdict.diagnosis
     assert "The valid arms disagree too" in verdict.diagnosis and "mean of means" in verdict.diagnosis, verdict.diagnosis
-    judged = {c.arms.arm for c in verdict.comparisons if c.quantity != "result"}
+    judged = {c.arms.arm.name for c in verdict.comparisons if c.quantity != "result"}
     assert judged == {"uneven", "shuffled", "uneven_unpacked", "dp2_uneven"}, "every valid arm is compared, the invalid one is not"
-    assert [c.arms.arm for c in verdict.comparisons if c.quantity == "result"] == ["singletons"]
+    assert [c.arms.arm for c in verdict.comparisons if c.quantity == "result"] == [ArmId("singletons")]
 
 
 @pytest.mark.parametrize("bug", [BUG])  # grouped with the mutant's proof cells (conftest.py): its launches are warm

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from packcheck.harness.compare.arm_id import ArmId
 
 HARNESS = "harness"  # what the harness computes itself: counts, the supervised set, a loss's definition
 GOLDEN = "golden"  # the reference trainer's stored float64 golden
@@ -20,14 +21,21 @@ NOT_ARMS = frozenset({HARNESS, GOLDEN})  # reserved: no arm is named so
 
 @dataclass(frozen=True, slots=True)
 class Arms:
-    """The arm whose result is judged, and what it is judged against: another arm's name, HARNESS or GOLDEN."""
+    """The arm whose result is judged, and what it is judged against: another arm, HARNESS or GOLDEN. A judge names
+    its own engine arms by name: a plain name is that engine arm of the pass being judged."""
 
-    arm: str
-    against: str
+    arm: ArmId
+    against: ArmId | str  # an ArmId, HARNESS or GOLDEN
+
+    def __post_init__(self) -> None:
+        if isinstance(self.arm, str):
+            object.__setattr__(self, "arm", ArmId(self.arm))
+        if isinstance(self.against, str) and self.against not in NOT_ARMS:
+            object.__setattr__(self, "against", ArmId(self.against))
 
     @property
     def against_arm(self) -> bool:
-        return self.against not in NOT_ARMS
+        return isinstance(self.against, ArmId)
 
     def __str__(self) -> str:
         return f"{self.arm} vs {self.against}"
@@ -57,8 +65,11 @@ class Comparison:
         return 0.0 if self.observed == 0 else math.inf
 
     def to_json(self) -> dict:
-        return asdict(self) | {"arms": str(self.arms), "arm": self.arms.arm, "against": self.arms.against,
-                               "passed": self.passed, "margin": self.margin}
+        arm, against = self.arms.arm, self.arms.against
+        typed = isinstance(against, ArmId)
+        return asdict(self) | {"arms": str(self.arms), "arm": str(arm), "against": str(against), "passed": self.passed, "margin": self.margin,
+                               "arm_role": arm.role.value, "arm_pass": arm.pass_.value,
+                               "against_role": against.role.value if typed else None, "against_pass": against.pass_.value if typed else None}
 
     def headline(self) -> str:
         item = f" {self.item}" if self.item else ""

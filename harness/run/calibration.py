@@ -10,7 +10,7 @@ What is measured, from results.json rows:
 - `floors`: per tolerance field, the comparisons the dtype's table judges (a threshold equal to the
   entry of the table the run recorded in its provenance): arm against arm, or against the
   harness's definition, on the run's device.
-  Arms relocated to the CPU in float64 (placement.PREFIX) measure nothing about the dtype and are
+  Arms relocated to the CPU in float64 (the rows' `arm_pass`/`against_pass`) measure nothing about the dtype and are
   left out; so are comparisons a scenario judges with its own bound (goldens, the float64 oracle).
 - `against_float64`: the gradient oracle's comparisons (an arm against the same arm in float64): the
   engine's own error against the exact answer, which golden_regression's noise factor bounds.
@@ -28,11 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from packcheck.harness.compare import Tolerance, tolerance_for
+from packcheck.harness.compare import Pass, Role, Tolerance, tolerance_for
 from packcheck.harness.compare.tolerances import CALIBRATION_FACTOR, NOISE_FLOORS
 from packcheck.harness.errors import InputError
-from packcheck.harness.judging.oracle_arms import is_oracle
-from packcheck.harness.run.placement import PREFIX as RELOCATED
 
 # the Tolerance field a quantity is judged by (compare/arms.py, the policy and router comparisons)
 FIELD_OF = {"logprobs": "logprobs", "ratio": "logprobs", "loss": "loss", "aux_loss": "loss", "entropy_term": "loss",
@@ -125,10 +123,11 @@ def samples(rows: Iterable[Mapping], seed: int, table: Tolerance) -> tuple[list[
     judged, oracle = [], []
     for row in rows:
         field = FIELD_OF.get(row["quantity"])
-        if field is None or row["arm"].startswith(RELOCATED) or row["against"].startswith(RELOCATED):
+        # rows of results written before arms were typed have no arm_pass/against_role: read as the engine's, in the main pass
+        if field is None or Pass.CPU_LOGIC.value in (row.get("arm_pass"), row.get("against_pass")):
             continue
         sample = Sample(field=field, observed=observed(row), seed=seed, row=row)
-        if is_oracle(row["against"]):
+        if row.get("against_role") == Role.ORACLE.value:
             oracle.append(sample)
         elif judged_by_table(row, table, field):
             judged.append(sample)

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packcheck.harness.compare import Comparison
+from packcheck.harness.compare import ArmId, Comparison, Role
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.run.verdict import ERROR, FAIL, Verdict
 from packcheck.harness.scenarios import Scenario
@@ -64,20 +64,20 @@ class InvalidArm:
 
 @dataclass(kw_only=True, slots=True)
 class InvalidArms:
-    arms: dict[str, InvalidArm] = field(default_factory=dict)
-    valid: dict[str, StepResult] | None = None  # the arms that ran and returned a valid result, beside these
+    arms: dict[ArmId, InvalidArm] = field(default_factory=dict)
+    valid: dict[ArmId, StepResult] | None = None  # the arms that ran and returned a valid result, beside these
     blocked: str | None = None  # why the valid arms cannot be judged without these (blocks_judging), None when they can
 
     def __bool__(self) -> bool:
         return bool(self.arms)
 
-    def blocks_judging(self, scenario: Scenario, valid: dict[str, StepResult]) -> str | None:
+    def blocks_judging(self, scenario: Scenario, valid: dict[ArmId, StepResult]) -> str | None:
         """Why the valid arms cannot be judged without the invalid ones (a sentence), or None when they can."""
-        required = sorted(set(self.arms) - scenario.optional_arms)
+        required = sorted(arm for arm in self.arms if arm.role is not Role.ENGINE or arm.name not in scenario.optional_arms)
         if not valid:
             return "No arm returned a valid result: nothing is left to compare"
         if required:
-            return f"The other arms were not compared: arm {required[0]!r} is the one they are judged against"
+            return f"The other arms were not compared: arm {str(required[0])!r} is the one they are judged against"
         if scenario.follow_up is not None or scenario.oracle is not None:
             return "The other arms were not compared: the scenario's later arms are built from every arm's result"
         return None
@@ -95,26 +95,26 @@ def empty_micro_batches(case: Case) -> list[str]:
     return found
 
 
-def invalid_diagnosis(arms: InvalidArms, cases: dict[str, Case]) -> str:
+def invalid_diagnosis(arms: InvalidArms, cases: dict[ArmId, Case]) -> str:
     """The likely cause of the invalid arms, most specific first: a NaN beside a micro-batch without loss tokens; arms
     broken the same way are named together."""
     lines, alike = [], {}
     for name, arm in arms.arms.items():
         empty = empty_micro_batches(cases[name]) if arm.non_finite else []
         if empty:
-            lines.append(f"{' and '.join(empty)} of arm {name!r} {'has' if len(empty) == 1 else 'have'} no loss tokens and the arm's "
+            lines.append(f"{' and '.join(empty)} of arm {str(name)!r} {'has' if len(empty) == 1 else 'have'} no loss tokens and the arm's "
                          f"result is not finite ({arm.problems[0]}); {CONTRACT_SENTENCE}")
         else:
             alike.setdefault((arm.non_finite, arm.problems[0]), []).append(name)
     for (non_finite, problem), names in alike.items():
-        which = f"arm{'s' * (len(names) > 1)} {', '.join(map(repr, names))}"
+        which = f"arm{'s' * (len(names) > 1)} {', '.join(repr(str(name)) for name in names)}"
         lines.append(f"{which} returned non-finite values ({problem}) although every micro-batch has loss tokens: look for a "
                      "division by a count that can be zero on a rank or shard, or an overflow" if non_finite
                      else f"the engine broke the result contract on {which}: {problem}")
     return "; ".join(lines)
 
 
-def conclude(verdict: Verdict, arms: InvalidArms, cases: dict[str, Case], blocked: str | None) -> None:
+def conclude(verdict: Verdict, arms: InvalidArms, cases: dict[ArmId, Case], blocked: str | None) -> None:
     """Fold the invalid arms into `verdict` after the valid ones were judged (or not, `blocked` says why): it fails,
     whatever they showed, and its diagnosis names the invalid arms' cause first, then what the valid arms showed."""
     judged = verdict.comparisons
@@ -132,9 +132,9 @@ def conclude(verdict: Verdict, arms: InvalidArms, cases: dict[str, Case], blocke
     verdict.detail = "".join(arm.detail + "\n" for arm in arms.arms.values()) + verdict.detail
 
 
-def save_invalid_arms(directory: Path, arms: InvalidArms, cases: dict[str, Case]) -> None:
-    """Each invalid arm beside the valid ones: its Case, its problems (invalid.json) and its result where it was kept."""
-    for name, arm in arms.arms.items():
+def save_invalid_arms(directory: Path, arms: dict[str, InvalidArm], cases: dict[str, Case]) -> None:
+    """Each invalid arm beside the valid ones, by its saved name: its Case, its problems (invalid.json) and its result where it was kept."""
+    for name, arm in arms.items():
         path = directory / name
         path.mkdir(parents=True, exist_ok=True)
         if arm.result is not None:

@@ -21,7 +21,7 @@ import dataclasses
 from collections import Counter
 from typing import Iterable, Mapping
 
-from packcheck.harness.compare import Arms, Comparison
+from packcheck.harness.compare import Arms, Comparison, Pass
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.launch.capacity import cannot_host
 from packcheck.harness.models.sizes import TINY
@@ -62,18 +62,20 @@ def required_arm_moves(scenario: Scenario, cases: Mapping[str, Case]) -> bool:
 
 
 def renamed(comparison: Comparison) -> Comparison:
+    """A comparison of pass 2, its arms named as pass 2's."""
     arms = comparison.arms
-    return dataclasses.replace(comparison, arms=Arms(PREFIX + arms.arm, PREFIX + arms.against if arms.against_arm else arms.against))
+    against = arms.against.in_pass(Pass.CPU_LOGIC) if arms.against_arm else arms.against
+    return dataclasses.replace(comparison, arms=Arms(arms.arm.in_pass(Pass.CPU_LOGIC), against))
 
 
 def arms_run(cases: Mapping[str, Case], results: Mapping[str, StepResult] | None) -> Counter:
     return Counter(f"{cases[name].device} {cases[name].dtype}" for name in (results or {}))
 
 
-def merge(verdict: Verdict, logic: Verdict, moved: Iterable[str], here: bool) -> None:
+def merge(verdict: Verdict, logic: Verdict, moved: Iterable[object], here: bool) -> None:
     """Pass 2's verdict `logic` into `verdict` (pass 1's, or an empty one where `here` is False): comparisons,
     skipped arms and details side by side, the status the worse of the two."""
-    verdict.relocated_arms = sorted(moved)
+    verdict.relocated_arms = sorted(map(str, moved))
     if logic.comparisons:  # pass 1 had nothing beyond its baseline; pass 2 compared the arms that moved
         verdict.detail = verdict.detail.replace(NOTHING_TO_COMPARE, "")
     verdict.comparisons = (verdict.comparisons if here else []) + [renamed(c) for c in logic.comparisons]

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Mapping
 
 from packcheck.harness.collectives import unused_mesh
-from packcheck.harness.compare import HARNESS, Arms, Comparison, tolerance_for
+from packcheck.harness.compare import HARNESS, ArmId, Arms, Comparison, Pass, Role, tolerance_for
 from packcheck.harness.compare.tolerances import noise_floors
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.engines import Engine, EngineInfo, InvalidResult, finding_for, validate_result
@@ -68,26 +68,26 @@ class ArmProblem(Exception):
         self.status, self.detail, self.comparison, self.problems = status, detail, comparison, problems
 
 
-def invalid(name: str, problems: list[str]) -> ArmProblem:
+def invalid(name: ArmId, problems: list[str]) -> ArmProblem:
     comparison = Comparison(arms=Arms(name, HARNESS), quantity="result", item="", metric="invalid",
                             observed=float(len(problems)), threshold=0.0, where=problems[0])
     lines = "\n  - ".join(problems)
-    return ArmProblem(FAIL, f"arm {name!r}: the engine returned an invalid StepResult:\n  - {lines}", comparison, problems)
+    return ArmProblem(FAIL, f"arm {str(name)!r}: the engine returned an invalid StepResult:\n  - {lines}", comparison, problems)
 
 
-def accept(engine: EngineInfo, name: str, case: Case, outcome: CaseOutcome) -> StepResult | None:
+def accept(engine: EngineInfo, name: ArmId, case: Case, outcome: CaseOutcome) -> StepResult | None:
     """The arm's result, validated again here; None when the engine itself declined the case."""
     if outcome.status == LAUNCH_UNSUPPORTED:
         return None
     if outcome.status == LAUNCH_INVALID:
         raise invalid(name, outcome.invalid)
     if outcome.status == LAUNCH_HANG:
-        raise ArmProblem(HANG, f"arm {name!r} ({case.describe()}):\n{outcome.hang.describe()}")
+        raise ArmProblem(HANG, f"arm {str(name)!r} ({case.describe()}):\n{outcome.hang.describe()}")
     if outcome.status == LAUNCH_ERROR and (outcome.error_type or "").endswith(".UnsupportedCase"):
-        raise ArmProblem(ERROR, f"arm {name!r}: the engine raised UnsupportedCase for a case its capabilities declare supported: "
+        raise ArmProblem(ERROR, f"arm {str(name)!r}: the engine raised UnsupportedCase for a case its capabilities declare supported: "
                                 f"fix the declaration or the engine.\n{outcome.error}")
     if outcome.status == LAUNCH_ERROR:
-        raise ArmProblem(ERROR, f"arm {name!r} ({case.describe()}) failed:\n{outcome.error}")
+        raise ArmProblem(ERROR, f"arm {str(name)!r} ({case.describe()}) failed:\n{outcome.error}")
     try:
         result = validate_result(engine.name, case, outcome.result)
     except InvalidResult as err:
@@ -95,7 +95,7 @@ def accept(engine: EngineInfo, name: str, case: Case, outcome: CaseOutcome) -> S
     if case.parallel.world_size > 1:
         problems = unused_mesh(case.parallel, int(case.model.config["num_hidden_layers"]), result.collectives or [])
         if problems:
-            raise ArmProblem(FAIL, f"arm {name!r} ({case.describe()}) did not run on its mesh:\n  - " + "\n  - ".join(problems),
+            raise ArmProblem(FAIL, f"arm {str(name)!r} ({case.describe()}) did not run on its mesh:\n  - " + "\n  - ".join(problems),
                              Comparison(arms=Arms(name, HARNESS), quantity="mesh", item=case.parallel.describe(), metric="unused",
                                         observed=float(len(problems)), threshold=0.0, where=problems[0]))
     return result
@@ -109,8 +109,8 @@ DIAGNOSES = {
 }
 
 
-def run_arms(engine: EngineInfo, scenario: Scenario, cases: dict[str, Case], verdict: Verdict,
-             pool: LaunchPool, invalid: InvalidArms | None = None) -> dict[str, StepResult] | None:
+def run_arms(engine: EngineInfo, scenario: Scenario, cases: dict[ArmId, Case], verdict: Verdict,
+             pool: LaunchPool, invalid: InvalidArms | None = None) -> dict[ArmId, StepResult] | None:
     """Run every arm the engine supports; on a problem fill `verdict` in and return None. With `invalid`, an
     arm whose result breaks the contract goes there instead and the other arms still run."""
     runnable = {}
@@ -120,7 +120,7 @@ def run_arms(engine: EngineInfo, scenario: Scenario, cases: dict[str, Case], ver
             runnable[name] = case
         elif not skip(verdict, scenario, name, reason):
             return None
-    results: dict[str, StepResult] = {}
+    results: dict[ArmId, StepResult] = {}
     try:
         for name, case in sorted(runnable.items(), key=lambda item: item[1].parallel.world_size):  # fewer launch switches
             outcome = pool.run(engine.spec, case)
@@ -129,7 +129,7 @@ def run_arms(engine: EngineInfo, scenario: Scenario, cases: dict[str, Case], ver
             except ArmProblem as problem:
                 if invalid is None or problem.problems is None:
                     raise
-                detail = f"arm {name!r}: the engine returned an invalid StepResult:\n  - " + "\n  - ".join(summarise(problem.problems))
+                detail = f"arm {str(name)!r}: the engine returned an invalid StepResult:\n  - " + "\n  - ".join(summarise(problem.problems))
                 invalid.arms[name] = InvalidArm(problems=problem.problems, comparison=problem.comparison, detail=detail,
                                                 result=outcome.invalid_result if outcome.result is None else outcome.result)
                 continue
@@ -146,8 +146,8 @@ def run_arms(engine: EngineInfo, scenario: Scenario, cases: dict[str, Case], ver
     return {name: results[name] for name in cases if name in results}
 
 
-def run_oracle_arms(scenario: Scenario, cases: dict[str, Case], results: dict[str, StepResult], verdict: Verdict,
-                    pool: LaunchPool) -> dict[str, StepResult] | None:
+def run_oracle_arms(scenario: Scenario, cases: dict[ArmId, Case], results: dict[ArmId, StepResult], verdict: Verdict,
+                    pool: LaunchPool) -> dict[ArmId, StepResult] | None:
     """The oracle's arms on ORACLE_ENGINE, added to the engine's results; a failure there is packcheck's, and says so."""
     try:
         oracle = pool.engine_info(ORACLE_ENGINE, "cpu")
@@ -163,13 +163,18 @@ def run_oracle_arms(scenario: Scenario, cases: dict[str, Case], results: dict[st
     return results | oracle_results
 
 
-def skip(verdict: Verdict, scenario: Scenario, name: str, reason: str) -> bool:
+def optional(scenario: Scenario, arm: ArmId) -> bool:
+    """Whether the verdict can do without `arm` (the oracle's arms are never optional)."""
+    return arm.role is Role.ENGINE and arm.name in scenario.optional_arms
+
+
+def skip(verdict: Verdict, scenario: Scenario, name: ArmId, reason: str) -> bool:
     """Skip an optional arm (named in the verdict) and go on; a required one makes the verdict unsupported."""
-    if name in scenario.optional_arms:
-        verdict.detail += f"arm {name!r} skipped: {reason}\n"
-        verdict.skipped_arms.append(name)
+    if optional(scenario, name):
+        verdict.detail += f"arm {str(name)!r} skipped: {reason}\n"
+        verdict.skipped_arms.append(str(name))
         return True
-    verdict.status, verdict.detail = UNSUPPORTED, f"arm {name!r}: {reason}"
+    verdict.status, verdict.detail = UNSUPPORTED, f"arm {str(name)!r}: {reason}"
     return False
 
 
@@ -220,7 +225,7 @@ def judge_placed(info: EngineInfo, scenario: Scenario, setting: Setting, verdict
                  save_passing: bool, logic_pass: bool = True) -> None:
     """Judge the arms this machine hosts on the asked device; those with more ranks than it has GPUs run on the CPU
     in float64 with the scenario's single-process and required arms (its baselines), judged apart (harness/run/placement.py)."""
-    moved: list[str] = []
+    moved: list[ArmId] = []
     here = setting.device != "cuda" or not placement.required_arm_moves(scenario, scenario.build(setting))
     if not here and not logic_pass:
         verdict.status, verdict.detail = UNSUPPORTED, "a required arm has more ranks than this machine has GPUs, and the CPU pass is off"
@@ -231,30 +236,31 @@ def judge_placed(info: EngineInfo, scenario: Scenario, setting: Setting, verdict
         verdict.arms_run = dict(placement.arms_run(cases, results))
         judge_and_save(verdict, scenario, setting, cases, results, invalid, save_dir, save_passing)
         if results is None and moved:
-            verdict.detail += f"arms {', '.join(moved)} (more ranks than this machine has GPUs) were not run on the CPU: the verdict ended first\n"
+            verdict.detail += f"arms {', '.join(map(str, moved))} (more ranks than this machine has GPUs) were not run on the CPU: the verdict ended first\n"
         if results is not None and moved and not logic_pass:
-            verdict.skipped_arms += moved
-            verdict.detail += f"arms {', '.join(moved)} (more ranks than this machine has GPUs) were skipped: the CPU pass is off\n"
+            verdict.skipped_arms += map(str, moved)
+            verdict.detail += f"arms {', '.join(map(str, moved))} (more ranks than this machine has GPUs) were skipped: the CPU pass is off\n"
         if results is None or not moved or not logic_pass:
             return
     logic = Verdict(engine=verdict.engine, engine_spec=verdict.engine_spec, family=verdict.family, scenario=scenario.name,
                     dtype=placement.LOGIC_DTYPE, device=placement.LOGIC_DEVICE, status=PASS, attention=verdict.attention)
     cpu = placement.logic_setting(setting)
     logic.detail += placement.logic_note(setting, cpu)
-    keep = None if not here else (lambda name, case: case.parallel.world_size == 1 or name not in scenario.optional_arms or name in moved)
+    keep = None if not here else (lambda name, case: case.parallel.world_size == 1 or not optional(scenario, name) or name in moved)
     invalid = InvalidArms()
     cases, results = build_and_run(info, scenario, cpu, logic, pool, keep=keep, invalid=invalid)
-    judge_and_save(logic, scenario, cpu, cases, results, invalid, save_dir, save_passing, prefix=placement.PREFIX)
+    judge_and_save(logic, scenario, cpu, cases, results, invalid, save_dir, save_passing, pass_=Pass.CPU_LOGIC)
     placement.merge(verdict, logic, moved if here else list(cases), here)
     verdict.arms_run = dict(Counter(verdict.arms_run) + placement.arms_run(cases, results))
 
 
 def build_and_run(info: EngineInfo, scenario: Scenario, setting: Setting, verdict: Verdict, pool: LaunchPool,
-                  moved: list[str] | None = None, keep=None, invalid: InvalidArms | None = None) -> tuple[dict[str, Case], dict[str, StepResult] | None]:
+                  moved: list[ArmId] | None = None, keep=None, invalid: InvalidArms | None = None) -> tuple[dict[ArmId, Case], dict[ArmId, StepResult] | None]:
     """The scenario's arms, follow-ups and oracle arms, run; an arm the machine cannot host goes to `moved` instead
     (where `moved` is given), and only arms `keep` accepts are built (every arm without it). With `invalid`, an arm
     whose result breaks the contract is set aside there and the rest still run (and are judged where they can be)."""
-    def hosted(arms: dict[str, Case]) -> dict[str, Case]:
+    def hosted(arms: dict[str, Case]) -> dict[ArmId, Case]:
+        arms = {ArmId(name): case for name, case in arms.items()}
         arms = {name: case for name, case in arms.items() if keep is None or keep(name, case)}
         if moved is None:
             return arms
@@ -267,24 +273,25 @@ def build_and_run(info: EngineInfo, scenario: Scenario, setting: Setting, verdic
         invalid.valid, invalid.blocked = results, invalid.blocks_judging(scenario, results)
         results = None if invalid.blocked is not None else results
     if results is not None and scenario.follow_up is not None:
-        later = hosted(scenario.follow_up(setting, results))
+        later = hosted(scenario.follow_up(setting, {arm.name: result for arm, result in results.items()}))
         cases |= later
         later_results = run_arms(info, scenario, later, verdict, pool)
         results = None if later_results is None else results | later_results
     if results is not None and scenario.oracle is not None:
-        oracle_cases = scenario.oracle(setting, cases, results)
+        built = scenario.oracle(setting, {arm.name: case for arm, case in cases.items()}, {arm.name: result for arm, result in results.items()})
+        oracle_cases = {ArmId(name, Role.ORACLE): case for name, case in built.items()}
         cases |= oracle_cases
         results = run_oracle_arms(scenario, oracle_cases, results, verdict, pool)
     return cases, results
 
 
-def judge_and_save(verdict: Verdict, scenario: Scenario, setting: Setting, cases: dict[str, Case], results: dict[str, StepResult] | None,
-                   invalid: InvalidArms, save_dir: Path | None, save_passing: bool, prefix: str = "") -> None:
+def judge_and_save(verdict: Verdict, scenario: Scenario, setting: Setting, cases: dict[ArmId, Case], results: dict[ArmId, StepResult] | None,
+                   invalid: InvalidArms, save_dir: Path | None, save_passing: bool, pass_: Pass = Pass.MAIN) -> None:
     """Judge the arms that ran into `verdict`, fold the invalid ones in (a NaN does not hide the rest: they fail it,
-    the valid arms are still judged) and save every arm, its name under `prefix`."""
+    the valid arms are still judged) and save every arm, named in its pass `pass_`."""
     if results is not None:
         tolerance = tolerance_for(setting.dtype, verdict.noise_floors)
-        judge(verdict, scenario, Judgement(setting=setting, cases=cases, results=results, tolerance=tolerance))
+        judge(verdict, scenario, judgement(setting, cases, results, tolerance))
     if invalid and invalid.valid is not None:
         conclude(verdict, invalid, cases, invalid.blocked)
         results = results if results is not None else invalid.valid
@@ -293,9 +300,17 @@ def judge_and_save(verdict: Verdict, scenario: Scenario, setting: Setting, cases
         verdict.detail = "".join(arm.detail + "\n" for arm in invalid.arms.values()) + verdict.detail
     if save_dir is None or not (save_passing or verdict.failed) or results is None:
         return
-    named = {prefix + name: case for name, case in cases.items()}
-    save_arms(save_dir, named, {prefix + name: result for name, result in results.items()})
-    save_invalid_arms(save_dir, InvalidArms(arms={prefix + name: arm for name, arm in invalid.arms.items()}), named)
+    named = {str(arm.in_pass(pass_)): case for arm, case in cases.items()}
+    save_arms(save_dir, named, {str(arm.in_pass(pass_)): result for arm, result in results.items()})
+    save_invalid_arms(save_dir, {str(arm.in_pass(pass_)): invalid_arm for arm, invalid_arm in invalid.arms.items()}, named)
+
+
+def judgement(setting: Setting, cases: Mapping[ArmId, Case], results: Mapping[ArmId, StepResult], tolerance) -> Judgement:
+    """What the judge sees of the arms that ran: the engine's by name, the oracle's by the engine arm each checks."""
+    def named(arms: Mapping[ArmId, object], role: Role) -> dict:
+        return {arm.name: value for arm, value in arms.items() if arm.role is role}
+    return Judgement(setting=setting, cases=named(cases, Role.ENGINE), results=named(results, Role.ENGINE), tolerance=tolerance,
+                     oracle_cases=named(cases, Role.ORACLE), oracle=named(results, Role.ORACLE))
 
 
 CONTRACT_QUANTITIES = ("result", "mesh")  # failures of the contract, not of the numbers: no finding excuses them
@@ -335,17 +350,18 @@ def judge(verdict: Verdict, scenario: Scenario, judgement: Judgement) -> None:
         except Exception:  # noqa: BLE001 - a bug in packcheck's diagnosis must not end the run: the verdict stands
             verdict.diagnosis = "packcheck's diagnosis of this failure crashed (a packcheck bug, not the engine's): read the comparisons"
             verdict.detail += traceback.format_exc(limit=8)
-        keep_obtained(verdict, scenario, dict(judgement.cases), dict(judgement.results))
+        keep_obtained(verdict, scenario, judgement)
 
 
-def keep_obtained(verdict: Verdict, scenario: Scenario, cases: dict[str, Case], results: dict[str, StepResult]) -> None:
+def keep_obtained(verdict: Verdict, scenario: Scenario, judged: Judgement) -> None:
     """A failing golden scenario's result, written beside the golden for a diff (pytest-regressions'
     `.obtained`); where the goldens are not writable (an installed wheel), the verdict says so."""
     arm = scenario.golden_arm
-    if arm is None or arm not in results:
+    if arm is None or arm not in judged.results:
         return
+    case = judged.cases[arm]
     try:
-        write_obtained(verdict.family, cases[arm], results[arm], provenance(cases[arm].device))
+        write_obtained(verdict.family, case, judged.results[arm], provenance(case.device))
     except OSError as err:
         verdict.detail += f"the obtained result was not written beside the golden ({err}); the run's saved arms keep it\n"
 

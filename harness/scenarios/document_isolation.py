@@ -47,7 +47,7 @@ def judge(j: Judgement) -> list:
 def diagnose(j: Judgement, failed: list) -> str:
     if shared := shared_diagnosis(j, failed):
         return shared
-    arms = {c.arms.arm for c in failed}
+    arms = {c.arms.arm.name for c in failed}
     if arms == {"other_lengths"}:
         return (
             "changing a neighbour's length (not its tokens) moves other documents: something depends on absolute "

@@ -49,7 +49,7 @@ def diagnose(j: Judgement, failed: list) -> str:
         return moe
     counts = failing(failed, "num_loss_tokens")
     if counts:
-        arms = sorted({c.arms.arm for c in counts})
+        arms = sorted({c.arms.arm.name for c in counts})
         return (
             f"the global loss-token count is wrong on {', '.join(arms)} ({counts[0].where}): reduced over WORLD instead of the "
             "data-parallel group (too large by cp), or counted per context-parallel shard (too small by cp)"

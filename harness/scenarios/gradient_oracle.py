@@ -18,7 +18,7 @@ mutant.boundary-label). The arms are single-process, packed and unpacked, two un
 
 from __future__ import annotations
 
-from packcheck.harness.compare import Arms, Tolerance, compare_logprobs, compare_tensors, tolerance_from_floor
+from packcheck.harness.compare import ArmId, Arms, Tolerance, compare_logprobs, compare_tensors, tolerance_from_floor
 from packcheck.harness.compare.arms import compare_dloss_dlogprobs
 from packcheck.harness.compare.router import compare_router
 from packcheck.harness.contract import UNPACKED, Partition, packed
@@ -27,7 +27,7 @@ from packcheck.harness.golden import GoldenProblem, load_noise_floor
 from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.judgement import Judgement, Setting
-from packcheck.harness.judging.oracle_arms import is_oracle, oracle_arms, oracle_name
+from packcheck.harness.judging.oracle_arms import oracle_arms
 from packcheck.harness.scenarios.base import Scenario
 from packcheck.harness.scenarios.building import failing
 
@@ -63,10 +63,10 @@ def judge(j: Judgement) -> list:
     rows = []
     tol = tolerance(j)
     for name, result in j.results.items():
-        if is_oracle(name) or oracle_name(name) not in j.results:
+        if name not in j.oracle:
             continue
-        truth = j.results[oracle_name(name)]
-        arms = Arms(name, oracle_name(name))
+        truth = j.oracle[name]
+        arms = Arms(name, ArmId(name).oracle)
         rows.append(compare_logprobs(arms, result, truth, tol, j.locate(name)))
         rows += compare_dloss_dlogprobs(arms, result, truth, tol, j.locate(name))
         rows += compare_router(arms, result, truth, tol)

@@ -89,7 +89,7 @@ def judge(j: Judgement) -> list:
 def diagnose(j: Judgement, failed: list) -> str:
     if shared := shared_diagnosis(j, failed, baseline=BASE):
         return shared
-    if any(c.arms.arm in CP_ARMS for c in failed):
+    if any(c.arms.arm.name in CP_ARMS for c in failed):
         return ("the same rows give other results under context parallelism: a shard cut inside a document is treated as a "
                 "boundary (conv or recurrent state reset, or boundaries recomputed per shard) or the shard's state is not carried")
     if failing(failed, "logprobs"):

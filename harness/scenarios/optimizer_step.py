@@ -168,7 +168,7 @@ def judge(j: Judgement) -> list:
 
 
 def diagnose(j: Judgement, failed: list) -> str:
-    arms = lambda rows: sorted({c.arms.arm for c in rows})  # noqa: E731
+    arms = lambda rows: sorted({c.arms.arm.name for c in rows})  # noqa: E731
     if failing(failed, "frozen_params"):
         return (f"frozen parameters moved on {', '.join(arms(failing(failed, 'frozen_params')))}: they are in the optimizer "
                 "(weight decay shrinks them even with zero gradients, BUGS.md frozen-tower-decay)")

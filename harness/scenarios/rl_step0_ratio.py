@@ -80,12 +80,12 @@ def diagnose(j: Judgement, failed: list) -> str:
     if shared := shared_diagnosis(j, failed):
         return shared
     ratios = failing(failed, "ratio")
-    if ratios and all(j.cases[c.arms.arm].parallel.cp > 1 for c in ratios):
-        return (f"the ratio is not 1 at step 0 on the context-parallel arms only ({', '.join(sorted({c.arms.arm for c in ratios}))}): "
+    if ratios and all(j.cases[c.arms.arm.name].parallel.cp > 1 for c in ratios):
+        return (f"the ratio is not 1 at step 0 on the context-parallel arms only ({', '.join(sorted({c.arms.arm.name for c in ratios}))}): "
                 "their new log-probs differ from the rollout's: a document straddling a shard cut is not one document "
                 "(boundaries or RoPE positions computed per shard), or the key/value exchange misses part of the sequence")
     if ratios:
-        name = ratios[0].arms.arm
+        name = ratios[0].arms.arm.name
         _, layout, _, _ = ARMS[name]
         packed_case = j.cases[name] if layout.kind is LayoutKind.PACKED else j.cases.get(rollout_arm("packed"))
         unpacked = j.results[rollout_arm("unpacked")] if layout.kind is LayoutKind.PACKED else j.results[name]

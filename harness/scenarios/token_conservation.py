@@ -47,7 +47,7 @@ def diagnose(j: Judgement, failed: list) -> str:
         if c.quantity == "num_loss_tokens" and "fewer" in c.where:
             return "the engine counted fewer loss tokens than the batch has: samples (a tail pack, overflow) dropped or truncated"
         if c.quantity == "num_loss_tokens":
-            only_packed = all(j.cases[f.arms.arm].layout.kind is LayoutKind.PACKED for f in failed if f.quantity == "num_loss_tokens")
+            only_packed = all(j.cases[f.arms.arm.name].layout.kind is LayoutKind.PACKED for f in failed if f.quantity == "num_loss_tokens")
             what = "boundary targets (a label crossing documents) or padding" if only_packed else "padding tokens"
             return f"the engine counted more loss tokens than the batch has: {what} in the loss"
     return "the reported loss is not the mean over the harness's supervised tokens"
