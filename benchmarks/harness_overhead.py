@@ -94,7 +94,7 @@ def building(setting, repeat: int) -> dict:
 
 
 def _builds(scenario, setting) -> bool:
-    if scenario.unsupported_in is not None and scenario.unsupported_in(setting):
+    if scenario.applies(setting, resolve_engine("reference").capabilities):
         return False
     try:
         scenario.build(setting)

@@ -78,7 +78,7 @@ class InvalidArms:
             return "No arm returned a valid result: nothing is left to compare"
         if required:
             return f"The other arms were not compared: arm {str(required[0])!r} is the one they are judged against"
-        if scenario.follow_up is not None or scenario.oracle is not None:
+        if len(scenario.stages) > 1:
             return "The other arms were not compared: the scenario's later arms are built from every arm's result"
         return None
 

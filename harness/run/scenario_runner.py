@@ -40,7 +40,7 @@ from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run.invalid_arms import InvalidArm, InvalidArms, conclude, save_invalid_arms, summarise
 from packcheck.harness.run.verdict import ERROR, FAIL, HANG, PASS, UNSUPPORTED, Verdict
 from packcheck.harness.scenarios import Judgement, Scenario, Setting
-from packcheck.harness.scenarios.base import ORACLE_ENGINE
+from packcheck.harness.scenarios.base import Before, Stage
 
 DEFAULT_TIMEOUT = 600.0
 
@@ -146,31 +146,26 @@ def run_arms(engine: EngineInfo, scenario: Scenario, cases: dict[ArmId, Case], v
     return {name: results[name] for name in cases if name in results}
 
 
-def run_oracle_arms(scenario: Scenario, cases: dict[ArmId, Case], results: dict[ArmId, StepResult], verdict: Verdict,
+def run_oracle_arms(runner: str, scenario: Scenario, cases: dict[ArmId, Case], verdict: Verdict,
                     pool: LaunchPool) -> dict[ArmId, StepResult] | None:
-    """The oracle's arms on ORACLE_ENGINE, added to the engine's results; a failure there is packcheck's, and says so."""
+    """An oracle stage's arms on its engine `runner`; a failure there is packcheck's, and says so."""
     try:
-        oracle = pool.engine_info(ORACLE_ENGINE, "cpu")
+        oracle = pool.engine_info(runner, "cpu")
     except LaunchFailed as failed:
         verdict.status, verdict.detail = ERROR, verdict.detail + failed.text
-        verdict.diagnosis = f"the oracle engine {ORACLE_ENGINE!r} did not start: a packcheck problem, not the engine's"
+        verdict.diagnosis = f"the oracle engine {runner!r} did not start: a packcheck problem, not the engine's"
         return None
     oracle_results = run_arms(oracle, scenario, cases, verdict, pool)
     if oracle_results is None:
-        verdict.diagnosis = (f"the oracle engine {ORACLE_ENGINE!r} failed on its arm (a packcheck problem, not the engine's): "
+        verdict.diagnosis = (f"the oracle engine {runner!r} failed on its arm (a packcheck problem, not the engine's): "
                              f"{verdict.diagnosis}")
         return None
-    return results | oracle_results
-
-
-def optional(scenario: Scenario, arm: ArmId) -> bool:
-    """Whether the verdict can do without `arm` (the oracle's arms are never optional)."""
-    return arm.role is Role.ENGINE and arm.name in scenario.optional_arms
+    return oracle_results
 
 
 def skip(verdict: Verdict, scenario: Scenario, name: ArmId, reason: str) -> bool:
     """Skip an optional arm (named in the verdict) and go on; a required one makes the verdict unsupported."""
-    if optional(scenario, name):
+    if scenario.optional(name):
         verdict.detail += f"arm {str(name)!r} skipped: {reason}\n"
         verdict.skipped_arms.append(str(name))
         return True
@@ -207,10 +202,8 @@ def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dty
         return verdict
     verdict.engine = info.name
     setting = setting_for(family, dtype, device, attention, inputs)
-    missing = sorted(scenario.needs_reports - info.capabilities.reports)
-    if missing:
-        verdict.status, verdict.detail = UNSUPPORTED, f"the engine does not report {', '.join(missing)}, which {scenario.name} judges"
-    elif scenario.unsupported_in is not None and (why := scenario.unsupported_in(setting)):
+    why = scenario.applies(setting, info.capabilities)
+    if why is not None:
         verdict.status, verdict.detail = UNSUPPORTED, why
     else:
         judge_placed(info, scenario, setting, verdict, pool, save_dir, save_passing, options.logic_pass)
@@ -246,7 +239,7 @@ def judge_placed(info: EngineInfo, scenario: Scenario, setting: Setting, verdict
                     dtype=placement.LOGIC_DTYPE, device=placement.LOGIC_DEVICE, status=PASS, attention=verdict.attention)
     cpu = placement.logic_setting(setting)
     logic.detail += placement.logic_note(setting, cpu)
-    keep = None if not here else (lambda name, case: case.parallel.world_size == 1 or not optional(scenario, name) or name in moved)
+    keep = None if not here else (lambda name, case: case.parallel.world_size == 1 or not scenario.optional(name) or name in moved)
     invalid = InvalidArms()
     cases, results = build_and_run(info, scenario, cpu, logic, pool, keep=keep, invalid=invalid)
     judge_and_save(logic, scenario, cpu, cases, results, invalid, save_dir, save_passing, pass_=Pass.CPU_LOGIC)
@@ -256,32 +249,33 @@ def judge_placed(info: EngineInfo, scenario: Scenario, setting: Setting, verdict
 
 def build_and_run(info: EngineInfo, scenario: Scenario, setting: Setting, verdict: Verdict, pool: LaunchPool,
                   moved: list[ArmId] | None = None, keep=None, invalid: InvalidArms | None = None) -> tuple[dict[ArmId, Case], dict[ArmId, StepResult] | None]:
-    """The scenario's arms, follow-ups and oracle arms, run; an arm the machine cannot host goes to `moved` instead
-    (where `moved` is given), and only arms `keep` accepts are built (every arm without it). With `invalid`, an arm
+    """The scenario's stages, run in order; an arm the machine cannot host goes to `moved` instead (where `moved` is
+    given), and only arms `keep` accepts are built (every arm without it). With `invalid`, an arm of the first stage
     whose result breaks the contract is set aside there and the rest still run (and are judged where they can be)."""
-    def hosted(arms: dict[str, Case]) -> dict[ArmId, Case]:
-        arms = {ArmId(name): case for name, case in arms.items()}
+    def hosted(stage: Stage, arms: dict[str, Case]) -> dict[ArmId, Case]:
+        arms = {ArmId(name, stage.role): case for name, case in arms.items()}
         arms = {name: case for name, case in arms.items() if keep is None or keep(name, case)}
         if moved is None:
             return arms
         moved.extend(name for name, case in arms.items() if placement.needs_more_gpus(case))
         return {name: case for name, case in arms.items() if name not in moved}
 
-    cases = hosted(scenario.build(setting))
-    results = run_arms(info, scenario, cases, verdict, pool, invalid)
-    if invalid and results is not None:
-        invalid.valid, invalid.blocked = results, invalid.blocks_judging(scenario, results)
-        results = None if invalid.blocked is not None else results
-    if results is not None and scenario.follow_up is not None:
-        later = hosted(scenario.follow_up(setting, {arm.name: result for arm, result in results.items()}))
-        cases |= later
-        later_results = run_arms(info, scenario, later, verdict, pool)
-        results = None if later_results is None else results | later_results
-    if results is not None and scenario.oracle is not None:
-        built = scenario.oracle(setting, {arm.name: case for arm, case in cases.items()}, {arm.name: result for arm, result in results.items()})
-        oracle_cases = {ArmId(name, Role.ORACLE): case for name, case in built.items()}
-        cases |= oracle_cases
-        results = run_oracle_arms(scenario, oracle_cases, results, verdict, pool)
+    cases: dict[ArmId, Case] = {}
+    results: dict[ArmId, StepResult] = {}
+    for index, stage in enumerate(scenario.stages):
+        before = Before(cases={arm.name: case for arm, case in cases.items() if arm.role is Role.ENGINE},
+                        results={arm.name: result for arm, result in results.items() if arm.role is Role.ENGINE})
+        built = hosted(stage, stage.build(setting, before))
+        cases |= built
+        ran = (run_arms(info, scenario, built, verdict, pool, invalid if index == 0 else None) if stage.runner is None
+               else run_oracle_arms(stage.runner, scenario, built, verdict, pool))
+        if ran is None:
+            return cases, None
+        results |= ran
+        if index == 0 and invalid:
+            invalid.valid, invalid.blocked = results, invalid.blocks_judging(scenario, results)
+            if invalid.blocked is not None:
+                return cases, None
     return cases, results
 
 
@@ -354,16 +348,16 @@ def judge(verdict: Verdict, scenario: Scenario, judgement: Judgement) -> None:
 
 
 def keep_obtained(verdict: Verdict, scenario: Scenario, judged: Judgement) -> None:
-    """A failing golden scenario's result, written beside the golden for a diff (pytest-regressions'
+    """A failing golden stage's results, written beside their golden for a diff (pytest-regressions'
     `.obtained`); where the goldens are not writable (an installed wheel), the verdict says so."""
-    arm = scenario.golden_arm
-    if arm is None or arm not in judged.results:
-        return
-    case = judged.cases[arm]
-    try:
-        write_obtained(verdict.family, case, judged.results[arm], provenance(case.device))
-    except OSError as err:
-        verdict.detail += f"the obtained result was not written beside the golden ({err}); the run's saved arms keep it\n"
+    for stage in scenario.stages:
+        arms = [name for name in stage.build(judged.setting, Before()) if name in judged.results] if stage.golden else []
+        for name in arms:
+            case = judged.cases[name]
+            try:
+                write_obtained(verdict.family, case, judged.results[name], provenance(case.device))
+            except OSError as err:
+                verdict.detail += f"the obtained result was not written beside the golden ({err}); the run's saved arms keep it\n"
 
 
 def first_error_line(detail: str) -> str:

@@ -36,7 +36,7 @@ from packcheck.harness.judging.cases import arm, for_model, input_seed, samples_
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.models import model_spec
-from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.base import Scenario, from_setting
 from packcheck.harness.scenarios.building import every_arm_against, failing
 
 SEQ_LEN = 48  # cp=2 cuts each row at token 24
@@ -104,7 +104,7 @@ LINEAR_ATTENTION_RESET = Scenario(
     invariant=("perturbing documents with no loss leaves the other documents' log-probs, the loss and every gradient unchanged, "
                "with slow-decay linear-attention gates, single-process and cp=2 with cuts inside documents; cp=2 equals the single process"),
     catches=("linear-attn-state-leak", "gdn-cp-conv-shard-reset"),
-    build=build,
+    stages=(from_setting(build),),
     judge=judge,
     diagnose=diagnose,
     optional_arms=frozenset(CP_ARMS) | frozenset(f"{name}_{OTHER}" for name in CP_ARMS),

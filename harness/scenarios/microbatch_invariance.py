@@ -17,7 +17,7 @@ from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.judging.router_diagnosis import router_diagnosis
-from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.base import Scenario, from_setting
 from packcheck.harness.scenarios.building import failing
 
 SEQ_LEN = 48
@@ -80,7 +80,7 @@ MICROBATCH_INVARIANCE = Scenario(
     name="microbatch_invariance",
     invariant="loss, count, per-token loss weights and every gradient are independent of the (uneven) partition into micro-batches",
     catches=("const-microbatch-scale", "ga-mean-of-means", "moe-router-counts-local", "loss-reported-wrong", "empty-microbatch-nan"),
-    build=build,
+    stages=(from_setting(build),),
     judge=judge,
     diagnose=diagnose,
     # the packed arms against `one`, the unpacked ones against `one_unpacked`: an engine that never packs (or

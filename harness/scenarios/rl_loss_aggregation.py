@@ -1,7 +1,7 @@
 """rl_loss_aggregation: every aggregation mode of the PPO/GRPO loss equals its definition over the
 global batch, whatever the micro-batch partition and the layout.
 
-A rollout arm gives the engine's own log-probs; the policy arms (the follow-up) take their old
+A rollout arm gives the engine's own log-probs; the policy arms (the second stage) take their old
 log-probs from it, shifted per token so the ratio lands in every branch of the clipped surrogate
 (harness/data/rl.py), with per-sample and per-token advantages of both signs. Lengths are skewed,
 rows hold several documents, one sample is fully masked. Per mode, every arm is judged against
@@ -42,7 +42,7 @@ from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.judging.router_diagnosis import router_diagnosis
-from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.base import Before, Scenario, Stage, from_setting
 from packcheck.harness.scenarios.building import COUNT_MISMATCH, failing
 
 SEQ_LEN = 48
@@ -120,8 +120,8 @@ def policy_arm(setting: Setting, results: Mapping[str, StepResult], mode: Aggreg
     return arm(setting, name, samples, layout, partition, loss=loss_spec(mode, terms), parallel=parallel)
 
 
-def follow_up(setting: Setting, results: Mapping[str, StepResult]) -> dict:
-    return {name: policy_arm(setting, results, mode, terms, shape, *SHAPES[shape]) for name, (mode, terms, shape) in POLICY_ARMS.items()}
+def policy_arms(setting: Setting, before: Before) -> dict:
+    return {name: policy_arm(setting, before.results, mode, terms, shape, *SHAPES[shape]) for name, (mode, terms, shape) in POLICY_ARMS.items()}
 
 
 def judge(j: Judgement) -> list:
@@ -180,8 +180,7 @@ RL_LOSS_AGGREGATION = Scenario(
               "equals its global definition, token by token, for uneven partitions, packed and unpacked",
     catches=("rl-token-mean-scope", "drgrpo-constant", "seq-mean-over-row", "rl-seq-count-per-rank",
              "rl-seq-tokens-per-shard", "moe-router-counts-local"),
-    build=build,
-    follow_up=follow_up,
+    stages=(from_setting(build), Stage(build=policy_arms)),
     judge=judge,
     diagnose=diagnose,
     # every policy arm is judged against the definition on its own and against the baseline of its mode (baseline_of)
