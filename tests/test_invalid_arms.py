@@ -13,13 +13,12 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from packcheck.harness.compare import HARNESS, ArmId, Arms, Comparison
+from packcheck.harness.compare import ArmId
 from packcheck.harness.contract import ParallelPlan, Partition
 from packcheck.harness.provenance import provenance
 from packcheck.harness.report.html import render_html
-from packcheck.harness.run.invalid_arms import (CONTRACT_SENTENCE, InvalidArm, InvalidArms, empty_micro_batches, invalid_diagnosis,
-                                                summarise)
+from packcheck.harness.run.invalid_arms import CONTRACT_SENTENCE, blocks_judging, empty_micro_batches, invalid_diagnosis, summarise
+from packcheck.harness.run.outcomes import ArmOutcome, Kind
 from packcheck.harness.run.results import ResultsFile, arms_directory
 from packcheck.harness.run.scenario_runner import RunOptions, run_scenario, setting_for
 from packcheck.harness.run.verdict import Verdict
@@ -35,10 +34,12 @@ def cases():
     return SCENARIOS[SCENARIO].build(setting_for("llama", "float64", "cpu"))
 
 
-def invalid_arm(name: str, problems: list[str]) -> InvalidArm:
-    comparison = Comparison(arms=Arms(name, HARNESS), quantity="result", item="", metric="invalid", observed=float(len(problems)),
-                            threshold=0.0, where=problems[0])
-    return InvalidArm(problems=problems, comparison=comparison, detail=f"arm {name!r}: invalid")
+def invalid_arm(cases, name: str, problems: list[str]) -> ArmOutcome:
+    return ArmOutcome(arm=ArmId(name), case=cases[name], kind=Kind.INVALID, stage=0, problems=tuple(problems))
+
+
+def valid_arm(cases, name: str) -> ArmOutcome:
+    return ArmOutcome(arm=ArmId(name), case=cases[name], kind=Kind.RAN, stage=0)
 
 
 def test_the_scenario_has_an_arm_with_a_micro_batch_without_loss_tokens(cases):
@@ -53,16 +54,15 @@ def test_an_empty_micro_batch_of_a_data_parallel_rank_names_its_rank(cases):
 
 
 def test_the_diagnosis_points_at_the_empty_micro_batch_only_when_the_result_is_not_finite(cases):
-    cases = {ArmId(name): case for name, case in cases.items()}
-    nan = InvalidArms(arms={ArmId("singletons"): invalid_arm("singletons", ["result.loss is nan, expected a finite float"])})
-    assert invalid_diagnosis(nan, cases).startswith(EMPTY) and CONTRACT_SENTENCE in invalid_diagnosis(nan, cases)
-    elsewhere = InvalidArms(arms={ArmId("uneven"): invalid_arm("uneven", ["result.grads['lm_head.weight'] has 3 non-finite values (NaN/inf)"])})
-    assert "although every micro-batch has loss tokens" in invalid_diagnosis(elsewhere, cases)
-    other = InvalidArms(arms={ArmId("singletons"): invalid_arm("singletons", ["result.num_loss_tokens is -1, expected a non-negative int"])})
-    assert invalid_diagnosis(other, cases) == ("the engine broke the result contract on arm 'singletons': "
-                                               "result.num_loss_tokens is -1, expected a non-negative int")
-    alike = InvalidArms(arms={ArmId(name): invalid_arm(name, ["result.loss is True, expected a finite float"]) for name in ("one", "uneven")})
-    assert invalid_diagnosis(alike, cases) == ("the engine broke the result contract on arms 'one', 'uneven': "
+    nan = [invalid_arm(cases, "singletons", ["result.loss is nan, expected a finite float"])]
+    assert invalid_diagnosis(nan).startswith(EMPTY) and CONTRACT_SENTENCE in invalid_diagnosis(nan)
+    elsewhere = [invalid_arm(cases, "uneven", ["result.grads['lm_head.weight'] has 3 non-finite values (NaN/inf)"])]
+    assert "although every micro-batch has loss tokens" in invalid_diagnosis(elsewhere)
+    other = [invalid_arm(cases, "singletons", ["result.num_loss_tokens is -1, expected a non-negative int"])]
+    assert invalid_diagnosis(other) == ("the engine broke the result contract on arm 'singletons': "
+                                        "result.num_loss_tokens is -1, expected a non-negative int")
+    alike = [invalid_arm(cases, name, ["result.loss is True, expected a finite float"]) for name in ("one", "uneven")]
+    assert invalid_diagnosis(alike) == ("the engine broke the result contract on arms 'one', 'uneven': "
                                                "result.loss is True, expected a finite float")
 
 
@@ -76,15 +76,16 @@ def test_the_non_finite_tensors_of_a_field_are_one_line_and_every_other_problem_
                                    "result.notes is list, expected a dict of JSON values"]
 
 
-def test_an_invalid_required_arm_leaves_the_others_unjudged_and_says_why():
+def test_an_invalid_required_arm_leaves_the_others_unjudged_and_says_why(cases):
     scenario = SCENARIOS["packed_vs_unpacked"]
-    required = sorted(set(scenario.build(setting_for("llama", "float64", "cpu"))) - scenario.optional_arms)
-    arms = InvalidArms(arms={ArmId(required[0]): invalid_arm(required[0], ["result.loss is nan, expected a finite float"])})
-    valid = {"other": None}
-    assert arms.blocks_judging(scenario, valid) == (f"The other arms were not compared: arm {required[0]!r} is the one they are "
-                                                    "judged against")
-    assert arms.blocks_judging(scenario, {}) == "No arm returned a valid result: nothing is left to compare"
-    assert InvalidArms(arms={ArmId("singletons"): arms.arms[ArmId(required[0])]}).blocks_judging(SCENARIOS[SCENARIO], valid) is None
+    built = scenario.build(setting_for("llama", "float64", "cpu"))
+    required = sorted(set(built) - scenario.optional_arms)
+    nan = ["result.loss is nan, expected a finite float"]
+    outcomes = [invalid_arm(built, required[0], nan), valid_arm(built, "stacked")]
+    assert blocks_judging(scenario, outcomes) == (f"The other arms were not compared: arm {required[0]!r} is the one they are "
+                                                  "judged against")
+    assert blocks_judging(scenario, outcomes[:1]) == "No arm returned a valid result: nothing is left to compare"
+    assert blocks_judging(SCENARIOS[SCENARIO], [invalid_arm(cases, "singletons", nan), valid_arm(cases, "one")]) is None
 
 
 def test_a_nan_fails_the_verdict_names_the_empty_micro_batch_first_and_the_valid_arms_are_judged(verdict_of):

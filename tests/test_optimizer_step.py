@@ -119,7 +119,7 @@ def test_in_bfloat16_only_a_tensor_whose_step_survives_rounding_must_move(clean)
 def test_reference_passes_every_mesh_with_a_clean_margin(verdict_of, family):
     verdict = verdict_of("reference", "optimizer_step", family)  # the same cell as the conformance suite's: run once
     assert verdict.status == "pass", verdict.message()
-    assert verdict.skipped_arms == [], f"every arm must run on the reference (world 1, 2, 4; DDP and FSDP2): {verdict.detail}"
+    assert verdict.skipped_arms == (), f"every arm must run on the reference (world 1, 2, 4; DDP and FSDP2): {verdict.detail}"
     assert {c.arms.arm.name for c in verdict.comparisons} == {BASELINE, *MESHES, FROZEN_BASELINE, FROZEN_SHARD}
     assert verdict.worst.margin <= CLEAN, verdict.worst.headline()
 

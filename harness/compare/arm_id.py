@@ -33,6 +33,11 @@ class ArmId:
     def __lt__(self, other: ArmId) -> bool:  # sorted as their names read
         return str(self) < str(other)
 
+    @property
+    def local(self) -> str:
+        """The text form within its pass (`oracle/packed`): how a pass's own lines name its arms."""
+        return str(self.in_pass(Pass.MAIN))
+
     def in_pass(self, pass_: Pass) -> ArmId:
         return replace(self, pass_=pass_)
 
