@@ -94,7 +94,7 @@ def building(setting, repeat: int) -> dict:
 
 
 def _builds(scenario, setting) -> bool:
-    if scenario.unsupported_in is not None and scenario.unsupported_in(setting):
+    if scenario.applies(setting, resolve_engine("reference").capabilities):
         return False
     try:
         scenario.build(setting)
@@ -155,7 +155,7 @@ def comparison_on(device: str, case: Case, observed: StepResult, reference: Step
 def recording(rows: list, setting, repeat: int) -> float:
     """(d): one verdict with these comparisons into results.jsonl, then results.json (--save-arms none)."""
     verdict = Verdict(engine="reference", engine_spec="reference", family=setting.family, scenario="packed_vs_unpacked",
-                      dtype=setting.dtype, device=setting.device, status=PASS, comparisons=rows)
+                      dtype=setting.dtype, device=setting.device, status=PASS, comparisons=tuple(rows))
     with tempfile.TemporaryDirectory(prefix="packcheck-overhead-") as scratch:
         def record():
             results = ResultsFile(Path(scratch), {"bench": True})

@@ -7,10 +7,10 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-
-from packcheck.harness.compare import Arms, Comparison
+from packcheck.harness.compare import ArmId, Arms, Comparison, Pass
 from packcheck.harness.launch.capacity import VISIBLE_GPUS_ENV, cannot_host, visible_gpus
 from packcheck.harness.run import placement
+from packcheck.harness.run.conclusion import NOTHING_TO_COMPARE, PassVerdict
 from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run.session import where_arms_ran
 from packcheck.harness.run.verdict import FAIL, PASS, UNSUPPORTED, Verdict
@@ -46,35 +46,37 @@ def test_a_bad_override_names_the_variable(monkeypatch):
         visible_gpus()
 
 
-def comparison(arm: str, observed: float) -> Comparison:
-    return Comparison(arms=Arms(arm, "single"), quantity="loss", item="", metric="rel", observed=observed, threshold=1.0)
+CELL = Verdict(engine="e", family="llama", scenario="dp_cp_reduction", dtype="bfloat16", device="cuda", status=PASS)
+MOVED = ArmId("dp2_cp1_uneven")
 
 
-def verdict(status: str, comparisons=(), detail: str = "") -> Verdict:
-    return Verdict(engine="e", family="llama", scenario="dp_cp_reduction", dtype="bfloat16", device="cuda", status=status,
-                   comparisons=list(comparisons), detail=detail)
+def comparison(arm: ArmId, observed: float) -> Comparison:
+    return Comparison(arms=Arms(arm, ArmId("single", pass_=arm.pass_)), quantity="loss", item="", metric="rel", observed=observed,
+                      threshold=1.0)
 
 
 def test_the_cpu_arms_judgement_is_merged_side_by_side_and_named():
-    here = verdict(UNSUPPORTED, detail=placement.NOTHING_TO_COMPARE)
-    logic = verdict(PASS, [comparison("dp2_cp1_uneven", 1e-9)])
-    placement.merge(here, logic, ["dp2_cp1_uneven"], here=True)
-    assert here.status == PASS and here.relocated_arms == ["dp2_cp1_uneven"] and placement.NOTHING_TO_COMPARE not in here.detail
-    assert [str(c.arms) for c in here.comparisons] == ["cpu_float64/dp2_cp1_uneven vs cpu_float64/single"]
-    assert "ran on the CPU in float64 (gloo)" in here.message() and here.to_json()["relocated_arms"] == ["dp2_cp1_uneven"]
+    here = PassVerdict(status=UNSUPPORTED, nothing_to_compare=True, judged=True)
+    logic = PassVerdict(status=PASS, comparisons=(comparison(MOVED.in_pass(Pass.CPU_LOGIC), 1e-9),), judged=True)
+    v = placement.placed(CELL, here, logic, [MOVED], [MOVED.local])
+    assert v.status == PASS and v.relocated_arms == ("dp2_cp1_uneven",) and NOTHING_TO_COMPARE not in v.detail
+    assert [str(c.arms) for c in v.comparisons] == ["cpu_float64/dp2_cp1_uneven vs cpu_float64/single"]
+    assert "ran on the CPU in float64 (gloo)" in v.message() and v.to_json()["relocated_arms"] == ["dp2_cp1_uneven"]
+    alone = placement.placed(CELL, here, None, [], [])
+    assert alone.status == UNSUPPORTED and alone.detail == NOTHING_TO_COMPARE
 
-    failing = verdict(PASS, [comparison("other", 0.1)])
-    bad = verdict(FAIL, [comparison("dp2_cp1_uneven", 1e7)])
-    bad.diagnosis = "a count reduced over WORLD"
-    placement.merge(failing, bad, ["dp2_cp1_uneven"], here=True)
-    assert failing.status == FAIL and failing.diagnosis == "(arms on cpu float64) a count reduced over WORLD"
-    assert len(failing.comparisons) == 2
+    failing = PassVerdict(status=PASS, comparisons=(comparison(ArmId("other"), 0.1),), judged=True)
+    bad = PassVerdict(status=FAIL, diagnosis="a count reduced over WORLD", comparisons=(comparison(MOVED.in_pass(Pass.CPU_LOGIC), 1e7),),
+                      judged=True)
+    v = placement.placed(CELL, failing, bad, [MOVED], [MOVED.local])
+    assert v.status == FAIL and v.diagnosis == "(arms on cpu float64) a count reduced over WORLD"
+    assert len(v.comparisons) == 2
 
 
 def test_the_summary_counts_where_the_arms_ran():
-    v = verdict(PASS)
+    v = CELL
     assert where_arms_ran([v]) == ""
-    v.arms_run, v.relocated_arms = {"cuda bfloat16": 1, "cpu float64": 5}, ["a", "b", "c", "d"]
+    v = dataclasses.replace(v, arms_run={"cuda bfloat16": 1, "cpu float64": 5}, relocated_arms=("a", "b", "c", "d"))
     assert where_arms_ran([v, v]) == ("arms: 10 on cpu float64, 2 on cuda bfloat16; 8 arm(s) with more ranks than this machine has GPUs "
                                       "ran on the CPU in float64 (gloo), judged against CPU float64 baselines")
 
@@ -89,7 +91,7 @@ def test_a_cuda_run_without_gpus_judges_every_arm_on_the_cpu(monkeypatch, packch
     monkeypatch.setenv(VISIBLE_GPUS_ENV, "0")
     v = run_scenario(engine, SCENARIOS["dp_cp_reduction"], "llama", "bfloat16", "cuda", options=RunOptions(timeout=packcheck_pool.timeout, pool=packcheck_pool))
     assert sorted(v.relocated_arms) == ["dp1_cp2_ulysses", "dp2_cp1_rank_without_tokens", "dp2_cp1_uneven", "dp2_cp2_ring", "single"]
-    assert v.arms_run == {"cpu float64": 5} and all(c.arms.arm.startswith("cpu_float64/") for c in v.comparisons)
+    assert v.arms_run == {"cpu float64": 5} and all(c.arms.arm.pass_ is Pass.CPU_LOGIC for c in v.comparisons)
     if clean:
         assert v.status == PASS and v.worst.margin <= 1e-3, v.message()
     else:
@@ -125,9 +127,9 @@ def test_with_one_gpu_the_baseline_stays_and_the_dp_arm_runs_on_the_cpu(monkeypa
                      options=RunOptions(timeout=packcheck_pool.timeout, pool=OneGpuOnTheCpu(packcheck_pool)))
     dp_arms = sorted(name for name, case in SCENARIOS["microbatch_invariance"].build(Inputs().setting("llama", "float64", "cuda")).items()
                      if case.parallel.world_size > 1)
-    assert v.relocated_arms == dp_arms and v.arms_run["cpu float64"] > len(dp_arms) and v.arms_run["cuda float64"] >= 2, v.message()
-    assert any(c.arms.arm == f"cpu_float64/{dp_arms[0]}" for c in v.comparisons), "the moved arm is judged on the CPU"
-    assert any(not c.arms.arm.startswith("cpu_float64/") for c in v.comparisons), "the hosted arms are judged on their device"
+    assert list(v.relocated_arms) == dp_arms and v.arms_run["cpu float64"] > len(dp_arms) and v.arms_run["cuda float64"] >= 2, v.message()
+    assert any(c.arms.arm == ArmId(dp_arms[0], pass_=Pass.CPU_LOGIC) for c in v.comparisons), "the moved arm is judged on the CPU"
+    assert any(c.arms.arm.pass_ is Pass.MAIN for c in v.comparisons), "the hosted arms are judged on their device"
     if clean:
         assert v.status == PASS and v.worst.margin <= 1e-3, v.message()
     else:

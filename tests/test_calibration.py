@@ -9,20 +9,19 @@ import json
 import pytest
 
 from packcheck.harness.cli.main import main
-from packcheck.harness.compare import Arms, Comparison
+from packcheck.harness.compare import ArmId, Arms, Comparison, Pass
 from packcheck.harness.compare.bound import RULE, Bound, Source
 from packcheck.harness.compare.tolerances import CALIBRATION_FACTOR, NOISE_FLOORS, NOISE_QUANTITIES, tolerance_for, tolerance_from_floor
 from packcheck.harness.errors import InputError
 from packcheck.harness.report import render_markdown
 from packcheck.harness.run import calibration
-from packcheck.harness.run.placement import PREFIX
 
 
-def row(arm: str, against: str, quantity: str, observed: float, allowed: dict, **extra) -> dict:
-    """A results row judged by `allowed` (Tolerance.by's threshold and bound)."""
-    return {"family": "llama", "scenario": "packed_vs_unpacked", "arms": f"{arm} vs {against}", "arm": arm, "against": against,
-            "quantity": quantity, "item": "", "metric": "max_abs", "observed": observed, "threshold": allowed["threshold"],
-            "bound": allowed["bound"].to_json(), **extra}
+def row(arm: str | ArmId, against: str | ArmId, quantity: str, observed: float, allowed: dict, **extra) -> dict:
+    """A results row as a run writes it (typed arm fields and its bound included), judged by `allowed` (Tolerance.by's
+    threshold and bound)."""
+    comparison = Comparison(arms=Arms(arm, against), quantity=quantity, item="", metric="max_abs", observed=observed, **allowed)
+    return {"family": "llama", "scenario": "packed_vs_unpacked"} | comparison.to_json() | extra
 
 
 def rule(threshold: float) -> dict:
@@ -38,10 +37,11 @@ def test_the_tolerances_are_the_factor_times_the_measured_floors():
 
 def test_null_comparisons_are_the_table_judged_rows_on_the_device():
     table, golden = tolerance_for("bfloat16"), tolerance_from_floor({name: 0.077 for name in NOISE_QUANTITIES}, "bfloat16")
+    cpu = tolerance_for("float64").by("grad")
     rows = [row("packed", "unpacked", "logprobs", 0.06, table.by("logprobs")),
             row("packed", "unpacked", "grad", 0.02, table.by("grad"), floor_ratio=0.02 / NOISE_FLOORS["bfloat16"]["grad"]),
-            row(PREFIX + "cp2", PREFIX + "single", "grad", 1e-12, tolerance_for("float64").by("grad")),  # CPU float64: not bf16 noise
-            row("packed", "oracle/packed", "grad", 0.3, golden.by("grad")),  # against the float64 oracle: reported apart
+            row(ArmId("cp2", pass_=Pass.CPU_LOGIC), ArmId("single", pass_=Pass.CPU_LOGIC), "grad", 1e-12, cpu),  # CPU float64: not bf16 noise
+            row("packed", ArmId("packed").oracle, "grad", 0.3, golden.by("grad")),  # against the float64 oracle: reported apart
             row("packed", "golden", "grad", 0.1, golden.by("grad")),  # the golden's floor, not the table: left out
             row("packed", "unpacked", "grad_norm", 0.001, rule(table.loss)),  # a scenario's own rule, whatever its value
             row("packed", "unpacked", "num_loss_tokens", 0.0, table.by("count"))]  # exact: no floor

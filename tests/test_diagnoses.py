@@ -52,18 +52,21 @@ def test_diagnosis_names_the_bug_class(verdict_of, scenario_name, bug, phrase):
 
 
 def test_a_crashing_diagnosis_leaves_the_verdict_standing():
-    from packcheck.harness.compare import Arms, Comparison, tolerance_for
-    from packcheck.harness.run.scenario_runner import judge, setting_for
-    from packcheck.harness.run.verdict import Verdict
+    from packcheck.harness.compare import Arms, Comparison, Pass, tolerance_for
+    from packcheck.harness.run.conclusion import conclude_pass
+    from packcheck.harness.run.execution import Execution
+    from packcheck.harness.run.judge import judge
+    from packcheck.harness.run.scenario_runner import setting_for
     from packcheck.harness.scenarios import Judgement, Scenario
+    from packcheck.harness.scenarios.base import from_setting
 
     def broken_diagnosis(j, failed):
         raise KeyError("an arm the rule expected")
 
     failing = Comparison(arms=Arms("a", "b"), quantity="loss", item="", metric="rel", observed=1.0, threshold=0.0)
-    scenario = Scenario(name="s", invariant="", catches=(), build=dict, judge=lambda j: [failing], diagnose=broken_diagnosis)
-    verdict = Verdict(engine="e", engine_spec="e", family="llama", scenario="s", dtype="float64", device="cpu", status="pass")
-    judgement = Judgement(setting=setting_for("llama", "float64", "cpu"), cases={}, results={}, tolerance=tolerance_for("float64"))
-    judge(verdict, scenario, judgement)
-    assert verdict.status == "fail" and verdict.comparisons == [failing]
-    assert "diagnosis of this failure crashed" in verdict.diagnosis and "KeyError" in verdict.detail
+    scenario = Scenario(name="s", invariant="", catches=(), stages=(from_setting(dict),), judge=lambda j: [failing], diagnose=broken_diagnosis)
+    setting = setting_for("llama", "float64", "cpu")
+    judged = judge(scenario, Judgement(setting=setting, cases={}, results={}, tolerance=tolerance_for("float64")))
+    verdict = conclude_pass(scenario, Execution(pass_=Pass.MAIN, setting=setting, cases={}, outcomes=()), judged)
+    assert verdict.status == "fail" and verdict.comparisons == (failing,)
+    assert "diagnosis of this failure crashed" in verdict.diagnosis and "KeyError" in "".join(map(str, verdict.notes))

@@ -109,8 +109,8 @@ def test_the_oracle_follows_a_boundary_weight_in_its_own_layout_and_names_it_els
     assert verdict_of(f"mutant.{bug}", "mask_alignment", "llama").failed
 
     moved = oracle_case(cases["unpacked"], results["packed"])  # the packed arm's weights, laid out unpacked
-    judged = {"packed": results["packed"], "oracle/packed": run_arm("reference", moved)}
-    judgement = Judgement(setting=setting, cases={"packed": cases["packed"], "oracle/packed": moved}, results=judged, tolerance=TOL)
+    judgement = Judgement(setting=setting, cases={"packed": cases["packed"]}, results={"packed": results["packed"]}, tolerance=TOL,
+                          oracle_cases={"packed": moved}, oracle={"packed": run_arm("reference", moved)})
     failed = [c for c in scenario.judge(judgement) if not c.passed]
     assert {c.quantity for c in failed} >= {"dloss_dlogprobs", "grad"}
     assert "a label crosses the packed boundary" in scenario.diagnose(judgement, failed)

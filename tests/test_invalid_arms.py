@@ -13,14 +13,13 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from packcheck.harness.compare import HARNESS, Arms, Comparison
+from packcheck.harness.compare import ArmId
 from packcheck.harness.contract import ParallelPlan, Partition
 from packcheck.harness.engines import Problem, ProblemKind, problems_from_json
 from packcheck.harness.provenance import provenance
 from packcheck.harness.report.html import render_html
-from packcheck.harness.run.invalid_arms import (CONTRACT_SENTENCE, InvalidArm, InvalidArms, empty_micro_batches, invalid_diagnosis,
-                                                summarise)
+from packcheck.harness.run.invalid_arms import CONTRACT_SENTENCE, blocks_judging, empty_micro_batches, invalid_diagnosis, summarise
+from packcheck.harness.run.outcomes import ArmOutcome, Kind
 from packcheck.harness.run.results import ResultsFile, arms_directory
 from packcheck.harness.run.scenario_runner import RunOptions, run_scenario, setting_for
 from packcheck.harness.run.verdict import Verdict
@@ -42,10 +41,12 @@ def non_finite(field: str, tensor: str | int, count: int) -> Problem:
                    sentence=f"result.{field}[{tensor!r}] has {count} non-finite values (NaN/inf)")
 
 
-def invalid_arm(name: str, problems: list[Problem]) -> InvalidArm:
-    comparison = Comparison(arms=Arms(name, HARNESS), quantity="result", item="", metric="invalid", observed=float(len(problems)),
-                            threshold=0.0, where=problems[0].sentence)
-    return InvalidArm(problems=problems, comparison=comparison, detail=f"arm {name!r}: invalid")
+def invalid_arm(cases, name: str, problems: list[Problem]) -> ArmOutcome:
+    return ArmOutcome(arm=ArmId(name), case=cases[name], kind=Kind.INVALID, stage=0, problems=tuple(problems))
+
+
+def valid_arm(cases, name: str) -> ArmOutcome:
+    return ArmOutcome(arm=ArmId(name), case=cases[name], kind=Kind.RAN, stage=0)
 
 
 def test_the_scenario_has_an_arm_with_a_micro_batch_without_loss_tokens(cases):
@@ -60,18 +61,17 @@ def test_an_empty_micro_batch_of_a_data_parallel_rank_names_its_rank(cases):
 
 
 def test_the_diagnosis_points_at_the_empty_micro_batch_only_when_the_result_is_not_finite(cases):
-    nan = InvalidArms(arms={"singletons": invalid_arm("singletons", [NAN_LOSS])})
-    assert invalid_diagnosis(nan, cases).startswith(EMPTY) and CONTRACT_SENTENCE in invalid_diagnosis(nan, cases)
-    elsewhere = InvalidArms(arms={"uneven": invalid_arm("uneven", [non_finite("grads", "lm_head.weight", 3)])})
-    assert "although every micro-batch has loss tokens" in invalid_diagnosis(elsewhere, cases)
-    negative = Problem(kind=ProblemKind.VALUE, field="num_loss_tokens",
-                       sentence="result.num_loss_tokens is -1, expected a non-negative int")
-    other = InvalidArms(arms={"singletons": invalid_arm("singletons", [negative])})
-    assert invalid_diagnosis(other, cases) == ("the engine broke the result contract on arm 'singletons': "
-                                               "result.num_loss_tokens is -1, expected a non-negative int")
+    nan = [invalid_arm(cases, "singletons", [NAN_LOSS])]
+    assert invalid_diagnosis(nan).startswith(EMPTY) and CONTRACT_SENTENCE in invalid_diagnosis(nan)
+    elsewhere = [invalid_arm(cases, "uneven", [non_finite("grads", "lm_head.weight", 3)])]
+    assert "although every micro-batch has loss tokens" in invalid_diagnosis(elsewhere)
+    negative = Problem(kind=ProblemKind.VALUE, field="num_loss_tokens", sentence="result.num_loss_tokens is -1, expected a non-negative int")
+    other = [invalid_arm(cases, "singletons", [negative])]
+    assert invalid_diagnosis(other) == ("the engine broke the result contract on arm 'singletons': "
+                                        "result.num_loss_tokens is -1, expected a non-negative int")
     true = Problem(kind=ProblemKind.TYPE, field="loss", sentence="result.loss is True, expected a finite float")
-    alike = InvalidArms(arms={name: invalid_arm(name, [true]) for name in ("one", "uneven")})
-    assert invalid_diagnosis(alike, cases) == ("the engine broke the result contract on arms 'one', 'uneven': "
+    alike = [invalid_arm(cases, name, [true]) for name in ("one", "uneven")]
+    assert invalid_diagnosis(alike) == ("the engine broke the result contract on arms 'one', 'uneven': "
                                                "result.loss is True, expected a finite float")
 
 
@@ -84,15 +84,16 @@ def test_the_non_finite_tensors_of_a_field_are_one_line_and_every_other_problem_
                                    "result.notes is list, expected a dict of JSON values"]
 
 
-def test_an_invalid_required_arm_leaves_the_others_unjudged_and_says_why():
+def test_an_invalid_required_arm_leaves_the_others_unjudged_and_says_why(cases):
     scenario = SCENARIOS["packed_vs_unpacked"]
-    required = sorted(set(scenario.build(setting_for("llama", "float64", "cpu"))) - scenario.optional_arms)
-    arms = InvalidArms(arms={required[0]: invalid_arm(required[0], [NAN_LOSS])})
-    valid = {"other": None}
-    assert arms.blocks_judging(scenario, valid) == (f"The other arms were not compared: arm {required[0]!r} is the one they are "
-                                                    "judged against")
-    assert arms.blocks_judging(scenario, {}) == "No arm returned a valid result: nothing is left to compare"
-    assert InvalidArms(arms={"singletons": arms.arms[required[0]]}).blocks_judging(SCENARIOS[SCENARIO], valid) is None
+    built = scenario.build(setting_for("llama", "float64", "cpu"))
+    required = sorted(set(built) - scenario.optional_arms)
+    nan = [NAN_LOSS]
+    outcomes = [invalid_arm(built, required[0], nan), valid_arm(built, "stacked")]
+    assert blocks_judging(scenario, outcomes) == (f"The other arms were not compared: arm {required[0]!r} is the one they are "
+                                                  "judged against")
+    assert blocks_judging(scenario, outcomes[:1]) == "No arm returned a valid result: nothing is left to compare"
+    assert blocks_judging(SCENARIOS[SCENARIO], [invalid_arm(cases, "singletons", nan), valid_arm(cases, "one")]) is None
 
 
 def test_a_nan_fails_the_verdict_names_the_empty_micro_batch_first_and_the_valid_arms_are_judged(verdict_of):
@@ -100,9 +101,9 @@ def test_a_nan_fails_the_verdict_names_the_empty_micro_batch_first_and_the_valid
     assert verdict.status == "fail", verdict.message()
     assert verdict.diagnosis.startswith(EMPTY) and CONTRACT_SENTENCE in verdict.diagnosis, verdict.diagnosis
     assert "The valid arms disagree too" in verdict.diagnosis and "mean of means" in verdict.diagnosis, verdict.diagnosis
-    judged = {c.arms.arm for c in verdict.comparisons if c.quantity != "result"}
+    judged = {c.arms.arm.name for c in verdict.comparisons if c.quantity != "result"}
     assert judged == {"uneven", "shuffled", "uneven_unpacked", "dp2_uneven"}, "every valid arm is compared, the invalid one is not"
-    assert [c.arms.arm for c in verdict.comparisons if c.quantity == "result"] == ["singletons"]
+    assert [c.arms.arm for c in verdict.comparisons if c.quantity == "result"] == [ArmId("singletons")]
 
 
 @pytest.mark.parametrize("bug", [BUG])  # grouped with the mutant's proof cells (conftest.py): its launches are warm

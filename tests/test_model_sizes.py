@@ -13,6 +13,7 @@ import pytest
 from packcheck.harness.contract.rows import pack_in_order
 from packcheck.harness.data.samples import (CONSERVATION, CONSERVATION_SEQ_LEN, CP_CUTS, CP_CUTS_SEQ_LEN, MASK_EDGE_CASES,
                                             MIXED_DOCUMENTS, SKEWED_LENGTHS, scaled)
+from packcheck.harness.engines import resolve_engine
 from packcheck.harness.golden import load_golden
 from packcheck.harness.models import get_family, model_spec, parameter_shapes
 from packcheck.harness.models.sizes import PRESETS, ModelChoiceError, resolve_model
@@ -21,6 +22,7 @@ from packcheck.harness.scenarios import SCENARIOS, Setting
 
 SPECS = {"mixed": (MIXED_DOCUMENTS, 48), "skewed": (SKEWED_LENGTHS, 48), "mask_edges": (MASK_EDGE_CASES, 48),
          "conservation": (CONSERVATION, CONSERVATION_SEQ_LEN), "cp_cuts": (CP_CUTS, CP_CUTS_SEQ_LEN)}
+REFERENCE = resolve_engine("reference").capabilities
 CHEAP_SCENARIOS = ("packed_vs_unpacked", "document_isolation", "microbatch_invariance", "mask_alignment", "token_conservation",
                    "golden_regression", "cp_vs_nocp", "dp_cp_reduction")
 
@@ -71,7 +73,7 @@ def test_the_default_inputs_build_todays_cases_and_the_golden_stays_valid():
         built, before = SCENARIOS[name].build(setting), SCENARIOS[name].build(today)
         assert {k: c.digest() for k, c in built.items()} == {k: c.digest() for k, c in before.items()}, name
     load_golden("llama", SCENARIOS["golden_regression"].build(setting)["golden_case"])  # raises on a stale digest
-    assert SCENARIOS["golden_regression"].unsupported_in(setting) is None
+    assert SCENARIOS["golden_regression"].applies(setting, REFERENCE) is None
 
 
 def test_a_seed_varies_every_generated_input_and_the_digest():
@@ -83,7 +85,7 @@ def test_a_seed_varies_every_generated_input_and_the_digest():
             assert case.digest() != before[arm].digest(), (name, arm)
             changed = [i for i, (a, b) in enumerate(zip(case.samples, before[arm].samples)) if a.input_ids != b.input_ids]
             assert len(changed) >= len(case.samples) - 1, f"{name}/{arm}: only samples {changed} changed"  # a length-1 sample may repeat
-    assert "seed 7" in SCENARIOS["golden_regression"].unsupported_in(other)
+    assert "seed 7" in SCENARIOS["golden_regression"].applies(other, REFERENCE)
 
 
 @pytest.mark.parametrize("family,preset,shapes", [

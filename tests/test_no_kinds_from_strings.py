@@ -122,3 +122,20 @@ def test_no_code_reads_a_kind_back_from_a_string():
              for folder in FOLDERS for path in sorted((ROOT / folder).rglob("*.py"))
              for line, which in findings(path.read_text())]
     assert not found, "a kind read back from a string; carry it as data instead (docs/architecture.md):\n" + "\n".join(found)
+
+
+ARM_KIND_TEXT = ("oracle/", "cpu_float64/", "^arm '")  # the text forms of an arm's role and pass, and of a note about an arm
+
+
+def test_no_arm_kind_is_read_back_from_its_text():
+    """An arm's role and pass are data (harness/compare/arm_id.py, ArmId): no code spells their text form to test a name."""
+    found = []
+    for path in (ROOT / "harness").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and node.body
+                      and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+        found += [f"{path.relative_to(ROOT)}:{node.lineno} {node.value!r}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+                  and any(text in node.value for text in ARM_KIND_TEXT)]
+    assert not found, "read the arm's ArmId (role, pass_) instead:\n" + "\n".join(found)

@@ -93,5 +93,5 @@ def test_every_output_says_what_error_over_tolerance_is(run_dir):
     assert ">margin<" not in page and "max margin" not in page.lower()
     bad = Comparison(arms=Arms("packed", "unpacked"), quantity="loss", item="", metric="rel", observed=3e-3, threshold=1e-10)
     assert "loss (packed vs unpacked): rel 0.003 > allowed 1e-10 (error/tolerance 3e+07)" in bad.headline()
-    line = verdict_line(Verdict(engine="e", family="llama", scenario="s", dtype="float64", device="cpu", status="fail", comparisons=[bad]))
+    line = verdict_line(Verdict(engine="e", family="llama", scenario="s", dtype="float64", device="cpu", status="fail", comparisons=(bad,)))
     assert line.startswith("FAIL (worst error/tolerance 3e+07)")

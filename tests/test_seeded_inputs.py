@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from packcheck.harness.engines import resolve_engine
 from packcheck.harness.models import FAMILIES
 from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.scenarios import SCENARIOS
@@ -19,7 +20,7 @@ def test_every_seed_builds_cases_the_contract_accepts(family):
     for seed in SEEDS:
         setting = Inputs(seed=seed).setting(family, "float64", "cpu")
         for scenario in SCENARIOS.values():
-            if scenario.unsupported_in is not None and scenario.unsupported_in(setting):
+            if scenario.applies(setting, resolve_engine("reference").capabilities):
                 continue
             for case in scenario.build(setting).values():
                 case.check()

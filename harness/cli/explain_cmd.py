@@ -62,7 +62,7 @@ def _columns(rows: list[tuple], indent: str = "  ") -> list[str]:
 
 def how_it_tests(scenario) -> list[str]:
     """The scenario module's docstring, less its first line (the invariant's headline), as paragraphs."""
-    doc = (sys.modules[scenario.build.__module__].__doc__ or "").strip()
+    doc = (sys.modules[scenario.judge.__module__].__doc__ or "").strip()
     body = doc.split("\n\n", 1)[1] if "\n\n" in doc else ""
     return [_para(p) for p in body.split("\n\n") if p.strip()]
 
@@ -82,7 +82,7 @@ def arm_rows(scenario, family: str, dtype: str) -> list[str]:
     if scenario.optional_arms:
         lines.append(_para("* optional: an engine that cannot run it (no DP, no CP, no packing, ...) has it skipped, with the "
                            "reason in the verdict, and is judged on the rest"))
-    if scenario.follow_up is not None:
+    if any(stage.runner is None for stage in scenario.stages[1:]):
         lines.append(_para("+ arms built from these arms' results (e.g. old log-probs taken from the engine's own rollout)"))
     return lines
 
@@ -100,7 +100,7 @@ def tolerance_rows(scenario) -> list[str]:
               "spread of the reference across CPU kernel paths (~3e-15) in docs/margins.md, \"Portability\"; float32's and "
               f"bfloat16's are {CALIBRATION_FACTOR:g} x the reference's noise floor measured on an H200 over many seeds of every "
               "family (`packcheck calibrate`; docs/gpu.md, \"Calibrated tolerances\").")
-    if scenario.golden_arm is not None:
+    if any(stage.golden for stage in scenario.stages):
         source += (f" This scenario compares against the stored float64 golden: in float64 with the table; in a lower "
                    f"precision with {NOISE_FACTOR:g} x the reference's own error at that precision (its noise floor, measured "
                    "on every CPU kernel path when the golden was written: fixtures/goldens/<family>/provenance.json), never "

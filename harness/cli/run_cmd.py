@@ -89,8 +89,8 @@ def handle(args) -> int:
     from packcheck.harness.provenance import provenance
     from packcheck.harness.run.dtype_choice import AUTO
     from packcheck.harness.run.results import ResultsFile
-    from packcheck.harness.run.scenario_runner import first_error_line
-    from packcheck.harness.run.session import Matrix, exit_status, run_matrix, unsupported_reason, where_arms_ran
+    from packcheck.harness.run.conclusion import first_error_line
+    from packcheck.harness.run.session import Matrix, exit_status, run_matrix, where_arms_ran
 
     choices = checked_choices(args)
     out = output_directory(args.out)
@@ -132,7 +132,7 @@ def handle(args) -> int:
               + first_error_line(matrix.not_started[matrix.unresolved[0]].text), file=sys.stderr)
         return 2
     if verdicts and counts["unsupported"] == len(verdicts):
-        reason, times = Counter(unsupported_reason(v) for v in verdicts).most_common(1)[0]
+        reason, times = Counter(v.reason for v in verdicts).most_common(1)[0]
         print(f"packcheck run: error: every case was unsupported by the engine: nothing was tested. Most common reason "
               f"({times} of {len(verdicts)}): {reason}", file=sys.stderr)
         return 2

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from packcheck.harness.compare.arm_id import ArmId
 from packcheck.harness.compare.bound import RULE, Bound, Source
 
 HARNESS = "harness"  # what the harness computes itself: counts, the supervised set, a loss's definition
@@ -22,14 +23,21 @@ NOT_ARMS = frozenset({HARNESS, GOLDEN})  # reserved: no arm is named so
 
 @dataclass(frozen=True, slots=True)
 class Arms:
-    """The arm whose result is judged, and what it is judged against: another arm's name, HARNESS or GOLDEN."""
+    """The arm whose result is judged, and what it is judged against: another arm, HARNESS or GOLDEN. A judge names
+    its own engine arms by name: a plain name is that engine arm of the pass being judged."""
 
-    arm: str
-    against: str
+    arm: ArmId
+    against: ArmId | str  # an ArmId, HARNESS or GOLDEN
+
+    def __post_init__(self) -> None:
+        if isinstance(self.arm, str):
+            object.__setattr__(self, "arm", ArmId(self.arm))
+        if isinstance(self.against, str) and self.against not in NOT_ARMS:
+            object.__setattr__(self, "against", ArmId(self.against))
 
     @property
     def against_arm(self) -> bool:
-        return self.against not in NOT_ARMS
+        return isinstance(self.against, ArmId)
 
     def __str__(self) -> str:
         return f"{self.arm} vs {self.against}"
@@ -67,9 +75,12 @@ class Comparison:
         return 0.0 if self.observed == 0 else math.inf
 
     def to_json(self) -> dict:
-        ratio = self.floor_ratio
-        return (asdict(self) | {"arms": str(self.arms), "arm": self.arms.arm, "against": self.arms.against,
-                                "passed": self.passed, "margin": self.margin, "bound": self.bound.to_json()}
+        arm, against, ratio = self.arms.arm, self.arms.against, self.floor_ratio
+        typed = isinstance(against, ArmId)
+        return (asdict(self) | {"arms": str(self.arms), "arm": str(arm), "against": str(against), "passed": self.passed,
+                                "margin": self.margin, "bound": self.bound.to_json(),
+                                "arm_role": arm.role.value, "arm_pass": arm.pass_.value,
+                                "against_role": against.role.value if typed else None, "against_pass": against.pass_.value if typed else None}
                 | ({} if ratio is None else {"floor_ratio": ratio}))
 
     def headline(self) -> str:

@@ -6,6 +6,7 @@ These are the strongest checks there are: they hold exactly, in any dtype, and n
 
 from __future__ import annotations
 
+from packcheck.harness.compare.arm_id import ArmId
 from packcheck.harness.compare.arms import Locate
 from packcheck.harness.compare.comparison import HARNESS, Arms, Comparison
 from packcheck.harness.compare.metrics import rel_nats
@@ -14,7 +15,7 @@ from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.losses import expected_loss
 
 
-def compare_count(case: Case, result: StepResult, arm: str) -> Comparison:
+def compare_count(case: Case, result: StepResult, arm: ArmId | str) -> Comparison:
     expected = case.num_loss_tokens
     got = result.num_loss_tokens
     direction = "fewer: tokens dropped or truncated" if got < expected else "more: padding or extra boundary targets counted"
@@ -24,7 +25,7 @@ def compare_count(case: Case, result: StepResult, arm: str) -> Comparison:
     )
 
 
-def compare_loss_with_logprobs(case: Case, result: StepResult, tol: Tolerance, arm: str) -> Comparison:
+def compare_loss_with_logprobs(case: Case, result: StepResult, tol: Tolerance, arm: ArmId | str) -> Comparison:
     """The reported loss must equal -sum(logprobs over the harness's supervised set) / |S|."""
     implied = expected_loss(case, result.logprobs).loss
     return Comparison(
@@ -33,7 +34,7 @@ def compare_loss_with_logprobs(case: Case, result: StepResult, tol: Tolerance, a
     )
 
 
-def compare_supervised_set(case: Case, result: StepResult, tol: Tolerance, locate: Locate, arm: str) -> list[Comparison]:
+def compare_supervised_set(case: Case, result: StepResult, tol: Tolerance, locate: Locate, arm: ArmId | str) -> list[Comparison]:
     """The tokens the engine backpropagated through must be exactly the loss mask, each weighted -1/|S|."""
     weights = result.dloss_dlogprobs
     assert weights is not None, "caller checks that the engine reports dloss_dlogprobs"

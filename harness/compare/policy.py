@@ -15,6 +15,7 @@ import math
 
 import torch
 
+from packcheck.harness.compare.arm_id import ArmId
 from packcheck.harness.compare.arms import Locate
 from packcheck.harness.compare.comparison import HARNESS, Arms, Comparison
 from packcheck.harness.compare.metrics import rel_nats
@@ -29,14 +30,14 @@ def describe_branch(case: Case, expected: Expected, sample: int, token: int) -> 
     return f"{Branch(int(tl.branch_T[token])).name.lower()}, r={float(tl.ratio_T[token]):.6g}, A={advantage:+.3g}"
 
 
-def compare_policy_loss(result: StepResult, expected: Expected, tol: Tolerance, arm: str) -> Comparison:
+def compare_policy_loss(result: StepResult, expected: Expected, tol: Tolerance, arm: ArmId | str) -> Comparison:
     return Comparison(
         arms=Arms(arm, HARNESS), quantity="loss", item="policy loss definition", metric="rel_nats", observed=rel_nats(result.loss, expected.loss),
         **tol.by("loss"), where=f"reported {result.loss:.12g}, the definition at the engine's log-probs gives {expected.loss:.12g}",
     )
 
 
-def compare_policy_weights(case: Case, result: StepResult, expected: Expected, tol: Tolerance, locate: Locate, arm: str) -> Comparison:
+def compare_policy_weights(case: Case, result: StepResult, expected: Expected, tol: Tolerance, locate: Locate, arm: ArmId | str) -> Comparison:
     scale = max(float(t.abs().max()) for t in expected.dloss_dlogprobs if t.numel())
     worst, where = 0.0, ""
     for i, (got, want) in enumerate(zip(result.dloss_dlogprobs, expected.dloss_dlogprobs)):
@@ -51,7 +52,7 @@ def compare_policy_weights(case: Case, result: StepResult, expected: Expected, t
                       observed=observed, **tol.by("dloss_dlogprobs"), where=where)
 
 
-def compare_clipped_set(case: Case, result: StepResult, expected: Expected, locate: Locate, arm: str) -> Comparison:
+def compare_clipped_set(case: Case, result: StepResult, expected: Expected, locate: Locate, arm: ArmId | str) -> Comparison:
     """Without a KL penalty, the loss tokens with weight zero (clipped) must be exactly the definition's: the clip
     bounds, the min/max branch and the ratio's old log-probs all show here, token by token. A clipped token's weight
     is exactly 0 in any dtype (the clip branch is a constant), so "zero" means zero to float64 precision."""
@@ -73,7 +74,7 @@ def compare_clipped_set(case: Case, result: StepResult, expected: Expected, loca
     )
 
 
-def compare_policy(case: Case, result: StepResult, tol: Tolerance, locate: Locate, arm: str) -> list[Comparison]:
+def compare_policy(case: Case, result: StepResult, tol: Tolerance, locate: Locate, arm: ArmId | str) -> list[Comparison]:
     """Every check of a policy-loss result against its definition, evaluated at the engine's own log-probs."""
     expected = expected_loss(case, result.logprobs)
     rows = [] if case.loss.entropy_coef else [compare_policy_loss(result, expected, tol, arm)]
@@ -86,7 +87,7 @@ def compare_policy(case: Case, result: StepResult, tol: Tolerance, locate: Locat
     return rows
 
 
-def compare_ratio_is_one(case: Case, result: StepResult, tol: Tolerance, locate: Locate, arm: str) -> Comparison:
+def compare_ratio_is_one(case: Case, result: StepResult, tol: Tolerance, locate: Locate, arm: ArmId | str) -> Comparison:
     """With old log-probs from the same policy, exp(logp - old) = 1 for every token of every sample."""
     worst, where = 0.0, ""
     for i, (lp, sample) in enumerate(zip(result.logprobs, case.samples)):
@@ -97,7 +98,7 @@ def compare_ratio_is_one(case: Case, result: StepResult, tol: Tolerance, locate:
                       **tol.by("logprobs"), where=where)
 
 
-def compare_entropy_term(case: Case, result: StepResult, expected: Expected, tol: Tolerance, arm: str) -> Comparison:
+def compare_entropy_term(case: Case, result: StepResult, expected: Expected, tol: Tolerance, arm: ArmId | str) -> Comparison:
     """E = (the definition without entropy - the reported loss) / entropy_coef is the aggregated entropy, a
     weighted sum of per-token entropies: 0 < E <= log(V) * sum(w).
 

@@ -27,6 +27,7 @@ from packcheck.harness.judging.evidence import (
     token_weight_problems,
     weights_verified,
 )
+from packcheck.harness.compare.arm_id import ArmId
 from packcheck.harness.judging.judgement import Judgement
 from packcheck.harness.judging.rounding import is_float64_truth, rounding_pattern
 
@@ -51,8 +52,8 @@ def wrong_token_set(j: Judgement, failed: list[Comparison], baseline: str | None
     if not sets:
         return None
     arms = sorted({c.arms.arm for c in sets})
-    if all(j.cases[name].layout.padding_side == "left" for name in arms):
-        return (f"only left-padded arms ({', '.join(arms)}) train on the wrong tokens: the loss mask is sliced from the "
+    if all(j.case(name).layout.padding_side == "left" for name in arms):
+        return (f"only left-padded arms ({', '.join(map(str, arms))}) train on the wrong tokens: the loss mask is sliced from the "
                 "wrong end when a padded row is unpacked (e.g. full_mask[-n:] = row_mask[:n])")
     if any("token 0" in c.where for c in sets):
         return ("a document's first token is in the loss (" + sets[0].where + "): a label crosses the packed boundary "
@@ -65,17 +66,17 @@ def wrong_count(j: Judgement, failed: list[Comparison], baseline: str | None) ->
     if not counts:
         return None
     arms = sorted({c.arms.arm for c in counts})
-    if all(j.cases[name].parallel.world_size > 1 for name in arms):
-        engine, harness = j.results[arms[0]].num_loss_tokens, j.cases[arms[0]].num_loss_tokens
-        return (f"the loss-token count is right in one process and wrong on the distributed arms {', '.join(arms)} (engine {engine}, "
+    if all(j.case(name).parallel.world_size > 1 for name in arms):
+        engine, harness = j.result(arms[0]).num_loss_tokens, j.case(arms[0]).num_loss_tokens
+        return (f"the loss-token count is right in one process and wrong on the distributed arms {', '.join(map(str, arms))} (engine {engine}, "
                 f"harness {harness}, x{engine / harness:.3g}): the trained tokens are right but the count is "
                 + ("all-reduced over more ranks than the data-parallel group (WORLD instead of DP)" if engine > harness
                    else "this rank's or shard's own, not summed over the data-parallel group"))
     if "fewer" in counts[0].where:
-        return f"the engine counted fewer loss tokens than the batch has on {', '.join(arms)} ({counts[0].where}): samples (a tail pack, overflow) dropped or truncated"
-    packed_only = all(j.cases[name].layout.kind is LayoutKind.PACKED for name in arms)  # an unpacked row has no boundary to cross
+        return f"the engine counted fewer loss tokens than the batch has on {', '.join(map(str, arms))} ({counts[0].where}): samples (a tail pack, overflow) dropped or truncated"
+    packed_only = all(j.case(name).layout.kind is LayoutKind.PACKED for name in arms)  # an unpacked row has no boundary to cross
     what = "labels across document boundaries, or padding," if packed_only else "padding tokens (not only packed rows: not boundary labels)"
-    return f"the engine counted more loss tokens than the batch has on {', '.join(arms)} ({counts[0].where}): {what} in the loss"
+    return f"the engine counted more loss tokens than the batch has on {', '.join(map(str, arms))} ({counts[0].where}): {what} in the loss"
 
 
 def wrong_token_weights(j: Judgement, failed: list[Comparison], baseline: str | None) -> str | None:
@@ -83,16 +84,16 @@ def wrong_token_weights(j: Judgement, failed: list[Comparison], baseline: str | 
     if not weights:
         return None
     arms = sorted({c.arms.arm for c in weights})
-    single = [name for name in arms if sum(map(len, j.cases[name].partition.per_rank)) == 1]
+    single = [name for name in arms if sum(map(len, j.case(name).partition.per_rank)) == 1]
     how = ("by something other than the global count even in one micro-batch" if single
            else "per micro-batch or rank, or by a constant, instead of its share of the global token count (mean of means, constant loss scale)")
-    return (f"{', '.join(arms)} train on exactly the loss mask's tokens but weight them wrongly ({weights[0].where}): the token-mean "
+    return (f"{', '.join(map(str, arms))} train on exactly the loss mask's tokens but weight them wrongly ({weights[0].where}): the token-mean "
             f"loss is normalised {how}")
 
 
-def _inconsistent_in(j: Judgement, failed: list[Comparison], quantity: str) -> list[str]:
+def _inconsistent_in(j: Judgement, failed: list[Comparison], quantity: str) -> list[ArmId]:
     """The arms on either side of the failing `quantity` rows whose reported loss is not what their own reported log-probs imply."""
-    sides = {name for c in failed if c.quantity == quantity for name in (c.arms.arm, c.arms.against) if name in j.results}
+    sides = {arm for c in failed if c.quantity == quantity for arm in (c.arms.arm, c.arms.against) if j.ran(arm)}
     return self_inconsistent(j, sorted(sides))
 
 
@@ -104,7 +105,7 @@ def reported_logprobs(j: Judgement, failed: list[Comparison], baseline: str | No
     if not inconsistent:  # log-probs that differ outside the loss only, with every loss consistent: no reporting claim
         return None
     return ("only the reported log-probs differ (between arms, or from the golden); the loss, token count, token weights and every "
-            f"gradient agree, and the reported loss of {', '.join(inconsistent)} is not the mean of its own reported log-probs: "
+            f"gradient agree, and the reported loss of {', '.join(map(str, inconsistent))} is not the mean of its own reported log-probs: "
             "the engine trains on the right log-probs and reports others, misaligned (shifted, or gathered from the wrong positions "
             "when rows are cut back into samples): a reporting bug, not the forward (not cross-document attention)")
 
@@ -114,7 +115,7 @@ def loss_disagrees_with_logprobs(j: Judgement, failed: list[Comparison], baselin
     arms = sorted({c.arms.arm for c in implied})
     if not implied or len(implied) != len(failed) or not all(weights_verified(j, name) for name in arms):
         return None
-    return (f"{', '.join(arms)} train on exactly the loss mask's tokens with the right weights, yet the reported loss is not the mean "
+    return (f"{', '.join(map(str, arms))} train on exactly the loss mask's tokens with the right weights, yet the reported loss is not the mean "
             "of the reported log-probs: one of the two is reported wrong (log-probs misaligned when rows are cut back into "
             "samples, or the loss logged with another normaliser), not the training; packed_vs_unpacked and "
             "microbatch_invariance tell which")
@@ -128,7 +129,7 @@ def reported_loss(j: Judgement, failed: list[Comparison], baseline: str | None) 
     if not inconsistent:
         return None
     return (f"only the reported loss differs; log-probs, token count, token weights and every gradient agree, and the reported loss "
-            f"of {', '.join(inconsistent)} is not the mean of its own reported log-probs: the loss the engine trains on is right and "
+            f"of {', '.join(map(str, inconsistent))} is not the mean of its own reported log-probs: the loss the engine trains on is right and "
             "the one it reports is not (logged with another normaliser: a mean of per-micro-batch, per-rank or per-shard means), "
             "a reporting bug, not the normalisation of the training loss or a per-shard count")
 

@@ -33,6 +33,7 @@ from packcheck.harness.compare import (
     compare_results,
     compare_supervised_set,
 )
+from packcheck.harness.compare.arm_id import ArmId
 from packcheck.harness.contract import Case, LossKind, Sample, StepResult
 from packcheck.harness.golden import GoldenProblem, load_golden
 from packcheck.harness.judging.golden_case import golden_case
@@ -55,12 +56,12 @@ def quantities(j: Judgement, failed: list[Comparison]) -> Quantities:
     failing_q: set[str] = set()
     compared: list[set[str]] = []
     for pair in dict.fromkeys(c.arms for c in failed if c.arms.against != HARNESS):
-        golden = golden_for(j, pair.arm) if pair.against == GOLDEN and pair.arm in j.results else None
-        if pair.against_arm and j.has(pair.arm, pair.against) and j.cases[pair.arm].samples == j.cases[pair.against].samples:
-            rows = compare_results(pair, j.results[pair.arm], j.results[pair.against], j.tolerance, j.locate(pair.arm),
-                                   optimizer=j.cases[pair.against].optimizer)
-        elif golden is not None and same_case(golden[0], j.cases[pair.arm]):
-            rows = compare_results(pair, j.results[pair.arm], golden[1], golden[2], j.locate(pair.arm), optimizer=golden[0].optimizer)
+        golden = golden_for(j, pair.arm) if pair.against == GOLDEN and j.ran(pair.arm) else None
+        if pair.against_arm and j.has(pair.arm, pair.against) and j.case(pair.arm).samples == j.case(pair.against).samples:
+            rows = compare_results(pair, j.result(pair.arm), j.result(pair.against), j.tolerance, j.locate(pair.arm),
+                                   optimizer=j.case(pair.against).optimizer)
+        elif golden is not None and same_case(golden[0], j.case(pair.arm)):
+            rows = compare_results(pair, j.result(pair.arm), golden[1], golden[2], j.locate(pair.arm), optimizer=golden[0].optimizer)
         else:
             rows = [c for c in failed if c.arms == pair]
         failing_q |= {c.quantity for c in rows if not c.passed}
@@ -69,10 +70,10 @@ def quantities(j: Judgement, failed: list[Comparison]) -> Quantities:
     return Quantities(failed=frozenset(failing_q), agreed=frozenset(agreed))
 
 
-def _harness_rows(j: Judgement, name: str) -> list[Comparison]:
+def _harness_rows(j: Judgement, name: ArmId) -> list[Comparison]:
     """An arm against the harness's reading of the loss mask: its count, and for the token-mean SFT loss (where
     every supervised token has a non-zero weight) the tokens it trained on and their weights, read from `dloss_dlogprobs`."""
-    case, result = j.cases[name], j.results[name]
+    case, result = j.case(name), j.result(name)
     rows = [compare_count(case, result, name)]
     if result.dloss_dlogprobs is not None and case.loss.kind is LossKind.SFT_TOKEN_MEAN:
         rows += compare_supervised_set(case, result, j.tolerance, j.locate(name), name)
@@ -81,30 +82,30 @@ def _harness_rows(j: Judgement, name: str) -> list[Comparison]:
 
 def token_set_problems(j: Judgement) -> list[Comparison]:
     """Every failing comparison of an arm's trained token set or loss-token count with the harness's."""
-    return [c for name in j.results for c in _harness_rows(j, name) if not c.passed and c.quantity != "dloss_dlogprobs"]
+    return [c for name in j.arms for c in _harness_rows(j, name) if not c.passed and c.quantity != "dloss_dlogprobs"]
 
 
 def token_weight_problems(j: Judgement) -> list[Comparison]:
     """Arms that train on exactly the harness's token set with weights other than -1/N."""
     rows = []
-    for name in j.results:
+    for name in j.arms:
         checked = _harness_rows(j, name)
         if all(c.passed for c in checked if c.quantity != "dloss_dlogprobs"):
             rows += [c for c in checked if c.quantity == "dloss_dlogprobs" and not c.passed]
     return rows
 
 
-def weights_verified(j: Judgement, name: str) -> bool:
+def weights_verified(j: Judgement, name: ArmId) -> bool:
     """Whether `name`'s trained tokens and their weights were read and equal the harness's."""
     checked = _harness_rows(j, name)
     return any(c.quantity == "dloss_dlogprobs" for c in checked) and all(c.passed for c in checked)
 
 
-def self_inconsistent(j: Judgement, arms: list[str] | None = None) -> list[str]:
+def self_inconsistent(j: Judgement, arms: list[ArmId] | None = None) -> list[ArmId]:
     """The arms whose reported loss differs from the loss their own reported log-probs imply."""
-    names = arms if arms is not None else list(j.results)
+    names = arms if arms is not None else j.arms
     return [name for name in names
-            if not compare_loss_with_logprobs(j.cases[name], j.results[name], j.tolerance, name).passed]
+            if not compare_loss_with_logprobs(j.case(name), j.result(name), j.tolerance, name).passed]
 
 
 def odd_one_out(j: Judgement, baseline: str, failed: list[Comparison]) -> list[str] | None:
@@ -112,7 +113,7 @@ def odd_one_out(j: Judgement, baseline: str, failed: list[Comparison]) -> list[s
     `baseline`, the other arms of the same samples span at least two mesh sizes, and they agree with each
     other on everything. None otherwise (with one other arm, or arms of one mesh size, a bug they share
     reads the same)."""
-    if baseline not in j.results or any(c.arms.against != baseline for c in failed if c.arms.against_arm):
+    if baseline not in j.results or any(c.arms.against != ArmId(baseline) for c in failed if c.arms.against_arm):
         return None
     samples = j.cases[baseline].samples
     others = [name for name in j.results if name != baseline and j.cases[name].samples == samples]
@@ -136,10 +137,10 @@ def same_case(golden_case: Case, case: Case) -> bool:
     return golden_case.with_(name=case.name, dtype=case.dtype, device=case.device, attention=case.attention).digest() == case.digest()
 
 
-def golden_for(j: Judgement, arm: str) -> tuple[Case, StepResult, Tolerance] | None:
+def golden_for(j: Judgement, arm: ArmId | str) -> tuple[Case, StepResult, Tolerance] | None:
     """The family's golden case, its stored result and the tolerance for `arm`'s dtype, read as golden_regression
     reads them; None when there is none (no golden, a stale or damaged one, no noise floor for the dtype)."""
-    family, dtype = j.setting.family, j.cases[arm].dtype
+    family, dtype = j.setting.family, j.case(arm).dtype
     case = golden_case(j.setting)
     try:
         golden = load_golden(family, case)

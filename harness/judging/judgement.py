@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from packcheck.harness.compare import Tolerance
+from packcheck.harness.compare.arm_id import ArmId, Role
 from packcheck.harness.contract import Case, ModelSpec, StepResult
 from packcheck.harness.contract.rows import describe_token
 
@@ -25,16 +26,42 @@ class Setting:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Judgement:
-    """What a judge sees: the arms that ran, their results, the tolerance, the setting."""
+    """What a judge sees: the engine's arms that ran and their results, by name; the oracle's arms, by the name of the
+    engine arm each checks; the tolerance; the setting. An arm is named by its ArmId, or by its name for an engine arm."""
 
     setting: Setting
     cases: Mapping[str, Case]
     results: Mapping[str, StepResult]
     tolerance: Tolerance
+    oracle_cases: Mapping[str, Case] = field(default_factory=dict)
+    oracle: Mapping[str, StepResult] = field(default_factory=dict)  # the oracle's result for the engine arm of that name
 
-    def locate(self, arm: str) -> Callable[[int, int], str]:
-        case = self.cases[arm]
+    def locate(self, arm: ArmId | str) -> Callable[[int, int], str]:
+        case = self.case(arm)
         return lambda sample, token: describe_token(case, sample, token)
 
-    def has(self, *arms: str) -> bool:
-        return all(arm in self.results for arm in arms)
+    def has(self, *arms: ArmId | str) -> bool:
+        return all(self.ran(arm) for arm in arms)
+
+    def ran(self, arm: ArmId | str) -> bool:
+        """Whether `arm` is an arm that ran (False for HARNESS and GOLDEN)."""
+        return isinstance(arm, (ArmId, str)) and _key(arm) in self._of(arm)[1]
+
+    def case(self, arm: ArmId | str) -> Case:
+        return self._of(arm)[0][_key(arm)]
+
+    def result(self, arm: ArmId | str) -> StepResult:
+        return self._of(arm)[1][_key(arm)]
+
+    @property
+    def arms(self) -> list[ArmId]:
+        """Every arm that ran: the engine's, then the oracle's."""
+        return [ArmId(name) for name in self.results] + [ArmId(name, Role.ORACLE) for name in self.oracle]
+
+    def _of(self, arm: ArmId | str) -> tuple[Mapping[str, Case], Mapping[str, StepResult]]:
+        oracle = isinstance(arm, ArmId) and arm.role is Role.ORACLE
+        return (self.oracle_cases, self.oracle) if oracle else (self.cases, self.results)
+
+
+def _key(arm: ArmId | str) -> str:
+    return arm.name if isinstance(arm, ArmId) else arm

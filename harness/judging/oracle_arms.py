@@ -14,18 +14,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping
 
+from packcheck.harness.compare.arm_id import ArmId
 from packcheck.harness.contract import Case, LossKind, LossSpec, StepResult
 
-ORACLE_PREFIX = "oracle/"
 WEIGHTED = LossSpec(kind=LossKind.WEIGHTED_LOGPROB_SUM)
-
-
-def oracle_name(arm: str) -> str:
-    return ORACLE_PREFIX + arm
-
-
-def is_oracle(arm: str) -> bool:
-    return arm.startswith(ORACLE_PREFIX)
 
 
 def oracle_case(case: Case, result: StepResult) -> Case:
@@ -33,11 +25,10 @@ def oracle_case(case: Case, result: StepResult) -> Case:
     assert result.dloss_dlogprobs is not None, "only an arm whose engine reports dloss_dlogprobs has an oracle"
     samples = tuple(dataclasses.replace(sample, logprob_weights=tuple(w.double().tolist()))
                     for sample, w in zip(case.samples, result.dloss_dlogprobs))
-    return case.with_(name=oracle_name(case.name), samples=samples, loss=WEIGHTED, dtype="float64", device="cpu", attention="auto",
+    return case.with_(name=str(ArmId(case.name).oracle), samples=samples, loss=WEIGHTED, dtype="float64", device="cpu", attention="auto",
                       optimizer=None)
 
 
 def oracle_arms(cases: Mapping[str, Case], results: Mapping[str, StepResult]) -> dict[str, Case]:
-    """One oracle arm per engine arm that reported its per-token weights."""
-    return {oracle_name(name): oracle_case(cases[name], result) for name, result in results.items()
-            if not is_oracle(name) and result.dloss_dlogprobs is not None}
+    """One oracle arm per engine arm that reported its per-token weights, by the engine arm's name."""
+    return {name: oracle_case(cases[name], result) for name, result in results.items() if result.dloss_dlogprobs is not None}

@@ -29,11 +29,11 @@ from packcheck.harness.compare import (
     compare_tensors,
     tolerance_for,
 )
+from packcheck.harness.compare.arm_id import ArmId, Role
 from packcheck.harness.compare.arms import compare_dloss_dlogprobs
 from packcheck.harness.golden import GoldenProblem, load_golden
 from packcheck.harness.judging.document_drift import drift_by_document
 from packcheck.harness.judging.judgement import Judgement
-from packcheck.harness.judging.oracle_arms import is_oracle, oracle_name
 from packcheck.harness.judging.truth import truth_tolerance
 
 # the share of gradient tensors that must be off beyond float64 rounding for the error to count as spread
@@ -45,7 +45,7 @@ LOWER = "float32"  # the internal precision the pattern names
 class RoundingPattern:
     """An arm's float64 result against the golden, read for float32 rounding inside the engine."""
 
-    arm: str
+    arm: ArmId
     worst_of_float32: float  # the largest error / float32 allowance over every comparison: <= 1 is within float32 rounding
     worst_row: str  # that comparison, in words
     grads_off: int  # gradient tensors off by more than the float64 tolerance
@@ -74,21 +74,21 @@ def float32_allowance(family: str):
     return truth_tolerance(family, LOWER, TOLERANCES[LOWER])
 
 
-def is_float64_truth(against: str) -> bool:
+def is_float64_truth(against: ArmId | str) -> bool:
     """Whether an arm judged against `against` is judged against float64 truth (the golden, an oracle arm)."""
-    return against == GOLDEN or is_oracle(against)
+    return against == GOLDEN or (isinstance(against, ArmId) and against.role is Role.ORACLE)
 
 
-def rounding_pattern(j: Judgement, arm: str) -> RoundingPattern | None:
+def rounding_pattern(j: Judgement, arm: ArmId) -> RoundingPattern | None:
     """`arm`, run at float64, against its float64 truth (its oracle arm, else the golden of the family's golden
     case), read for float32 rounding; None where it does not apply (another dtype, no truth, no float32 noise floor)."""
-    case, result = j.cases[arm], j.results[arm]
+    case, result = j.case(arm), j.result(arm)
     if case.dtype != "float64":
         return None
     try:
         allowance = float32_allowance(j.setting.family)
-        if oracle_name(arm) in j.results:  # compared as gradient_oracle compares
-            truth, pair = j.results[oracle_name(arm)], Arms(arm, oracle_name(arm))
+        if j.ran(arm.oracle):  # compared as gradient_oracle compares
+            truth, pair = j.result(arm.oracle), Arms(arm, arm.oracle)
             rows = [compare_logprobs(pair, result, truth, allowance, j.locate(arm)),
                     *compare_dloss_dlogprobs(pair, result, truth, allowance, j.locate(arm)),
                     *compare_tensors(pair, "grad", result.grads, truth.grads, allowance)]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from packcheck.harness.compare import HARNESS, NOT_ARMS, Arms
+from packcheck.harness.compare import HARNESS, NOT_ARMS
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.contract.rows import layout_rows
 from packcheck.harness.losses import expected_loss
@@ -33,7 +33,8 @@ MAX_STRIPS = 3  # per verdict: the worst failing per-token comparisons
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TokenErrors:
-    arms: Arms
+    arms: str  # "arm vs against", for people
+    against: str  # the row's `against`: another saved arm's name, or HARNESS
     quantity: str  # logprobs | dloss_dlogprobs
     case: Case  # the arm whose layout places the tokens in rows
     errors: list[list[float] | None]  # [sample][token]; None: the sample is not compared
@@ -45,14 +46,15 @@ class TokenErrors:
     def what(self) -> str:
         if self.quantity == "logprobs":
             return "log-prob error |observed - reference| (nats)"
-        if self.arms.against == HARNESS:
+        if self.against == HARNESS:
             return f"loss-weight error |d loss/d logprob - expected| / max |expected| (expected: {self.expectation})"
         return "loss-weight error |d loss/d logprob - reference| / max |reference|"
 
 
 @dataclass(frozen=True, slots=True)
 class _Choice:
-    arms: Arms
+    arm: str  # the rows' `arm` and `against`: the names the run saved the arms under (or HARNESS)
+    against: str
     quantity: str
     threshold: float
     failed: bool
@@ -77,7 +79,7 @@ def _choose(rows: pd.DataFrame) -> list[_Choice]:
         else:
             continue
         margin = max(math.inf if math.isnan(m) else m for m in group["margin"])
-        choices.append(_Choice(Arms(arm, against), quantity, float(by_quantity[quantity]["threshold"].iloc[0]), is_failed, margin))
+        choices.append(_Choice(arm, against, quantity, float(by_quantity[quantity]["threshold"].iloc[0]), is_failed, margin))
     choices.sort(key=lambda c: (not c.failed, -c.margin))
     failing = [c for c in choices if c.failed]
     return failing[:MAX_STRIPS] if failing else choices[:1]
@@ -108,12 +110,12 @@ def token_errors(saved: SavedArms, rows: pd.DataFrame) -> list[TokenErrors]:
     """The per-token errors of a verdict's worst per-token comparisons (at most MAX_STRIPS)."""
     found = []
     for choice in _choose(rows):
-        observed = saved.get(choice.arms.arm)
+        observed = saved.get(choice.arm)
         if observed is None:
             continue
         layout, expectation, errors = observed[0], "", None
-        if choice.arms.against_arm:
-            reference = saved.get(choice.arms.against)
+        if choice.against not in NOT_ARMS:
+            reference = saved.get(choice.against)
             errors = None if reference is None else _pair_errors(choice.quantity, observed, reference)
             if reference is not None and choice.quantity == "logprobs":
                 layout = min((observed[0], reference[0]), key=lambda case: len(list(layout_rows(case))))
@@ -123,6 +125,6 @@ def token_errors(saved: SavedArms, rows: pd.DataFrame) -> list[TokenErrors]:
             errors = _difference(result.dloss_dlogprobs, expected.dloss_dlogprobs, case, case, _scale(expected.dloss_dlogprobs))
             expectation = expected.describe(case)
         if errors is not None:
-            found.append(TokenErrors(arms=choice.arms, quantity=choice.quantity, case=layout, errors=errors,
+            found.append(TokenErrors(arms=f"{choice.arm} vs {choice.against}", against=choice.against, quantity=choice.quantity, case=layout, errors=errors,
                                      threshold=choice.threshold, failed=choice.failed, expectation=expectation))
     return found

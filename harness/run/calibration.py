@@ -7,11 +7,11 @@ rounding noise. Over many seeds their maximum per tolerance field is the dtype's
 the tolerance a verdict applies is a factor above it (harness/compare/tolerances.py).
 
 What is measured, from results.json rows, each of which carries the bound that judged it
-(harness/compare/bound.py):
+(harness/compare/bound.py) and its arms' roles and passes (harness/compare/arm_id.py):
 - `floors`: per tolerance field, the comparisons the dtype's calibrated table judged (bound source
   `calibrated_floor`): arm against arm, or against the harness's definition, on the run's device.
-  Arms relocated to the CPU in float64 were judged by float64's table and measure nothing about the
-  dtype; comparisons judged by a rule or a scenario's own bound (goldens, the float64 oracle) are
+  Arms relocated to the CPU in float64 (`arm_pass`/`against_pass` cpu_float64) measure nothing about
+  the dtype; comparisons judged by a rule or a scenario's own bound (goldens, the float64 oracle) are
   left out too.
 - `against_float64`: the gradient oracle's comparisons (an arm against the same arm in float64): the
   engine's own error against the exact answer, which golden_regression's noise factor bounds.
@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from packcheck.harness.compare import Pass, Role
 from packcheck.harness.compare.bound import Source
 from packcheck.harness.compare.tolerances import NOISE_FLOORS, NOISE_QUANTITIES
 from packcheck.harness.errors import InputError
-from packcheck.harness.judging.oracle_arms import is_oracle
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,10 +118,10 @@ def samples(rows: Iterable[Mapping], seed: int) -> tuple[list[Sample], list[Samp
             raise OldResults("these results predate the bound each comparison records (rows without 'bound'): "
                              "run them again with this packcheck (packcheck calibrate --engine ... --seeds ...)")
         field = row["bound"]["field"]
-        if field not in NOISE_QUANTITIES:
+        if field not in NOISE_QUANTITIES or Pass.CPU_LOGIC.value in (row["arm_pass"], row["against_pass"]):
             continue
         sample = Sample(field=field, observed=observed(row), seed=seed, row=row)
-        if is_oracle(row["against"]):
+        if row.get("against_role") == Role.ORACLE.value:
             oracle.append(sample)
         elif row["bound"]["source"] == Source.CALIBRATED.value:
             judged.append(sample)

@@ -2,23 +2,24 @@
 
 An engine that returns NaN on one arm (the classic: a micro-batch without loss tokens divides 0 by
 0) used to end the verdict there, with nothing compared, nothing saved and nothing pointing at the
-cause. Now the runner collects such arms here and goes on: the valid arms are judged against each
-other as if the invalid ones had been skipped (when every invalid arm is optional and no later arm
-is built from it), every arm is saved (the invalid one with its result where it could be kept, and
-invalid.json listing its problems), and the verdict fails all the same, its diagnosis naming first
-the arm's micro-batches that have no loss tokens, which the contract requires an engine to handle.
+cause. Now an invalid arm of a plan's first stage is an outcome like any other and the rest still
+run: the valid arms are judged against each other as if the invalid ones had been skipped (when
+every invalid arm is optional and no later arm is built from it: blocks_judging), every arm is
+saved (the invalid one with its result where it could be kept, and invalid.json listing its
+problems), and the verdict fails all the same (harness/run/conclusion.py), its diagnosis naming
+first the arm's micro-batches that have no loss tokens, which the contract requires an engine to
+handle. Here: what such arms are said and saved as.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 
-from packcheck.harness.compare import Comparison
-from packcheck.harness.contract import Case, StepResult
+from packcheck.harness.contract import Case
 from packcheck.harness.engines import Problem, ProblemKind, problems_json
-from packcheck.harness.run.verdict import ERROR, FAIL, Verdict
+from packcheck.harness.run.outcomes import ArmOutcome, Kind
 from packcheck.harness.scenarios import Scenario
 
 INVALID_FILE = "invalid.json"  # beside an invalid arm's case.json in the run's saved arms: its problems
@@ -50,37 +51,26 @@ def _one_line(alike: list[Problem]) -> str:
     return f"result.{first.field}: {len(alike)} tensors have non-finite values (NaN/inf), e.g. [{first.tensor!r}] ({first.count} values)"
 
 
-@dataclass(kw_only=True, slots=True)
-class InvalidArm:
-    problems: list[Problem]  # every way the result breaks the contract (validate_result's)
-    comparison: Comparison  # the verdict's row for it: quantity "result", metric "invalid"
-    detail: str  # the problems as the verdict's detail prints them
-    result: StepResult | None = None  # the result itself, where the engine's processes could still save it
-
-    @property
-    def non_finite(self) -> bool:
-        return any(p.kind is ProblemKind.NON_FINITE for p in self.problems)
+def non_finite(problems: Iterable[Problem]) -> bool:
+    return any(p.kind is ProblemKind.NON_FINITE for p in problems)
 
 
-@dataclass(kw_only=True, slots=True)
-class InvalidArms:
-    arms: dict[str, InvalidArm] = field(default_factory=dict)
-    valid: dict[str, StepResult] | None = None  # the arms that ran and returned a valid result, beside these
-    blocked: str | None = None  # why the valid arms cannot be judged without these (blocks_judging), None when they can
+def blocks_judging(scenario: Scenario, outcomes: Iterable[ArmOutcome]) -> str | None:
+    """Why the valid arms of the first stage cannot be judged without its invalid ones (a sentence), or None when they can."""
+    outcomes = list(outcomes)
+    required = sorted(o.arm for o in outcomes if o.kind is Kind.INVALID and not scenario.optional(o.arm))
+    if not any(o.kind is Kind.RAN for o in outcomes):
+        return "No arm returned a valid result: nothing is left to compare"
+    if required:
+        return f"The other arms were not compared: arm {required[0].local!r} is the one they are judged against"
+    if len(scenario.stages) > 1:
+        return "The other arms were not compared: the scenario's later arms are built from every arm's result"
+    return None
 
-    def __bool__(self) -> bool:
-        return bool(self.arms)
 
-    def blocks_judging(self, scenario: Scenario, valid: dict[str, StepResult]) -> str | None:
-        """Why the valid arms cannot be judged without the invalid ones (a sentence), or None when they can."""
-        required = sorted(set(self.arms) - scenario.optional_arms)
-        if not valid:
-            return "No arm returned a valid result: nothing is left to compare"
-        if required:
-            return f"The other arms were not compared: arm {required[0]!r} is the one they are judged against"
-        if scenario.follow_up is not None or scenario.oracle is not None:
-            return "The other arms were not compared: the scenario's later arms are built from every arm's result"
-        return None
+def invalid_detail(outcome: ArmOutcome) -> str:
+    """An invalid arm's problems as the verdict's detail prints them, after the arm's name."""
+    return "the engine returned an invalid StepResult:\n  - " + "\n  - ".join(summarise(list(outcome.problems)))
 
 
 def empty_micro_batches(case: Case) -> list[str]:
@@ -95,49 +85,32 @@ def empty_micro_batches(case: Case) -> list[str]:
     return found
 
 
-def invalid_diagnosis(arms: InvalidArms, cases: dict[str, Case]) -> str:
+def invalid_diagnosis(invalid: Iterable[ArmOutcome]) -> str:
     """The likely cause of the invalid arms, most specific first: a NaN beside a micro-batch without loss tokens; arms
     broken the same way are named together."""
     lines, alike = [], {}
-    for name, arm in arms.arms.items():
-        empty = empty_micro_batches(cases[name]) if arm.non_finite else []
+    for outcome in invalid:
+        nan = non_finite(outcome.problems)
+        empty = empty_micro_batches(outcome.case) if nan else []
         if empty:
-            lines.append(f"{' and '.join(empty)} of arm {name!r} {'has' if len(empty) == 1 else 'have'} no loss tokens and the arm's "
-                         f"result is not finite ({arm.problems[0].sentence}); {CONTRACT_SENTENCE}")
+            lines.append(f"{' and '.join(empty)} of arm {outcome.arm.local!r} {'has' if len(empty) == 1 else 'have'} no loss tokens and "
+                         f"the arm's result is not finite ({outcome.problems[0].sentence}); {CONTRACT_SENTENCE}")
         else:
-            alike.setdefault((arm.non_finite, arm.problems[0].sentence), []).append(name)
-    for (non_finite, problem), names in alike.items():
+            alike.setdefault((nan, outcome.problems[0].sentence), []).append(outcome.arm.local)
+    for (nan, problem), names in alike.items():
         which = f"arm{'s' * (len(names) > 1)} {', '.join(map(repr, names))}"
         lines.append(f"{which} returned non-finite values ({problem}) although every micro-batch has loss tokens: look for a "
-                     "division by a count that can be zero on a rank or shard, or an overflow" if non_finite
+                     "division by a count that can be zero on a rank or shard, or an overflow" if nan
                      else f"the engine broke the result contract on {which}: {problem}")
     return "; ".join(lines)
 
 
-def conclude(verdict: Verdict, arms: InvalidArms, cases: dict[str, Case], blocked: str | None) -> None:
-    """Fold the invalid arms into `verdict` after the valid ones were judged (or not, `blocked` says why): it fails,
-    whatever they showed, and its diagnosis names the invalid arms' cause first, then what the valid arms showed."""
-    judged = verdict.comparisons
-    cause = invalid_diagnosis(arms, cases)
-    if blocked is not None:
-        cause += f". {blocked}"
-    elif verdict.status == ERROR:
-        cause += f". Judging the valid arms went wrong too: {verdict.diagnosis}"
-    elif any(not c.passed for c in judged):
-        cause += f". The valid arms disagree too: {verdict.diagnosis}"
-    else:
-        cause += f". The valid arms agree within tolerance ({len(judged)} comparisons)"
-    verdict.status, verdict.diagnosis = FAIL, cause
-    verdict.comparisons = judged + [arm.comparison for arm in arms.arms.values()]
-    verdict.detail = "".join(arm.detail + "\n" for arm in arms.arms.values()) + verdict.detail
-
-
-def save_invalid_arms(directory: Path, arms: InvalidArms, cases: dict[str, Case]) -> None:
+def save_invalid_arms(directory: Path, invalid: Iterable[ArmOutcome]) -> None:
     """Each invalid arm beside the valid ones: its Case, its problems (invalid.json) and its result where it was kept."""
-    for name, arm in arms.arms.items():
-        path = directory / name
+    for outcome in invalid:
+        path = directory / str(outcome.arm)
         path.mkdir(parents=True, exist_ok=True)
-        if arm.result is not None:
-            arm.result.save(path)
-        (path / "case.json").write_text(json.dumps(cases[name].to_json(), indent=1))
-        (path / INVALID_FILE).write_text(json.dumps(problems_json(arm.problems), indent=1))
+        if outcome.result is not None:
+            outcome.result.save(path)
+        (path / "case.json").write_text(json.dumps(outcome.case.to_json(), indent=1))
+        (path / INVALID_FILE).write_text(json.dumps(problems_json(list(outcome.problems)), indent=1))

@@ -19,19 +19,18 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Iterable, Mapping
+from typing import Mapping, Sequence
 
-from packcheck.harness.compare import Arms, Comparison
-from packcheck.harness.contract import Case, StepResult
+from packcheck.harness.compare import ArmId, Pass
+from packcheck.harness.contract import Case
 from packcheck.harness.launch.capacity import cannot_host
 from packcheck.harness.models.sizes import TINY
+from packcheck.harness.run.conclusion import Note, PassVerdict, reason
 from packcheck.harness.run.inputs import Inputs
-from packcheck.harness.run.verdict import ERROR, FAIL, HANG, PASS, UNSUPPORTED, Verdict
+from packcheck.harness.run.verdict import PASS, UNSUPPORTED, Verdict
 from packcheck.harness.scenarios import Scenario, Setting
 
 LOGIC_DEVICE, LOGIC_DTYPE = "cpu", "float64"
-PREFIX = f"{LOGIC_DEVICE}_{LOGIC_DTYPE}/"
-NOTHING_TO_COMPARE = "no arm beyond the baseline is supported by the engine: nothing to compare"
 
 
 def needs_more_gpus(case: Case) -> bool:
@@ -58,34 +57,42 @@ def logic_note(setting: Setting, logic: Setting) -> str:
 
 def required_arm_moves(scenario: Scenario, cases: Mapping[str, Case]) -> bool:
     """A required or single-process arm the machine cannot host (no GPU visible at all): then every arm runs on the CPU."""
-    return any(needs_more_gpus(case) for name, case in cases.items() if name not in scenario.optional_arms or case.parallel.world_size == 1)
+    return any(needs_more_gpus(case) for name, case in cases.items() if not scenario.optional(ArmId(name)) or case.parallel.world_size == 1)
 
 
-def renamed(comparison: Comparison) -> Comparison:
-    arms = comparison.arms
-    return dataclasses.replace(comparison, arms=Arms(PREFIX + arms.arm, PREFIX + arms.against if arms.against_arm else arms.against))
+def placed(cell: Verdict, main: PassVerdict | None, logic: PassVerdict | None, moved: Sequence[ArmId], relocated: Sequence[str]) -> Verdict:
+    """The cell's verdict from its passes: the run's own (`main`; None where a required arm cannot be hosted) and the CPU
+    float64 pass (`logic`; None where it did not run), side by side, the status the worse of the two. `moved`: the
+    arms pass 1 left for the CPU; `relocated`: the arms the CPU pass ran for want of GPUs."""
+    if logic is None:
+        return only_pass(cell, main, moved)
+    here = main is not None
+    notes = [] if not here else list(main.notes if logic.comparisons else main.with_nothing_to_compare())  # pass 2 compared the arms that moved
+    notes += [Note(f"[{Pass.CPU_LOGIC.value}] {line}\n") for line in "".join(map(str, logic.with_nothing_to_compare())).strip().splitlines()]
+    first = main if here else logic
+    status, diagnosis = (UNSUPPORTED, main.diagnosis if here else "")
+    if first.failed:
+        status, diagnosis = first.status, first.diagnosis
+    elif logic.failed:
+        status, diagnosis = logic.status, f"(arms on {LOGIC_DEVICE} {LOGIC_DTYPE}) {logic.diagnosis}"
+    elif PASS in (logic.status, main.status if here else None):
+        status = PASS
+    skipped = (main.skipped if here else ()) + logic.skipped
+    arms_run = Counter(main.arms_run if here else {}) + Counter(logic.arms_run)
+    return dataclasses.replace(cell, status=status, diagnosis=diagnosis, skipped_arms=tuple(map(str, skipped)),
+                               comparisons=(main.comparisons if here else ()) + logic.comparisons, relocated_arms=tuple(sorted(relocated)),
+                               arms_run=dict(arms_run), detail="".join(map(str, notes)), reason=reason(notes) if status == UNSUPPORTED else "")
 
 
-def arms_run(cases: Mapping[str, Case], results: Mapping[str, StepResult] | None) -> Counter:
-    return Counter(f"{cases[name].device} {cases[name].dtype}" for name in (results or {}))
-
-
-def merge(verdict: Verdict, logic: Verdict, moved: Iterable[str], here: bool) -> None:
-    """Pass 2's verdict `logic` into `verdict` (pass 1's, or an empty one where `here` is False): comparisons,
-    skipped arms and details side by side, the status the worse of the two."""
-    verdict.relocated_arms = sorted(moved)
-    if logic.comparisons:  # pass 1 had nothing beyond its baseline; pass 2 compared the arms that moved
-        verdict.detail = verdict.detail.replace(NOTHING_TO_COMPARE, "")
-    verdict.comparisons = (verdict.comparisons if here else []) + [renamed(c) for c in logic.comparisons]
-    verdict.skipped_arms += [PREFIX + name for name in logic.skipped_arms]
-    if logic.detail:
-        verdict.detail += "".join(f"[{PREFIX.rstrip('/')}] {line}\n" for line in logic.detail.strip().splitlines())
-    first = verdict if here else logic
-    if first.status in (FAIL, ERROR, HANG):
-        verdict.status, verdict.diagnosis = first.status, first.diagnosis
-    elif logic.status in (FAIL, ERROR, HANG):
-        verdict.status, verdict.diagnosis = logic.status, f"(arms on {LOGIC_DEVICE} {LOGIC_DTYPE}) {logic.diagnosis}"
-    elif PASS in (logic.status, verdict.status if here else None):
-        verdict.status = PASS
-    else:
-        verdict.status = UNSUPPORTED
+def only_pass(cell: Verdict, main: PassVerdict, moved: Sequence[ArmId]) -> Verdict:
+    """The verdict of the run's own pass alone: no arm moved, the verdict ended before the CPU pass, or that pass is off."""
+    notes, skipped = list(main.with_nothing_to_compare()), main.skipped
+    arms = ", ".join(map(str, moved))
+    if moved and not main.judged:
+        notes.append(Note(f"arms {arms} (more ranks than this machine has GPUs) were not run on the CPU: the verdict ended first\n"))
+    elif moved:
+        skipped += tuple(moved)
+        notes.append(Note(f"arms {arms} (more ranks than this machine has GPUs) were skipped: the CPU pass is off\n"))
+    return dataclasses.replace(cell, status=main.status, diagnosis=main.diagnosis, comparisons=main.comparisons,
+                               skipped_arms=tuple(map(str, skipped)), arms_run=dict(main.arms_run), detail="".join(map(str, notes)),
+                               reason=reason(notes) if main.status == UNSUPPORTED else "")

@@ -1,5 +1,5 @@
-"""Run one scenario against one engine: build the arms, run them in the engine's own processes,
-validate, judge, diagnose.
+"""Run one scenario against one engine: execute its plan's stages in the engine's own processes, judge the arms,
+and conclude the verdict from what happened.
 
 Every arm runs in a launch of the engine (harness/launch: world 1 and dp x cp meshes alike), kept
 warm in a LaunchPool across the arms, scenarios and families of a run; the harness's process runs
@@ -8,38 +8,39 @@ wrong becomes a verdict, never an exception out of here: an arm outside its decl
 unsupported (optional arms: skipped, and named); UnsupportedCase for a case it declared
 supported, a crash, an exit or a signal on any rank -> error with what happened; a hang -> hang
 with every rank's state; an invalid StepResult -> fail naming every broken field.
+
+The steps, each its own module: execution.py runs a pass of the plan into typed arm outcomes;
+judge.py judges them; conclusion.py concludes the pass from that data; placement.py combines the
+run's own pass with the CPU float64 pass (arms with more ranks than the machine has GPUs). Here:
+which passes run, the files a verdict writes (saved arms, a failing golden's `.obtained`), and
+the known findings.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import re
 import tempfile
 import time
-import traceback
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from packcheck.harness.collectives import unused_mesh
-from packcheck.harness.compare import HARNESS, Arms, Comparison, tolerance_for
+from packcheck.harness.compare import ArmId, Pass, tolerance_for
 from packcheck.harness.contract import Case, StepResult
-from packcheck.harness.engines import Engine, EngineInfo, InvalidResult, Problem, finding_for, validate_result
+from packcheck.harness.engines import Engine, EngineInfo, finding_for
 from packcheck.harness.golden import write_obtained
-from packcheck.harness.launch import ERROR as LAUNCH_ERROR
-from packcheck.harness.launch import HANG as LAUNCH_HANG
-from packcheck.harness.launch import INVALID as LAUNCH_INVALID
-from packcheck.harness.launch import UNSUPPORTED as LAUNCH_UNSUPPORTED
-from packcheck.harness.launch import CaseOutcome, ErrorKind, LaunchFailed, LaunchPool, engine_spec
-from packcheck.harness.launch.capacity import cannot_host
+from packcheck.harness.launch import LaunchFailed, LaunchPool, engine_spec
 from packcheck.harness.provenance import provenance
 from packcheck.harness.run import placement
+from packcheck.harness.run.conclusion import Note, PassVerdict, conclude_pass, first_error_line, judgeable, reason
+from packcheck.harness.run.execution import Execution, execute
 from packcheck.harness.run.inputs import Inputs
-from packcheck.harness.run.invalid_arms import InvalidArm, InvalidArms, conclude, save_invalid_arms, summarise
+from packcheck.harness.run.invalid_arms import save_invalid_arms
+from packcheck.harness.run.judge import Judged, judge, judgement
+from packcheck.harness.run.outcomes import Kind
 from packcheck.harness.run.verdict import ERROR, FAIL, HANG, PASS, UNSUPPORTED, Verdict
-from packcheck.harness.scenarios import Judgement, Scenario, Setting
-from packcheck.harness.scenarios.base import ORACLE_ENGINE
+from packcheck.harness.scenarios import Scenario, Setting
 
 DEFAULT_TIMEOUT = 600.0
 
@@ -59,119 +60,6 @@ def setting_for(family: str, dtype: str, device: str, attention: str = "auto", i
     return inputs.setting(family, dtype, device, attention)
 
 
-class ArmProblem(Exception):
-    """An arm ended the verdict: `status` and `detail` say how (`problems`: an invalid result's, field by field)."""
-
-    def __init__(self, status: str, detail: str, comparison: Comparison | None = None, problems: list[Problem] | None = None):
-        super().__init__(detail)
-        self.status, self.detail, self.comparison, self.problems = status, detail, comparison, problems
-
-
-def invalid(name: str, problems: list[Problem]) -> ArmProblem:
-    comparison = Comparison(arms=Arms(name, HARNESS), quantity="result", item="", metric="invalid",
-                            observed=float(len(problems)), threshold=0.0, where=problems[0].sentence)
-    lines = "\n  - ".join(p.sentence for p in problems)
-    return ArmProblem(FAIL, f"arm {name!r}: the engine returned an invalid StepResult:\n  - {lines}", comparison, problems)
-
-
-def accept(engine: EngineInfo, name: str, case: Case, outcome: CaseOutcome) -> StepResult | None:
-    """The arm's result, validated again here; None when the engine itself declined the case."""
-    if outcome.status == LAUNCH_UNSUPPORTED:
-        return None
-    if outcome.status == LAUNCH_INVALID:
-        raise invalid(name, outcome.invalid)
-    if outcome.status == LAUNCH_HANG:
-        raise ArmProblem(HANG, f"arm {name!r} ({case.describe()}):\n{outcome.hang.describe()}")
-    if outcome.status == LAUNCH_ERROR and outcome.error_kind is ErrorKind.UNSUPPORTED_CASE:
-        raise ArmProblem(ERROR, f"arm {name!r}: the engine raised UnsupportedCase for a case its capabilities declare supported: "
-                                f"fix the declaration or the engine.\n{outcome.error}")
-    if outcome.status == LAUNCH_ERROR:
-        raise ArmProblem(ERROR, f"arm {name!r} ({case.describe()}) failed:\n{outcome.error}")
-    try:
-        result = validate_result(engine.name, case, outcome.result)
-    except InvalidResult as err:
-        raise invalid(name, err.problems) from None
-    if case.parallel.world_size > 1:
-        problems = unused_mesh(case.parallel, int(case.model.config["num_hidden_layers"]), result.collectives or [])
-        if problems:
-            raise ArmProblem(FAIL, f"arm {name!r} ({case.describe()}) did not run on its mesh:\n  - " + "\n  - ".join(problems),
-                             Comparison(arms=Arms(name, HARNESS), quantity="mesh", item=case.parallel.describe(), metric="unused",
-                                        observed=float(len(problems)), threshold=0.0, where=problems[0]))
-    return result
-
-
-DIAGNOSES = {
-    FAIL: lambda problem: (f"the engine did not run the arm on its mesh: {problem.comparison.where}" if problem.comparison.quantity == "mesh"
-                           else f"the engine broke the result contract: {problem.comparison.where}"),
-    ERROR: lambda problem: "the engine crashed: " + first_error_line(problem.detail),
-    HANG: lambda problem: "a collective never completed on some rank (deadlock): see the per-rank states and stacks",
-}
-
-
-def run_arms(engine: EngineInfo, scenario: Scenario, cases: dict[str, Case], verdict: Verdict,
-             pool: LaunchPool, invalid: InvalidArms | None = None) -> dict[str, StepResult] | None:
-    """Run every arm the engine supports; on a problem fill `verdict` in and return None. With `invalid`, an
-    arm whose result breaks the contract goes there instead and the other arms still run."""
-    runnable = {}
-    for name, case in cases.items():
-        reason = engine.unsupported_reason(case) or cannot_host(case)
-        if reason is None:
-            runnable[name] = case
-        elif not skip(verdict, scenario, name, reason):
-            return None
-    results: dict[str, StepResult] = {}
-    try:
-        for name, case in sorted(runnable.items(), key=lambda item: item[1].parallel.world_size):  # fewer launch switches
-            outcome = pool.run(engine.spec, case)
-            try:
-                result = accept(engine, name, case, outcome)
-            except ArmProblem as problem:
-                if invalid is None or problem.problems is None:
-                    raise
-                detail = f"arm {name!r}: the engine returned an invalid StepResult:\n  - " + "\n  - ".join(summarise(problem.problems))
-                invalid.arms[name] = InvalidArm(problems=problem.problems, comparison=problem.comparison, detail=detail,
-                                                result=outcome.invalid_result if outcome.result is None else outcome.result)
-                continue
-            if result is None and not skip(verdict, scenario, name, f"the engine declines it: {outcome.unsupported}"):
-                return None
-            if result is not None:
-                results[name] = result
-    except ArmProblem as problem:
-        verdict.status, verdict.detail = problem.status, verdict.detail + problem.detail
-        verdict.diagnosis = DIAGNOSES[problem.status](problem)
-        if problem.comparison is not None:
-            verdict.comparisons.append(problem.comparison)
-        return None
-    return {name: results[name] for name in cases if name in results}
-
-
-def run_oracle_arms(scenario: Scenario, cases: dict[str, Case], results: dict[str, StepResult], verdict: Verdict,
-                    pool: LaunchPool) -> dict[str, StepResult] | None:
-    """The oracle's arms on ORACLE_ENGINE, added to the engine's results; a failure there is packcheck's, and says so."""
-    try:
-        oracle = pool.engine_info(ORACLE_ENGINE, "cpu")
-    except LaunchFailed as failed:
-        verdict.status, verdict.detail = ERROR, verdict.detail + failed.text
-        verdict.diagnosis = f"the oracle engine {ORACLE_ENGINE!r} did not start: a packcheck problem, not the engine's"
-        return None
-    oracle_results = run_arms(oracle, scenario, cases, verdict, pool)
-    if oracle_results is None:
-        verdict.diagnosis = (f"the oracle engine {ORACLE_ENGINE!r} failed on its arm (a packcheck problem, not the engine's): "
-                             f"{verdict.diagnosis}")
-        return None
-    return results | oracle_results
-
-
-def skip(verdict: Verdict, scenario: Scenario, name: str, reason: str) -> bool:
-    """Skip an optional arm (named in the verdict) and go on; a required one makes the verdict unsupported."""
-    if name in scenario.optional_arms:
-        verdict.detail += f"arm {name!r} skipped: {reason}\n"
-        verdict.skipped_arms.append(name)
-        return True
-    verdict.status, verdict.detail = UNSUPPORTED, f"arm {name!r}: {reason}"
-    return False
-
-
 def run_scenario(engine: EngineInfo | str | Engine | type[Engine], scenario: Scenario, family: str, dtype: str = "float64", device: str = "cpu",
                  save_dir: Path | None = None, attention: str = "auto", save_passing: bool = True,
                  options: RunOptions = RunOptions()) -> Verdict:
@@ -186,115 +74,83 @@ def run_scenario(engine: EngineInfo | str | Engine | type[Engine], scenario: Sce
         return _run_scenario(engine, scenario, family, dtype, device, save_dir, attention, save_passing, pool, options)
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Saving:
+    """Where a verdict's arms go: `directory` (None: nowhere), for every verdict or (not `passing`) failing ones only."""
+
+    directory: Path | None
+    passing: bool
+
+
 def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dtype: str, device: str, save_dir: Path | None,
                   attention: str, save_passing: bool, pool: LaunchPool, options: RunOptions) -> Verdict:
     started, inputs = time.perf_counter(), options.inputs
     spec = engine if isinstance(engine, str) else engine.spec
-    verdict = Verdict(engine=spec if isinstance(engine, str) else engine.name, engine_spec=spec, family=family, scenario=scenario.name,
-                      dtype=dtype, device=device, status=PASS, attention=attention, inputs=inputs.flags())
+    cell = Verdict(engine=spec if isinstance(engine, str) else engine.name, engine_spec=spec, family=family, scenario=scenario.name,
+                   dtype=dtype, device=device, status=PASS, attention=attention, inputs=inputs.flags())
     try:
         info = pool.engine_info(spec, device) if isinstance(engine, str) else engine
     except LaunchFailed as failed:
-        did_not_start(verdict, failed)
-        verdict.seconds = time.perf_counter() - started
-        return verdict
-    verdict.engine = info.name
+        return dataclasses.replace(did_not_start(cell, failed), seconds=time.perf_counter() - started)
+    cell = dataclasses.replace(cell, engine=info.name)
     setting = setting_for(family, dtype, device, attention, inputs)
-    missing = sorted(scenario.needs_reports - info.capabilities.reports)
-    if missing:
-        verdict.status, verdict.detail = UNSUPPORTED, f"the engine does not report {', '.join(missing)}, which {scenario.name} judges"
-    elif scenario.unsupported_in is not None and (why := scenario.unsupported_in(setting)):
-        verdict.status, verdict.detail = UNSUPPORTED, why
-    else:
-        judge_placed(info, scenario, setting, verdict, pool, save_dir, save_passing, options.logic_pass, options.noise_floors)
+    why = scenario.applies(setting, info.capabilities)
+    verdict = (unsupported(cell, why) if why is not None
+               else judge_placed(info, scenario, setting, cell, pool, Saving(directory=save_dir, passing=save_passing), options))
     finding = finding_for(info.known_findings, scenario.name, family)
     if finding is not None and numeric_failure(verdict) and verdict.worst.margin >= finding.min_margin:
-        verdict.known_finding = finding.headline()
-    verdict.seconds = time.perf_counter() - started
+        verdict = dataclasses.replace(verdict, known_finding=finding.headline())
+    return dataclasses.replace(verdict, seconds=time.perf_counter() - started)
+
+
+def judge_placed(info: EngineInfo, scenario: Scenario, setting: Setting, cell: Verdict, pool: LaunchPool, saving: Saving,
+                 options: RunOptions) -> Verdict:
+    """Judge the arms this machine hosts on the asked device; those with more ranks than it has GPUs run on the CPU
+    in float64 with the scenario's single-process and required arms (its baselines), judged apart (harness/run/placement.py)."""
+    here = setting.device != "cuda" or not placement.required_arm_moves(scenario, scenario.build(setting))
+    if not here and not options.logic_pass:
+        return unsupported(cell, "a required arm has more ranks than this machine has GPUs, and the CPU pass is off")
+    main, moved = None, ()
+    if here:
+        run = execute(info, scenario, setting, Pass.MAIN, pool, host=True)
+        main, moved = judge_pass(scenario, run, options, saving), run.moved
+        if not (main.judged and moved and options.logic_pass):
+            return placement.placed(cell, main, None, moved, ())
+    cpu = placement.logic_setting(setting)
+    keep = None if not here else (lambda arm, case: case.parallel.world_size == 1 or not scenario.optional(arm)
+                                  or arm.in_pass(Pass.MAIN) in moved)
+    run = execute(info, scenario, cpu, Pass.CPU_LOGIC, pool, keep=keep)
+    logic = judge_pass(scenario, run, options, saving, opening=(Note(placement.logic_note(setting, cpu)),))
+    relocated = [str(arm) for arm in moved] if here else [arm.local for arm in run.cases]
+    return placement.placed(cell, main, logic, moved, relocated)
+
+
+def judge_pass(scenario: Scenario, run: Execution, options: RunOptions, saving: Saving, opening: tuple[Note, ...] = ()) -> PassVerdict:
+    """Judge a pass's arms where they can be judged, conclude the pass, and save its arms."""
+    judged = None
+    if judgeable(scenario, run):
+        tolerance = tolerance_for(run.setting.dtype, options.noise_floors.get(run.setting.dtype))  # the run's own floors, else the shipped
+        judged = judge(scenario, judgement(run.setting, run.cases, run.results, tolerance))
+        if judged.failed and not judged.crashed:
+            judged = keep_obtained(scenario, run, judged)
+    verdict = conclude_pass(scenario, run, judged, opening)
+    if saving.directory is not None and (saving.passing or verdict.failed) and not run.ended:
+        save_arms(saving.directory, run.cases, run.results)
+        save_invalid_arms(saving.directory, run.set_aside)
     return verdict
 
 
-def judge_placed(info: EngineInfo, scenario: Scenario, setting: Setting, verdict: Verdict, pool: LaunchPool, save_dir: Path | None,
-                 save_passing: bool, logic_pass: bool = True, floors: Mapping[str, Mapping[str, float]] | None = None) -> None:
-    """Judge the arms this machine hosts on the asked device; those with more ranks than it has GPUs run on the CPU
-    in float64 with the scenario's single-process and required arms (its baselines), judged apart (harness/run/placement.py)."""
-    moved: list[str] = []
-    here = setting.device != "cuda" or not placement.required_arm_moves(scenario, scenario.build(setting))
-    if not here and not logic_pass:
-        verdict.status, verdict.detail = UNSUPPORTED, "a required arm has more ranks than this machine has GPUs, and the CPU pass is off"
-        return
-    if here:
-        invalid = InvalidArms()
-        cases, results = build_and_run(info, scenario, setting, verdict, pool, moved, invalid=invalid)
-        verdict.arms_run = dict(placement.arms_run(cases, results))
-        judge_and_save(verdict, scenario, setting, cases, results, invalid, save_dir, save_passing, floors=(floors or {}).get(setting.dtype))
-        if results is None and moved:
-            verdict.detail += f"arms {', '.join(moved)} (more ranks than this machine has GPUs) were not run on the CPU: the verdict ended first\n"
-        if results is not None and moved and not logic_pass:
-            verdict.skipped_arms += moved
-            verdict.detail += f"arms {', '.join(moved)} (more ranks than this machine has GPUs) were skipped: the CPU pass is off\n"
-        if results is None or not moved or not logic_pass:
-            return
-    logic = Verdict(engine=verdict.engine, engine_spec=verdict.engine_spec, family=verdict.family, scenario=scenario.name,
-                    dtype=placement.LOGIC_DTYPE, device=placement.LOGIC_DEVICE, status=PASS, attention=verdict.attention)
-    cpu = placement.logic_setting(setting)
-    logic.detail += placement.logic_note(setting, cpu)
-    keep = None if not here else (lambda name, case: case.parallel.world_size == 1 or name not in scenario.optional_arms or name in moved)
-    invalid = InvalidArms()
-    cases, results = build_and_run(info, scenario, cpu, logic, pool, keep=keep, invalid=invalid)
-    judge_and_save(logic, scenario, cpu, cases, results, invalid, save_dir, save_passing, prefix=placement.PREFIX)
-    placement.merge(verdict, logic, moved if here else list(cases), here)
-    verdict.arms_run = dict(Counter(verdict.arms_run) + placement.arms_run(cases, results))
-
-
-def build_and_run(info: EngineInfo, scenario: Scenario, setting: Setting, verdict: Verdict, pool: LaunchPool,
-                  moved: list[str] | None = None, keep=None, invalid: InvalidArms | None = None) -> tuple[dict[str, Case], dict[str, StepResult] | None]:
-    """The scenario's arms, follow-ups and oracle arms, run; an arm the machine cannot host goes to `moved` instead
-    (where `moved` is given), and only arms `keep` accepts are built (every arm without it). With `invalid`, an arm
-    whose result breaks the contract is set aside there and the rest still run (and are judged where they can be)."""
-    def hosted(arms: dict[str, Case]) -> dict[str, Case]:
-        arms = {name: case for name, case in arms.items() if keep is None or keep(name, case)}
-        if moved is None:
-            return arms
-        moved.extend(name for name, case in arms.items() if placement.needs_more_gpus(case))
-        return {name: case for name, case in arms.items() if name not in moved}
-
-    cases = hosted(scenario.build(setting))
-    results = run_arms(info, scenario, cases, verdict, pool, invalid)
-    if invalid and results is not None:
-        invalid.valid, invalid.blocked = results, invalid.blocks_judging(scenario, results)
-        results = None if invalid.blocked is not None else results
-    if results is not None and scenario.follow_up is not None:
-        later = hosted(scenario.follow_up(setting, results))
-        cases |= later
-        later_results = run_arms(info, scenario, later, verdict, pool)
-        results = None if later_results is None else results | later_results
-    if results is not None and scenario.oracle is not None:
-        oracle_cases = scenario.oracle(setting, cases, results)
-        cases |= oracle_cases
-        results = run_oracle_arms(scenario, oracle_cases, results, verdict, pool)
-    return cases, results
-
-
-def judge_and_save(verdict: Verdict, scenario: Scenario, setting: Setting, cases: dict[str, Case], results: dict[str, StepResult] | None,
-                   invalid: InvalidArms, save_dir: Path | None, save_passing: bool, prefix: str = "",
-                   floors: Mapping[str, float] | None = None) -> None:
-    """Judge the arms that ran into `verdict`, fold the invalid ones in (a NaN does not hide the rest: they fail it,
-    the valid arms are still judged) and save every arm, its name under `prefix`."""
-    if results is not None:
-        tolerance = tolerance_for(setting.dtype, floors)  # `floors`: the run's own (--noise-floors), else the shipped table
-        judge(verdict, scenario, Judgement(setting=setting, cases=cases, results=results, tolerance=tolerance))
-    if invalid and invalid.valid is not None:
-        conclude(verdict, invalid, cases, invalid.blocked)
-        results = results if results is not None else invalid.valid
-    elif invalid:  # a later arm ended the verdict (a crash, a hang): the invalid arms before it are evidence all the same
-        verdict.comparisons += [arm.comparison for arm in invalid.arms.values()]
-        verdict.detail = "".join(arm.detail + "\n" for arm in invalid.arms.values()) + verdict.detail
-    if save_dir is None or not (save_passing or verdict.failed) or results is None:
-        return
-    named = {prefix + name: case for name, case in cases.items()}
-    save_arms(save_dir, named, {prefix + name: result for name, result in results.items()})
-    save_invalid_arms(save_dir, InvalidArms(arms={prefix + name: arm for name, arm in invalid.arms.items()}), named)
+def keep_obtained(scenario: Scenario, run: Execution, judged: Judged) -> Judged:
+    """A failing golden stage's results, written beside their golden for a diff (pytest-regressions'
+    `.obtained`); where the goldens are not writable (an installed wheel), the verdict says so."""
+    notes = []
+    for outcome in run.outcomes:
+        if outcome.kind is Kind.RAN and scenario.stages[outcome.stage].golden:
+            try:
+                write_obtained(run.setting.family, outcome.case, outcome.result, provenance(outcome.case.device))
+            except OSError as err:
+                notes.append(f"the obtained result was not written beside the golden ({err}); the run's saved arms keep it\n")
+    return dataclasses.replace(judged, notes=judged.notes + tuple(notes))
 
 
 CONTRACT_QUANTITIES = ("result", "mesh")  # failures of the contract, not of the numbers: no finding excuses them
@@ -307,59 +163,20 @@ def numeric_failure(verdict: Verdict) -> bool:
     return verdict.status == FAIL and bool(failed) and not any(c.quantity in CONTRACT_QUANTITIES for c in failed)
 
 
-def did_not_start(verdict: Verdict, failed: LaunchFailed) -> Verdict:
+def unsupported(cell: Verdict, why: str) -> Verdict:
+    return dataclasses.replace(cell, status=UNSUPPORTED, detail=why, reason=reason((Note(why),)))
+
+
+def did_not_start(cell: Verdict, failed: LaunchFailed) -> Verdict:
     """The verdict of a cell whose engine never got to its first case: hung while building, or failed."""
-    verdict.status, verdict.detail = (HANG if failed.hung else ERROR), failed.text
-    verdict.diagnosis = ("importing or constructing the engine hung: see the stacks" if failed.hung
-                         else "the engine did not start: " + first_error_line(failed.text))
-    return verdict
+    return dataclasses.replace(cell, status=HANG if failed.hung else ERROR, detail=failed.text,
+                               diagnosis=("importing or constructing the engine hung: see the stacks" if failed.hung
+                                          else "the engine did not start: " + first_error_line(failed.text)))
 
 
-def judge(verdict: Verdict, scenario: Scenario, judgement: Judgement) -> None:
-    """The scenario's judgement of the arms that ran, into `verdict`."""
-    try:
-        verdict.comparisons = scenario.judge(judgement)
-    except Exception:  # noqa: BLE001 - a bug in packcheck's judge must not end the run
-        verdict.status, verdict.diagnosis = ERROR, "packcheck's judge of this scenario crashed: a packcheck bug, not the engine's"
-        verdict.detail += traceback.format_exc(limit=8)
-        return
-    failed = [c for c in verdict.comparisons if not c.passed]
-    if not verdict.comparisons:  # every arm beyond the baseline was skipped: nothing was tested
-        verdict.status = UNSUPPORTED
-        verdict.detail += placement.NOTHING_TO_COMPARE
-    elif failed:
-        verdict.status = FAIL
-        try:
-            verdict.diagnosis = scenario.diagnose(judgement, failed)
-        except Exception:  # noqa: BLE001 - a bug in packcheck's diagnosis must not end the run: the verdict stands
-            verdict.diagnosis = "packcheck's diagnosis of this failure crashed (a packcheck bug, not the engine's): read the comparisons"
-            verdict.detail += traceback.format_exc(limit=8)
-        keep_obtained(verdict, scenario, dict(judgement.cases), dict(judgement.results))
-
-
-def keep_obtained(verdict: Verdict, scenario: Scenario, cases: dict[str, Case], results: dict[str, StepResult]) -> None:
-    """A failing golden scenario's result, written beside the golden for a diff (pytest-regressions'
-    `.obtained`); where the goldens are not writable (an installed wheel), the verdict says so."""
-    arm = scenario.golden_arm
-    if arm is None or arm not in results:
-        return
-    try:
-        write_obtained(verdict.family, cases[arm], results[arm], provenance(cases[arm].device))
-    except OSError as err:
-        verdict.detail += f"the obtained result was not written beside the golden ({err}); the run's saved arms keep it\n"
-
-
-def first_error_line(detail: str) -> str:
-    """The first line that names an exception ("...Error: ..."), else the first line."""
-    lines = [line.strip() for line in detail.splitlines() if line.strip() and not line.startswith(" ")]
-    named = [line for line in lines if re.search(r"\w(Error|Exception|Exit|Interrupt)\b", line)]
-    return (named[0] if named else lines[0] if lines else "no detail")[:300]
-
-
-def save_arms(directory: Path, cases: dict[str, Case], results: dict[str, StepResult]) -> None:
+def save_arms(directory: Path, cases: Mapping[ArmId, Case], results: Mapping[ArmId, StepResult]) -> None:
     """Each arm's Case (JSON) and StepResult (safetensors + JSON), for reports and re-judging."""
-    for name, result in results.items():
-        arm = directory / name  # arm names are packcheck's own (an RL arm's holds '/': a folder per part)
-        result.save(arm)
-        (arm / "case.json").write_text(json.dumps(cases[name].to_json(), indent=1))
-
+    for arm, result in results.items():
+        path = directory / str(arm)  # arm names are packcheck's own (an RL arm's holds '/': a folder per part)
+        result.save(path)
+        (path / "case.json").write_text(json.dumps(cases[arm].to_json(), indent=1))

@@ -9,7 +9,6 @@ error verdict in every cell it was asked for; the other engines still run.
 
 from __future__ import annotations
 
-import re
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -18,10 +17,11 @@ from typing import Sequence, TextIO
 from packcheck.harness.engines import EngineInfo
 from packcheck.harness.launch import ErrorKind, LaunchFailed, LaunchPool
 from packcheck.harness.models import FAMILIES
+from packcheck.harness.run.conclusion import first_error_line
 from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run.progress import Progress
 from packcheck.harness.run.results import ResultsFile, arms_directory
-from packcheck.harness.run.scenario_runner import RunOptions, did_not_start, first_error_line, run_scenario
+from packcheck.harness.run.scenario_runner import RunOptions, did_not_start, run_scenario
 from packcheck.harness.run.verdict import ERROR, UNSUPPORTED, Verdict
 from packcheck.harness.scenarios import Scenario
 from packcheck.harness.text import safe_text
@@ -102,16 +102,10 @@ def verdict_line(verdict: Verdict) -> str:
 def why_not_all(verdict: Verdict) -> str:
     """What was not judged, on the progress line: the reason of an unsupported verdict, the skipped arms of another."""
     if verdict.status == UNSUPPORTED:
-        return f": {unsupported_reason(verdict)}"
+        return f": {verdict.reason}"
     skipped, moved = len(verdict.skipped_arms), len(verdict.relocated_arms)
     return ((f" ({skipped} optional arm{'s' * (skipped > 1)} skipped: see the report)" if skipped else "")
             + (f" ({moved} arm{'s' * (moved > 1)} on the CPU in float64: more ranks than GPUs)" if moved else ""))
-
-
-def unsupported_reason(verdict: Verdict) -> str:
-    """The engine's reason without the arm's name, so the same reason reads the same across scenarios."""
-    first = verdict.detail.strip().splitlines()[0] if verdict.detail.strip() else "no reason given"
-    return re.sub(r"^arm '[^']*': ", "", first)
 
 
 def where_arms_ran(verdicts: Sequence[Verdict]) -> str:

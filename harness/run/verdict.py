@@ -3,12 +3,15 @@
 status: pass (every comparison within tolerance), fail (a comparison out of tolerance, or an
 invalid result), unsupported (the engine declares it cannot run an arm), error (the engine
 crashed), hang (a step did not finish within the timeout: a deadlock, with every rank's state).
-A failing verdict's message is a small report that ends with the reproduce command.
+A failing verdict's message is a small report that ends with the reproduce command. A verdict is
+concluded once, from data (harness/run/conclusion.py, placement.py), and never changed after:
+what is added later (a known finding, the seconds) makes a new one (dataclasses.replace).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from packcheck.harness.compare import Comparison
 from packcheck.harness.run.reproduce import reproduce_command
@@ -17,7 +20,7 @@ from packcheck.harness.text import safe_text
 PASS, FAIL, UNSUPPORTED, ERROR, HANG = "pass", "fail", "unsupported", "error", "hang"
 
 
-@dataclass(kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Verdict:
     engine: str
     family: str
@@ -26,16 +29,17 @@ class Verdict:
     device: str
     status: str
     attention: str = "auto"
-    comparisons: list[Comparison] = field(default_factory=list)
+    comparisons: tuple[Comparison, ...] = ()
     diagnosis: str = ""
     detail: str = ""
     seconds: float = 0.0
-    skipped_arms: list[str] = field(default_factory=list)  # optional arms the engine declared unsupported (reasons in detail)
+    skipped_arms: tuple[str, ...] = ()  # optional arms the engine declared unsupported (reasons in detail)
     engine_spec: str = ""  # what the user passed to --engine (a name, or package.module:Class): what reproduces it
     known_finding: str = ""  # a failing verdict that reproduces a pinned finding of the engine (harness/engines/findings.py)
     inputs: str = ""  # the --model/--seed/--data-scale flags of a run with other inputs than the defaults ("" for those)
-    relocated_arms: list[str] = field(default_factory=list)  # arms with more ranks than GPUs, run on the CPU in float64 (harness/run/placement.py)
-    arms_run: dict[str, int] = field(default_factory=dict)  # "device dtype" -> how many arms ran there
+    relocated_arms: tuple[str, ...] = ()  # arms with more ranks than GPUs, run on the CPU in float64 (harness/run/placement.py)
+    arms_run: Mapping[str, int] = field(default_factory=dict)  # "device dtype" -> how many arms ran there
+    reason: str = ""  # why an unsupported verdict is unsupported, in one line without the arm's name (the progress line's)
 
     @property
     def reproduce(self) -> str:
@@ -76,11 +80,11 @@ class Verdict:
         worst = self.worst
         return {
             "engine": self.engine, "engine_spec": self.engine_spec or self.engine, "family": self.family, "scenario": self.scenario, "dtype": self.dtype, "device": self.device,
-            "attention": self.attention, "status": self.status, "skipped_arms": self.skipped_arms,
+            "attention": self.attention, "status": self.status, "skipped_arms": list(self.skipped_arms),
             # an engine's words (its exceptions, findings, names) reach these: kept printable and encodable
             "known_finding": self.known_finding and safe_text(self.known_finding), "diagnosis": safe_text(self.diagnosis),
             "detail": safe_text(self.detail), "seconds": round(self.seconds, 3),
             "max_margin": None if worst is None else worst.margin, "worst": None if worst is None else worst.to_json(),
             "comparisons": len(self.comparisons), "failing": sum(not c.passed for c in self.comparisons),
             "reproduce": self.reproduce, "message": safe_text(self.message()),
-        } | ({"relocated_arms": self.relocated_arms, "arms_run": self.arms_run} if self.relocated_arms else {})
+        } | ({"relocated_arms": list(self.relocated_arms), "arms_run": dict(self.arms_run)} if self.relocated_arms else {})

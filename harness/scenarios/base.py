@@ -1,15 +1,16 @@
-"""A golden scenario: one frozen entry that builds its arms (Cases) and judges their results.
+"""A golden scenario: one frozen plan that builds its arms (Cases) in stages and judges their results.
 
-A scenario states an invariant a correct engine satisfies exactly in real arithmetic. `build`
-turns a Setting (family, dtype, device) into named arms; the runner runs the engine on each arm;
-`follow_up`, when given, builds more arms from those results (e.g. an RL case whose old log-probs
-are the engine's own, taken from a rollout arm) and the runner runs them too; `oracle`, when given,
-builds arms from those results that the runner hands to ORACLE_ENGINE (the float64 reference,
-resolved by name like any engine: harness never imports it) instead of the engine; `judge` returns
-every Comparison; `diagnose` names the likely bug class when one fails.
-`catches` lists the BUGS.md ids whose mutants this scenario is proven (in CI) to flag. Judges
-are pure: they read results and return comparisons; what a failure writes (the result of a
-`golden_arm` beside its golden) the runner writes.
+A scenario states an invariant a correct engine satisfies exactly in real arithmetic. Its `stages`
+run in order: each builds arms from the Setting (family, dtype, device) and from the arms of the
+stages before it that ran (`Before`: e.g. an RL case whose old log-probs are the engine's own,
+taken from a rollout arm), and says who runs them: the engine under test, or (an oracle stage)
+ORACLE_ENGINE, the float64 reference, resolved by name like any engine (harness never imports it).
+`applies` says why the scenario cannot judge a setting on an engine (an optional report the engine
+does not make, a model size without goldens), or None; `judge` returns every Comparison;
+`diagnose` names the likely bug class when one fails. `catches` lists the BUGS.md ids whose
+mutants this scenario is proven (in CI) to flag. Judges are pure: they read results and return
+comparisons; what a failure writes (the result of a golden stage's arm beside its golden) the
+runner writes.
 """
 
 from __future__ import annotations
@@ -17,16 +18,44 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-from packcheck.harness.compare import Comparison
+from packcheck.harness.compare import ArmId, Comparison, Role
 from packcheck.harness.contract import Case, StepResult
+from packcheck.harness.engines import Capabilities
 from packcheck.harness.judging.judgement import Judgement, Setting
 
-# arms built from the results of the first ones: (setting, results by arm) -> more arms
-FollowUp = Callable[[Setting, Mapping[str, StepResult]], dict[str, Case]]
-# arms the oracle engine runs, built from the engine's arms: (setting, cases, results by arm) -> oracle arms
-OracleArms = Callable[[Setting, Mapping[str, Case], Mapping[str, StepResult]], dict[str, Case]]
 ORACLE_ENGINE = "reference"
 
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Before:
+    """What a stage builds on: the engine's arms of the stages before it, by name (only those that ran have a result)."""
+
+    cases: Mapping[str, Case] = field(default_factory=dict)
+    results: Mapping[str, StepResult] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Stage:
+    """Arms built from the setting and the stages before, and who runs them: the engine under test (role ENGINE) or
+    ORACLE_ENGINE (role ORACLE: each arm is the oracle's run of the engine arm it is named after)."""
+
+    build: Callable[[Setting, Before], dict[str, Case]]
+    role: Role = Role.ENGINE
+    golden: bool = False  # its arms are judged against stored goldens: a failing verdict writes their results beside them
+
+    @property
+    def runner(self) -> str | None:
+        """The engine that runs the stage's arms: ORACLE_ENGINE, or None for the engine under test."""
+        return ORACLE_ENGINE if self.role is Role.ORACLE else None
+
+
+def from_setting(build: Callable[[Setting], dict[str, Case]], *, golden: bool = False) -> Stage:
+    """The common first stage: the engine's arms, built from the setting alone."""
+    return Stage(build=lambda setting, before: build(setting), golden=golden)
+
+
+def everywhere(setting: Setting, capabilities: Capabilities) -> str | None:
+    return None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -34,13 +63,17 @@ class Scenario:
     name: str
     invariant: str
     catches: tuple[str, ...]
-    build: Callable[[Setting], dict[str, Case]]
+    stages: tuple[Stage, ...]
     judge: Callable[[Judgement], list[Comparison]]
     diagnose: Callable[[Judgement, list[Comparison]], str]
-    follow_up: FollowUp | None = None
-    optional_arms: frozenset[str] = field(default_factory=frozenset)
-    golden_arm: str | None = None  # the arm judged against a stored golden: a failing verdict writes its result beside it
-    oracle: OracleArms | None = None
-    needs_reports: frozenset[str] = field(default_factory=frozenset)  # optional reports without which the scenario is unsupported
-    unsupported_in: Callable[[Setting], str | None] | None = None  # why the scenario cannot judge this setting (a model size, a seed), or None
+    optional_arms: frozenset[str] = field(default_factory=frozenset)  # engine arms the verdict can do without (skipped and named)
+    applies: Callable[[Setting, Capabilities], str | None] = everywhere  # why it cannot judge this setting on this engine, or None
     notes: str = ""
+
+    def build(self, setting: Setting) -> dict[str, Case]:
+        """The first stage's arms: those built from the setting alone (what `explain` shows and placement plans with)."""
+        return self.stages[0].build(setting, Before())
+
+    def optional(self, arm: ArmId) -> bool:
+        """Whether the verdict can do without `arm` (the oracle's arms are never optional)."""
+        return arm.role is Role.ENGINE and arm.name in self.optional_arms

@@ -17,7 +17,7 @@ from packcheck.harness.data.samples import CP_CUTS, CP_CUTS_SEQ_LEN
 from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.judgement import Judgement, Setting
-from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.base import Scenario, from_setting
 from packcheck.harness.scenarios.building import every_arm_against, failing
 
 SINGLE = "single"
@@ -61,7 +61,7 @@ CP_VS_NOCP = Scenario(
     invariant="cp 2 and 4 (ulysses, ring; packed, unpacked, indivisible lengths) give the single-process log-probs, loss, count and every gradient",
     catches=("local-seq-lens-under-cp", "cp-uneven-shards", "verl-cp-undercount", "gdn-cp-conv-shard-reset",
              "mrope-cp-positions"),
-    build=build,
+    stages=(from_setting(build),),
     judge=judge,
     diagnose=diagnose,
     optional_arms=frozenset({f"cp{cp}_{style}" for cp in (2, 4) for style in CP_STYLES}

@@ -14,7 +14,7 @@ from packcheck.harness.data.samples import MIXED_DOCUMENTS, perturbed
 from packcheck.harness.judging.cases import arm, for_model, input_seed, samples_for
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.judgement import Judgement, Setting
-from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.base import Scenario, from_setting
 
 SEQ_LEN = 48
 PERTURBED = range(0, len(MIXED_DOCUMENTS), 2)
@@ -47,7 +47,7 @@ def judge(j: Judgement) -> list:
 def diagnose(j: Judgement, failed: list) -> str:
     if shared := shared_diagnosis(j, failed):
         return shared
-    arms = {c.arms.arm for c in failed}
+    arms = {c.arms.arm.name for c in failed}
     if arms == {"other_lengths"}:
         return (
             "changing a neighbour's length (not its tokens) moves other documents: something depends on absolute "
@@ -60,7 +60,7 @@ DOCUMENT_ISOLATION = Scenario(
     name="document_isolation",
     invariant="replacing some documents of a packed batch leaves every other document's per-token log-probs unchanged",
     catches=("cross-doc-attention", "linear-attn-state-leak"),
-    build=build,
+    stages=(from_setting(build),),
     judge=judge,
     diagnose=diagnose,
 )

@@ -16,7 +16,7 @@ from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.judging.router_diagnosis import router_diagnosis
-from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.base import Scenario, from_setting
 from packcheck.harness.scenarios.building import every_arm_against, failing
 
 SEQ_LEN = 48
@@ -49,7 +49,7 @@ def diagnose(j: Judgement, failed: list) -> str:
         return moe
     counts = failing(failed, "num_loss_tokens")
     if counts:
-        arms = sorted({c.arms.arm for c in counts})
+        arms = sorted({c.arms.arm.name for c in counts})
         return (
             f"the global loss-token count is wrong on {', '.join(arms)} ({counts[0].where}): reduced over WORLD instead of the "
             "data-parallel group (too large by cp), or counted per context-parallel shard (too small by cp)"
@@ -63,7 +63,7 @@ DP_CP_REDUCTION = Scenario(
     name="dp_cp_reduction",
     invariant="dp x cp meshes (WORLD != DP group; uneven and empty ranks) give the single-process loss, count and every gradient",
     catches=("dp-count-world-group", "verl-cp-undercount", "rank-skips-step-without-tokens", "moe-router-counts-local"),
-    build=build,
+    stages=(from_setting(build),),
     judge=judge,
     diagnose=diagnose,
     optional_arms=frozenset(MESHES),

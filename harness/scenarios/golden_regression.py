@@ -9,13 +9,14 @@ needs no reference run.
 from __future__ import annotations
 
 from packcheck.harness.compare import GOLDEN, Arms, Comparison, compare_results
+from packcheck.harness.engines import Capabilities
 from packcheck.harness.golden import GoldenProblem, load_golden, obtained_path
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.document_drift import drift_by_document
 from packcheck.harness.judging.golden_case import GOLDEN_ARM, golden_case
 from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.judging.truth import truth_tolerance
-from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.base import Scenario, from_setting
 from packcheck.harness.scenarios.building import failing
 
 ARM = GOLDEN_ARM
@@ -25,7 +26,7 @@ def build(setting: Setting) -> dict:
     return {ARM: golden_case(setting)}
 
 
-def not_golden(setting: Setting) -> str | None:
+def applies(setting: Setting, capabilities: Capabilities) -> str | None:
     """The goldens hold the tiny model at seed 0 with unscaled data; any other input has none to compare with."""
     if setting.model_name == "tiny" and setting.seed == 0 and setting.data_scale == 1:
         return None
@@ -71,9 +72,8 @@ GOLDEN_REGRESSION = Scenario(
     name="golden_regression",
     invariant="log-probs, loss, count, every gradient and the post-AdamW parameters equal the reference's stored float64 goldens",
     catches=("cross-doc-attention", "const-microbatch-scale", "ga-mean-of-means", "moe-router-counts-local", "rope-theta-default"),
-    build=build,
+    stages=(from_setting(build, golden=True),),
     judge=judge,
     diagnose=diagnose,
-    golden_arm=ARM,
-    unsupported_in=not_golden,
+    applies=applies,
 )

@@ -18,18 +18,19 @@ mutant.boundary-label). The arms are single-process, packed and unpacked, two un
 
 from __future__ import annotations
 
-from packcheck.harness.compare import Arms, Tolerance, compare_logprobs, compare_tensors
+from packcheck.harness.compare import ArmId, Arms, Role, Tolerance, compare_logprobs, compare_tensors
 from packcheck.harness.compare.arms import compare_dloss_dlogprobs
 from packcheck.harness.compare.router import compare_router
 from packcheck.harness.contract import UNPACKED, Partition, packed
 from packcheck.harness.data.samples import MIXED_DOCUMENTS
+from packcheck.harness.engines import Capabilities
 from packcheck.harness.golden import GoldenProblem
 from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.judgement import Judgement, Setting
-from packcheck.harness.judging.oracle_arms import is_oracle, oracle_arms, oracle_name
+from packcheck.harness.judging.oracle_arms import oracle_arms
 from packcheck.harness.judging.truth import truth_tolerance
-from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.base import Before, Scenario, Stage, from_setting
 from packcheck.harness.scenarios.building import failing
 
 SEQ_LEN = 48
@@ -44,8 +45,14 @@ def build(setting: Setting) -> dict:
     }
 
 
-def oracle(setting: Setting, cases, results) -> dict:
-    return oracle_arms(cases, results)
+def oracle(setting: Setting, before: Before) -> dict:
+    return oracle_arms(before.cases, before.results)
+
+
+def applies(setting: Setting, capabilities: Capabilities) -> str | None:
+    if "dloss_dlogprobs" in capabilities.reports:
+        return None
+    return "the engine does not report dloss_dlogprobs, which gradient_oracle judges"
 
 
 def tolerance(j: Judgement) -> Tolerance:
@@ -61,10 +68,10 @@ def judge(j: Judgement) -> list:
     rows = []
     tol = tolerance(j)
     for name, result in j.results.items():
-        if is_oracle(name) or oracle_name(name) not in j.results:
+        if name not in j.oracle:
             continue
-        truth = j.results[oracle_name(name)]
-        arms = Arms(name, oracle_name(name))
+        truth = j.oracle[name]
+        arms = Arms(name, ArmId(name).oracle)
         rows.append(compare_logprobs(arms, result, truth, tol, j.locate(name)))
         rows += compare_dloss_dlogprobs(arms, result, truth, tol, j.locate(name))
         rows += compare_router(arms, result, truth, tol)
@@ -95,10 +102,9 @@ GRADIENT_ORACLE = Scenario(
     name="gradient_oracle",
     invariant="every reported gradient equals the float64 reference's gradient of sum(w logp), w = the engine's reported dloss_dlogprobs",
     catches=("logit-grad-tile-softmax",),
-    build=build,
+    stages=(from_setting(build), Stage(build=oracle, role=Role.ORACLE)),
     judge=judge,
     diagnose=diagnose,
-    oracle=oracle,
-    needs_reports=frozenset({"dloss_dlogprobs"}),
+    applies=applies,
     optional_arms=frozenset({"packed", "unpacked"}),
 )

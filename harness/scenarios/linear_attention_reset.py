@@ -36,7 +36,7 @@ from packcheck.harness.judging.cases import arm, for_model, input_seed, samples_
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.models import model_spec
-from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.base import Scenario, from_setting
 from packcheck.harness.scenarios.building import every_arm_against, failing
 
 SEQ_LEN = 48  # cp=2 cuts each row at token 24
@@ -47,6 +47,7 @@ PERTURBED = tuple(i for i, (_, mask) in enumerate(DOCUMENTS) if mask == "none")
 WATCHED = tuple(i for i in range(len(DOCUMENTS)) if i not in PERTURBED)
 BASE, OTHER = "base", "other_tokens"
 CP_ARMS = tuple(f"cp2_{style}" for style in CP_STYLES)
+PERTURBED_ARMS = (OTHER, *(f"{name}_{OTHER}" for name in CP_ARMS))  # each judged against BASE outside the perturbed documents
 
 
 def documents_only(setting: Setting) -> Setting:
@@ -82,14 +83,14 @@ def unchanged_outside_perturbed(j: Judgement, name: str) -> list:
 def judge(j: Judgement) -> list:
     same_samples = Judgement(setting=j.setting, cases=j.cases, tolerance=j.tolerance,
                              results={name: r for name, r in j.results.items() if name == BASE or name in CP_ARMS})
-    perturbed_arms = [name for name in j.results if name.endswith(OTHER)]
+    perturbed_arms = [name for name in j.results if name in PERTURBED_ARMS]
     return every_arm_against(same_samples, BASE) + [c for name in perturbed_arms for c in unchanged_outside_perturbed(j, name)]
 
 
 def diagnose(j: Judgement, failed: list) -> str:
     if shared := shared_diagnosis(j, failed, baseline=BASE):
         return shared
-    if any(c.arms.arm in CP_ARMS for c in failed):
+    if any(c.arms.arm.name in CP_ARMS for c in failed):
         return ("the same rows give other results under context parallelism: a shard cut inside a document is treated as a "
                 "boundary (conv or recurrent state reset, or boundaries recomputed per shard) or the shard's state is not carried")
     if failing(failed, "logprobs"):
@@ -104,7 +105,7 @@ LINEAR_ATTENTION_RESET = Scenario(
     invariant=("perturbing documents with no loss leaves the other documents' log-probs, the loss and every gradient unchanged, "
                "with slow-decay linear-attention gates, single-process and cp=2 with cuts inside documents; cp=2 equals the single process"),
     catches=("linear-attn-state-leak", "gdn-cp-conv-shard-reset"),
-    build=build,
+    stages=(from_setting(build),),
     judge=judge,
     diagnose=diagnose,
     optional_arms=frozenset(CP_ARMS) | frozenset(f"{name}_{OTHER}" for name in CP_ARMS),

@@ -16,7 +16,7 @@ from packcheck.harness.data.samples import MASK_EDGE_CASES
 from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.judgement import Judgement, Setting
-from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.base import Scenario, from_setting
 
 SEQ_LEN = 40
 
@@ -50,7 +50,7 @@ MASK_ALIGNMENT = Scenario(
     name="mask_alignment",
     invariant="the engine's loss covers exactly the harness's supervised (sample, position) set, each token weighted -1/N",
     catches=("mask-slice-misalign", "boundary-label"),
-    build=build,
+    stages=(from_setting(build),),
     judge=judge,
     diagnose=diagnose,
     # every arm is judged on its own: an engine that only pads on the right (TRL's collator, verl's padded

@@ -17,7 +17,7 @@ from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.judging.router_diagnosis import router_diagnosis
-from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.base import Scenario, from_setting
 from packcheck.harness.scenarios.building import failing
 
 SEQ_LEN = 48
@@ -28,6 +28,8 @@ PARTITIONS = {
     "shuffled": Partition.single_rank([(5, 1), (8, 0, 3), (2,), (7, 4, 6)]),
 }
 REFERENCE_ARM = "one"
+BASELINES = (REFERENCE_ARM, "one_unpacked")  # one micro-batch, packed and unpacked: the unpacked arm is judged against the latter
+BASELINE_OF = {"uneven_unpacked": "one_unpacked"}
 # Two data-parallel ranks with uneven token counts per rank and per micro-step.
 DP_ARM, DP_PARTITION = "dp2_uneven", Partition(per_rank=(((0, 7), (1, 2, 4)), ((3, 5), (6, 8))))
 
@@ -54,8 +56,8 @@ def build(setting: Setting) -> dict:
 def judge(j: Judgement) -> list:
     rows = []
     for name in j.results:
-        reference = "one_unpacked" if name.endswith("_unpacked") else REFERENCE_ARM
-        if name != reference:
+        if name not in BASELINES:
+            reference = BASELINE_OF.get(name, REFERENCE_ARM)
             rows += compare_results(Arms(name, reference), j.results[name], j.results[reference], j.tolerance, j.locate(name))
     return rows
 
@@ -80,7 +82,7 @@ MICROBATCH_INVARIANCE = Scenario(
     name="microbatch_invariance",
     invariant="loss, count, per-token loss weights and every gradient are independent of the (uneven) partition into micro-batches",
     catches=("const-microbatch-scale", "ga-mean-of-means", "moe-router-counts-local", "loss-reported-wrong", "empty-microbatch-nan"),
-    build=build,
+    stages=(from_setting(build),),
     judge=judge,
     diagnose=diagnose,
     # the packed arms against `one`, the unpacked ones against `one_unpacked`: an engine that never packs (or

@@ -46,7 +46,7 @@ from packcheck.harness.contract import OptimizerSpec, ParallelPlan, Partition, S
 from packcheck.harness.data.samples import SKEWED_LENGTHS
 from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.judging.judgement import Judgement, Setting
-from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.base import Scenario, from_setting
 from packcheck.harness.scenarios.building import failing
 from safetensors.torch import load_file
 
@@ -171,7 +171,7 @@ def judge(j: Judgement) -> list:
 
 
 def diagnose(j: Judgement, failed: list) -> str:
-    arms = lambda rows: sorted({c.arms.arm for c in rows})  # noqa: E731
+    arms = lambda rows: sorted({c.arms.arm.name for c in rows})  # noqa: E731
     if failing(failed, "frozen_params"):
         return (f"frozen parameters moved on {', '.join(arms(failing(failed, 'frozen_params')))}: they are in the optimizer "
                 "(weight decay shrinks them even with zero gradients, BUGS.md frozen-tower-decay)")
@@ -211,7 +211,7 @@ OPTIMIZER_STEP = Scenario(
                "and parameters on dp2 (DDP, FSDP2), cp2 and dp2 x cp2 (FSDP2); the single-process step is the harness's own; "
                "frozen parameters (a frozen pair of arms, or a VLM's tower in every arm) bit-identical, trainable ones moved"),
     catches=("clip-per-microbatch", "frozen-weight-decay", "clip-norm-before-reduce"),
-    build=build,
+    stages=(from_setting(build),),
     judge=judge,
     diagnose=diagnose,
     optional_arms=frozenset(MESHES) | {FROZEN_BASELINE, FROZEN_SHARD},

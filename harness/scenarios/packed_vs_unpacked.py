@@ -11,7 +11,7 @@ from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.document_drift import drift_by_document
 from packcheck.harness.judging.judgement import Judgement, Setting
-from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.base import Scenario, from_setting
 from packcheck.harness.scenarios.building import failing
 
 SEQ_LEN = 48
@@ -55,7 +55,7 @@ PACKED_VS_UNPACKED = Scenario(
     name="packed_vs_unpacked",
     invariant="unpacked, packed and length-bucketed layouts of the same samples give the same log-probs, loss, count and every gradient",
     catches=("cross-doc-attention", "positions-not-reset", "linear-attn-state-leak", "logprobs-reported-shifted"),
-    build=build,
+    stages=(from_setting(build),),
     judge=judge,
     diagnose=diagnose,
     optional_arms=frozenset({"stacked"}),

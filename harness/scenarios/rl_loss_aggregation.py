@@ -1,7 +1,7 @@
 """rl_loss_aggregation: every aggregation mode of the PPO/GRPO loss equals its definition over the
 global batch, whatever the micro-batch partition and the layout.
 
-A rollout arm gives the engine's own log-probs; the policy arms (the follow-up) take their old
+A rollout arm gives the engine's own log-probs; the policy arms (the second stage) take their old
 log-probs from it, shifted per token so the ratio lands in every branch of the clipped surrogate
 (harness/data/rl.py), with per-sample and per-token advantages of both signs. Lengths are skewed,
 rows hold several documents, one sample is fully masked. Per mode, every arm is judged against
@@ -42,7 +42,7 @@ from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.judging.router_diagnosis import router_diagnosis
-from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.base import Before, Scenario, Stage, from_setting
 from packcheck.harness.scenarios.building import COUNT_MISMATCH, failing
 
 SEQ_LEN = 48
@@ -89,9 +89,11 @@ def arm_name(mode: Aggregation, terms: str, shape: str) -> str:
     return f"{mode.value}/{terms}/{shape}"
 
 
+# every policy arm -> the (mode, terms, shape) it is built from
+POLICY_ARMS = {arm_name(mode, terms, shape): (mode, terms, shape)
+               for mode in Aggregation for terms, shapes in SHAPES_BY_TERMS.items() for shape in shapes}
 # every policy arm -> the `one` arm of its mode and terms, which it is compared with
-ONE_OF = {arm_name(mode, terms, shape): arm_name(mode, terms, "one")
-          for mode in Aggregation for terms, shapes in SHAPES_BY_TERMS.items() for shape in shapes}
+ONE_OF = {name: arm_name(mode, terms, "one") for name, (mode, terms, _) in POLICY_ARMS.items()}
 # ... or, for `uneven_unpacked` when `one` did not run (an engine that never packs), `one_unpacked`
 UNPACKED_BASELINE = {arm_name(mode, terms, "uneven_unpacked"): arm_name(mode, terms, "one_unpacked")
                      for mode in Aggregation for terms, shapes in SHAPES_BY_TERMS.items() if "uneven_unpacked" in shapes}
@@ -118,11 +120,8 @@ def policy_arm(setting: Setting, results: Mapping[str, StepResult], mode: Aggreg
     return arm(setting, name, samples, layout, partition, loss=loss_spec(mode, terms), parallel=parallel)
 
 
-def follow_up(setting: Setting, results: Mapping[str, StepResult]) -> dict:
-    return {
-        arm_name(mode, terms, shape): policy_arm(setting, results, mode, terms, shape, *SHAPES[shape])
-        for mode in Aggregation for terms, shapes in SHAPES_BY_TERMS.items() for shape in shapes
-    }
+def policy_arms(setting: Setting, before: Before) -> dict:
+    return {name: policy_arm(setting, before.results, mode, terms, shape, *SHAPES[shape]) for name, (mode, terms, shape) in POLICY_ARMS.items()}
 
 
 def judge(j: Judgement) -> list:
@@ -144,7 +143,8 @@ def diagnose(j: Judgement, failed: list) -> str:
         return shared
     if moe := router_diagnosis(failed):
         return moe
-    arms = [j.cases[name] for name in sorted({c.arms.arm for c in failed})]
+    names = sorted({c.arms.arm.name for c in failed})
+    arms = [j.cases[name] for name in names]
     modes = ", ".join(sorted({case.loss.aggregation.value for case in arms}))
     if failing(failed, "logprobs"):
         return (f"[{modes}] per-token log-probs differ between layouts or partitions: the forward itself depends on how "
@@ -162,11 +162,11 @@ def diagnose(j: Judgement, failed: list) -> str:
         return (f"[{modes}] only the distributed arms break the definition: a global count (the sequences G of the "
                 "seq-mean modes, the tokens N of token-mean) is this rank's own, or all-reduced over the wrong group "
                 "(WORLD instead of DP), instead of summed over the data-parallel group before the first backward")
-    against_definition = [j.cases[c.arms.arm] for c in failed if c.arms.against == HARNESS]
+    against_definition = [j.cases[c.arms.arm.name] for c in failed if c.arms.against == HARNESS]
     if against_definition and all(case.layout.kind is not LayoutKind.UNPACKED for case in against_definition):
         return (f"[{modes}] packed arms break the definition, unpacked arms do not: a per-sample quantity (a sequence's "
                 "token mean or token count) is computed over the packed row instead of per sample")
-    if any(case.name.rsplit("/", 1)[-1] in ("one", "one_unpacked") for case in arms):
+    if any(POLICY_ARMS[name][2] in ("one", "one_unpacked") for name in names):
         return (f"[{modes}] even with one micro-batch the loss differs from its global definition: wrong normaliser "
                 "(for seq-mean-token-sum-norm: not the constant loss.norm_constant, e.g. the padded length of the batch)")
     return (f"[{modes}] the loss or its gradients depend on how the batch is cut into micro-batches: the normaliser is "
@@ -180,8 +180,7 @@ RL_LOSS_AGGREGATION = Scenario(
               "equals its global definition, token by token, for uneven partitions, packed and unpacked",
     catches=("rl-token-mean-scope", "drgrpo-constant", "seq-mean-over-row", "rl-seq-count-per-rank",
              "rl-seq-tokens-per-shard", "moe-router-counts-local"),
-    build=build,
-    follow_up=follow_up,
+    stages=(from_setting(build), Stage(build=policy_arms)),
     judge=judge,
     diagnose=diagnose,
     # every policy arm is judged against the definition on its own and against the baseline of its mode (baseline_of)

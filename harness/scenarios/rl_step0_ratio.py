@@ -23,7 +23,7 @@ from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.document_drift import drift_by_document
 from packcheck.harness.judging.judgement import Judgement, Setting
-from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.base import Before, Scenario, Stage, from_setting
 from packcheck.harness.scenarios.building import COUNT_MISMATCH, failing
 
 SEQ_LEN = 48
@@ -53,7 +53,8 @@ def build(setting: Setting) -> dict:
             for name, layout in LAYOUTS.items()}
 
 
-def follow_up(setting: Setting, results) -> dict:
+def policy_arms(setting: Setting, before: Before) -> dict:
+    results = before.results
     base = samples_for(setting, MIXED_DOCUMENTS)
     arms = {}
     for name, (rollout, layout, partition, parallel) in ARMS.items():
@@ -80,12 +81,12 @@ def diagnose(j: Judgement, failed: list) -> str:
     if shared := shared_diagnosis(j, failed):
         return shared
     ratios = failing(failed, "ratio")
-    if ratios and all(j.cases[c.arms.arm].parallel.cp > 1 for c in ratios):
-        return (f"the ratio is not 1 at step 0 on the context-parallel arms only ({', '.join(sorted({c.arms.arm for c in ratios}))}): "
+    if ratios and all(j.cases[c.arms.arm.name].parallel.cp > 1 for c in ratios):
+        return (f"the ratio is not 1 at step 0 on the context-parallel arms only ({', '.join(sorted({c.arms.arm.name for c in ratios}))}): "
                 "their new log-probs differ from the rollout's: a document straddling a shard cut is not one document "
                 "(boundaries or RoPE positions computed per shard), or the key/value exchange misses part of the sequence")
     if ratios:
-        name = ratios[0].arms.arm
+        name = ratios[0].arms.arm.name
         _, layout, _, _ = ARMS[name]
         packed_case = j.cases[name] if layout.kind is LayoutKind.PACKED else j.cases.get(rollout_arm("packed"))
         unpacked = j.results[rollout_arm("unpacked")] if layout.kind is LayoutKind.PACKED else j.results[name]
@@ -109,8 +110,7 @@ RL_STEP0_RATIO = Scenario(
     invariant="with old log-probs from the same engine, exp(logp - old) = 1 for every token of every packed sample "
               "(documents 2..k of a row included), across layouts, and the loss is exactly -sum(w * A)",
     catches=("cross-doc-attention", "positions-not-reset", "rl-token-mean-scope"),
-    build=build,
-    follow_up=follow_up,
+    stages=(from_setting(build), Stage(build=policy_arms)),
     judge=judge,
     diagnose=diagnose,
     # each arm is judged on its own, when the engine runs its layout and that of its rollout (TRL's GRPOTrainer never packs)

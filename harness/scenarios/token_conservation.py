@@ -16,7 +16,7 @@ from packcheck.harness.data.samples import CONSERVATION, CONSERVATION_SEQ_LEN
 from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.judgement import Judgement, Setting
-from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.base import Scenario, from_setting
 
 DP_ARM = "packed_dp2"
 
@@ -47,7 +47,7 @@ def diagnose(j: Judgement, failed: list) -> str:
         if c.quantity == "num_loss_tokens" and "fewer" in c.where:
             return "the engine counted fewer loss tokens than the batch has: samples (a tail pack, overflow) dropped or truncated"
         if c.quantity == "num_loss_tokens":
-            only_packed = all(j.cases[f.arms.arm].layout.kind is LayoutKind.PACKED for f in failed if f.quantity == "num_loss_tokens")
+            only_packed = all(j.cases[f.arms.arm.name].layout.kind is LayoutKind.PACKED for f in failed if f.quantity == "num_loss_tokens")
             what = "boundary targets (a label crossing documents) or padding" if only_packed else "padding tokens"
             return f"the engine counted more loss tokens than the batch has: {what} in the loss"
     return "the reported loss is not the mean over the harness's supervised tokens"
@@ -57,7 +57,7 @@ TOKEN_CONSERVATION = Scenario(
     name="token_conservation",
     invariant="the global loss-token count equals the harness's, every sample is returned whole, and the loss averages exactly those tokens",
     catches=("tail-pack-dropped", "pad-in-loss", "boundary-label"),
-    build=build,
+    stages=(from_setting(build),),
     judge=judge,
     diagnose=diagnose,
     optional_arms=frozenset({"packed", "packed_micro", "unpacked", DP_ARM}),  # each arm is judged on its own

@@ -21,7 +21,7 @@ from packcheck.harness.contract import Layout, LayoutKind, ParallelPlan, Partiti
 from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.judgement import Judgement, Setting
-from packcheck.harness.scenarios.base import Scenario
+from packcheck.harness.scenarios.base import Scenario, from_setting
 from packcheck.harness.scenarios.building import every_arm_against, failing
 
 SEQ_LEN = 48
@@ -72,7 +72,7 @@ VLM_COLLECTIVE_SYMMETRY = Scenario(
     invariant="dp=2 with a text-only rank and an image rank: identical per-rank collective sequences, and the single-process loss, "
               "count, log-probs and every gradient",
     catches=("vision-skip-hang",),
-    build=build,
+    stages=(from_setting(build),),
     judge=judge,
     diagnose=diagnose,
     optional_arms=frozenset(LAYOUTS),

@@ -121,7 +121,7 @@ def test_cp_deviations_are_exactly_the_rounded_count():
     single = None
     cp_arms = 0
     for (arms, quantity), rows in worst_by_quantity(verdict).items():
-        cp = cases[arms.arm].parallel.cp
+        cp = cases[arms.arm.name].parallel.cp
         if quantity == "logprobs":
             assert all(r.passed for r in rows), rows
         if quantity == "num_loss_tokens":
