@@ -4,14 +4,17 @@ release falls in its range). Measured under transformers 4.45.2 + accelerate 1.2
 `nox -s "releases(transformers='4.45.2')"` builds
 (docs/findings.md, "hf_trainer across transformers releases").
 
-- Before 4.54 a flattened row's `position_ids` split it into documents only on the flash-attention
+- Before 4.53.1 a flattened row's `position_ids` split it into documents only on the flash-attention
   path (`_flash_attention_forward`); sdpa and eager build one causal mask over the whole row, so
-  with `DataCollatorWithFlattening` every packed document attends to the ones before it. 4.54 added
-  `masking_utils.find_packed_sequence_indices`, which turns the resets into a document mask for
-  every backend (read in the 4.53.0 and 4.54.0 wheels; 5.0.0 and 5.24.0 measured passing).
+  with `DataCollatorWithFlattening` every packed document attends to the ones before it. transformers
+  PR #39194 (merged 2025-07-03, first released in 4.53.1) added `masking_utils.find_packed_sequence_indices`,
+  called from `_preprocess_mask_arguments`, which turns the resets into a document mask for every
+  backend, but only when there is no cache: with `use_cache=True` the row still leaks (H2,
+  `hf_trainer.use-cache`). Read in the 4.53.0 (absent) and 4.53.1 (present) wheels.
 - Before 4.46 the Trainer has no `num_items_in_batch`: each micro-batch's loss is its own token mean
   and accelerate divides it by the accumulation steps, a mean of micro-batch means on uneven
-  micro-batches (the path `hf_trainer.legacy-ga` still reaches on 5.x).
+  micro-batches (the path `hf_trainer.legacy-ga` still reaches on 5.x). 4.46.0 has the count but was
+  yanked from PyPI; 4.46.1 is the first installable release with it.
 """
 
 from __future__ import annotations
@@ -20,11 +23,12 @@ from packcheck.harness.engines import KnownFinding
 
 FLAT = ("with sdpa attention a row of DataCollatorWithFlattening is one causal sequence: position_ids resets split documents "
         "only for flash_attention_2, so every packed document attends to the ones before it in the row")
-FLAT_UPSTREAM = ("fixed in transformers 4.54.0 (masking_utils.find_packed_sequence_indices); 4.45's collator only warns "
-                 "'Make sure your attention computation is able to handle it!'")
+FLAT_UPSTREAM = ("fixed by transformers PR #39194 (merged 2025-07-03; in 4.53.1, not in 4.53.0, as transformers issue #41856 "
+                 "places it); 4.45's collator only warns 'Make sure your attention computation is able to handle it!'")
 MEANS = "no num_items_in_batch: each micro-batch's loss is its own token mean divided by the accumulation steps (mean of means)"
-MEANS_UPSTREAM = "fixed in transformers 4.46.0 (the Trainer's num_items_in_batch; transformers#37766 tracks the remaining legacy path)"
-BEFORE_PACKED_MASKS = ("transformers<4.54",)
+MEANS_UPSTREAM = ("fixed by transformers PR #34191 in 4.46.0, a release yanked from PyPI (4.46.1 is the first installable fix); "
+                  "transformers#37766 tracks the legacy path that remains")
+BEFORE_PACKED_MASKS = ("transformers<4.53.1",)
 BEFORE_ITEM_COUNT = ("transformers<4.46",)
 MEASURED = "llama float32, transformers 4.45.2 + accelerate 1.2.1, 2026-12-01"
 

@@ -12,7 +12,8 @@ prime_rl.cp-rank-loss: the loss one rank holds for the step. rl/train.py sums th
 each rank's full (unsharded) micro-batches over the dp x cp group, so under context parallelism
 every token is counted cp times, and every cp rank computes the whole row's loss (its log-probs
 gathered by `gather_for_cp`) over that count: each rank's loss is L / cp. The gradients are exact
-(the gather's backward sums the cp ranks' contributions), so only the number a user reads differs:
+(the gather's backward sums the cp ranks' contributions, which the cp-fold count divides back out: the
+count is what keeps them exact), so this is a reported-metric discrepancy only, the number a user reads:
 without CP a rank's losses summed over data-parallel ranks are the step's loss, with CP they are
 1 / cp of it. (The logged `loss/mean` is the mean of these per-micro-batch values over micro-batches
 and ranks, a further convention, not pinned.)
@@ -63,8 +64,9 @@ class PrimeRLFusedLmHead(PrimeRL):
     )
 
 
-CP_LOSS_SUMMARY = ("under context parallelism every cp rank computes the whole row's loss (log-probs gathered) over a count "
-                   "taken on full rows on every cp rank (cp x N), so each rank's loss is L / cp; gradients are exact")
+CP_LOSS_SUMMARY = ("a reported-metric discrepancy only: under context parallelism every cp rank computes the whole row's loss "
+                   "(log-probs gathered) over a count taken on full rows on every cp rank (cp x N), so each rank reports L / cp; "
+                   "the gradients are exact, since that cp-fold count is what offsets all_gather's summing backward")
 CP_LOSS_UPSTREAM = ("prime-rl PR #2562 (merged: the rl count summed over dp x cp; its review flagged that cp ranks load the same "
                     "micro-batches, 'CP overcounts global tokens'); the gather's backward sums the cp ranks' gradients back")
 

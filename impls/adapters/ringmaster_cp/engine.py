@@ -39,7 +39,9 @@ ROUNDED_COUNT = (
     "a global count cp does not divide becomes cp * round(N / cp), so the loss and every gradient are scaled by N / that "
     "(77 tokens at cp 2 or 4 -> 76); log-probs stay exact"
 )
-ROUNDED_COUNT_UPSTREAM = "no upstream issue found; the AVG + round() count is ringmaster 0.2.7's port of axolotl PR #3382"
+ROUNDED_COUNT_UPSTREAM = ("none found (no issue or PR; an attribution to an axolotl PR could not be verified); the code: "
+                          "ringmaster 0.2.7 loss.py global_num_items_in_batch, all_reduce with ReduceOp.AVG, then "
+                          "round(...) * gradient_accumulation_steps")
 FLOAT32_INSIDE_FLOAT64 = KnownFinding(
     scenario="golden_regression",
     summary=("a transformers model loaded in float64 still computes RMSNorm and RoPE in float32 (nothing patched here), "

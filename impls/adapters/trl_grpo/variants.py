@@ -23,8 +23,8 @@ from packcheck.harness.contract import Aggregation
 from packcheck.harness.engines import KnownFinding
 from packcheck.impls.adapters.trl_grpo.engine import TrlGrpoEngine
 
-UPSTREAM = ("by design: GRPOConfig.loss_type docs (bnpo: 'normalization is performed over the local batch only'; dapo, "
-            "the default, over the global accumulated batch)")
+UPSTREAM = ("a declared design choice, not a bug: GRPOConfig.loss_type docs (bnpo: 'normalization is performed over the local "
+            "batch only'; dapo, the default, over the global accumulated batch)")
 SUMMARY = ("loss_type='bnpo' / 'grpo' normalise each micro-batch by its own token count / row count (fully masked rows "
            "included) and divide by the accumulation steps, instead of by the global batch's N / G")
 

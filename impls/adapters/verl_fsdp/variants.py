@@ -55,7 +55,8 @@ class VerlFSDPPretrainMask(VerlFSDP):
         return all_ones_if_fully_supervised(sample.loss_mask)
 
 
-TRAINER_UPSTREAM = "verl PR #4510 (merged: seq-mean denominators count every sequence; sum-norm divides by batch x factor)"
+TRAINER_UPSTREAM = ("verl PR #5417 (merged 2026-02-26) describes the 0.9.1 code: seq-mean denominators count every sequence, "
+                    "sum-norm divides by batch x factor; PR #4510, which first made the change, was reverted by #4769 (2026-01-03)")
 TRAINER_SUMMARY = ("fed as verl's PPO trainer feeds it (global_batch_size = every sequence of the mini-batch, loss_scale_factor = C), "
                    "seq-mean modes divide by sequences without targets too and seq-mean-token-sum-norm by B x C instead of C")
 
@@ -66,10 +67,11 @@ class VerlFSDPTrainerNormalisers(VerlFSDP):
     verl 0.9.1's `agg_loss` divides the seq-mean modes by `global_batch_size`, which verl's trainer sets to
     the mini-batch size: every sequence, also one whose response mask is all zero (DAPO's overlong filter
     produces such), although the numerator skips it and verl's own fallback (no global size) does not count
-    it. seq-mean-token-sum-norm is divided by global_batch_size x loss_scale_factor (PR #4510's breaking
-    change), so with `loss_scale_factor = C`, verl's config meaning of Dr.GRPO's constant, the loss is the
-    contract's / B. Both are by design upstream; the harness's definitions (G = samples with a target,
-    norm = sum / C) differ, and this variant measures by how much. The main adapter passes G and C / G.
+    it. seq-mean-token-sum-norm is divided by global_batch_size x loss_scale_factor (the code merged PR #5417
+    describes; #4510 made the change first and was reverted by #4769), so with `loss_scale_factor = C`,
+    verl's config meaning of Dr.GRPO's constant, the loss is the contract's / B. Both are declared design
+    choices upstream; the harness's definitions (G = samples with a target, norm = sum / C) differ, and
+    this variant measures by how much. The main adapter passes G and C / G.
     """
 
     name = "verl_fsdp.trainer-normalisers"
