@@ -19,7 +19,7 @@ release falls in its range). Measured under transformers 4.45.2 + accelerate 1.2
 
 from __future__ import annotations
 
-from packcheck.harness.engines import KnownFinding
+from packcheck.harness.engines import FindingKind, KnownFinding
 
 FLAT = ("with sdpa attention a row of DataCollatorWithFlattening is one causal sequence: position_ids resets split documents "
         "only for flash_attention_2, so every packed document attends to the ones before it in the row")
@@ -28,23 +28,31 @@ FLAT_UPSTREAM = ("fixed by transformers PR #39194 (merged 2025-07-03; in 4.53.1,
 MEANS = "no num_items_in_batch: each micro-batch's loss is its own token mean divided by the accumulation steps (mean of means)"
 MEANS_UPSTREAM = ("fixed by transformers PR #34191 in 4.46.0, a release yanked from PyPI (4.46.1 is the first installable fix); "
                   "transformers#37766 tracks the legacy path that remains")
+FLAT_EVIDENCE = ("transformers 4.53.0 masking_utils.py: _preprocess_mask_arguments returns no packed-sequence mask "
+                 "(find_packed_sequence_indices does not exist); in 4.53.1 it calls find_packed_sequence_indices(position_ids) "
+                 "when attention_mask and past_key_values are None")
+MEANS_EVIDENCE = ("transformers 4.46.0 trainer.py: Trainer.get_batch_samples returns num_items_in_batch and training_step hands it "
+                  "to compute_loss; 4.45.2's trainer.py has neither, so the model's ForCausalLMLoss takes each micro-batch's mean")
 BEFORE_PACKED_MASKS = ("transformers<4.53.1",)
 BEFORE_ITEM_COUNT = ("transformers<4.46",)
 MEASURED = "llama float32, transformers 4.45.2 + accelerate 1.2.1, 2026-12-01"
 
 
 def flat(scenario: str, min_margin: float, measured: str) -> KnownFinding:
-    return KnownFinding(scenario=scenario, summary=FLAT, upstream=FLAT_UPSTREAM, min_margin=min_margin,
-                        measured=f"{measured}, {MEASURED}", engine_versions=BEFORE_PACKED_MASKS)
+    return KnownFinding(id="H5", kind=FindingKind.DEFECT, scenario=scenario, summary=FLAT, evidence=FLAT_EVIDENCE,
+                        upstream=FLAT_UPSTREAM, min_margin=min_margin, measured=f"{measured}, {MEASURED}",
+                        engine_versions=BEFORE_PACKED_MASKS)
 
 
 def means(scenario: str, min_margin: float, measured: str) -> KnownFinding:
-    return KnownFinding(scenario=scenario, summary=MEANS, upstream=MEANS_UPSTREAM, min_margin=min_margin,
-                        measured=f"{measured}, {MEASURED}", engine_versions=BEFORE_ITEM_COUNT)
+    return KnownFinding(id="H6", kind=FindingKind.DEFECT, scenario=scenario, summary=MEANS, evidence=MEANS_EVIDENCE,
+                        upstream=MEANS_UPSTREAM, min_margin=min_margin, measured=f"{measured}, {MEASURED}",
+                        engine_versions=BEFORE_ITEM_COUNT)
 
 
 def both(scenario: str, min_margin: float, measured: str) -> KnownFinding:
-    return KnownFinding(scenario=scenario, summary=f"{MEANS}; and {FLAT}", upstream=f"{MEANS_UPSTREAM}; {FLAT_UPSTREAM}",
+    return KnownFinding(id="H6+H5", kind=FindingKind.DEFECT, scenario=scenario, summary=f"{MEANS}; and {FLAT}",
+                        evidence=f"{MEANS_EVIDENCE}; {FLAT_EVIDENCE}", upstream=f"{MEANS_UPSTREAM}; {FLAT_UPSTREAM}",
                         min_margin=min_margin, measured=f"{measured}, {MEASURED}", engine_versions=BEFORE_ITEM_COUNT)
 
 

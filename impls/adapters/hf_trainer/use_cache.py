@@ -11,11 +11,13 @@ from __future__ import annotations
 from transformers import TrainingArguments
 
 from packcheck.harness.contract import Case
-from packcheck.harness.engines import KnownFinding
+from packcheck.harness.engines import FindingKind, KnownFinding
 from packcheck.impls.adapters.hf_trainer.engine import VARIANT_CAPABILITIES, VARIANT_RELEASES, HfTrainerEngine
 
 
-UPSTREAM = "none found upstream; the gate is `cache is None` in transformers 5.24.0 masking_utils._preprocess_mask_arguments"
+UPSTREAM = "none found (no issue about the leak; the gate came with the detection itself, transformers PR #39194)"
+EVIDENCE = ("transformers 5.24.0 masking_utils.py: _preprocess_mask_arguments calls find_packed_sequence_indices only when "
+            "`cache is None`; the model builds a DynamicCache when config.use_cache is True")
 LEAK = "with use_cache=True the flattened row is one causal sequence: documents attend to the earlier ones in the row"
 
 
@@ -24,15 +26,15 @@ class UseCacheEngine(HfTrainerEngine):
     engine_versions = VARIANT_RELEASES
     capabilities = VARIANT_CAPABILITIES
     known_findings = (
-        KnownFinding(scenario="packed_vs_unpacked", upstream=UPSTREAM, summary=LEAK,
+        KnownFinding(id="H2", kind=FindingKind.DEFECT, evidence=EVIDENCE, scenario="packed_vs_unpacked", upstream=UPSTREAM, summary=LEAK,
                      min_margin=2.3e3, measured="logprobs max_abs 2.34 llama (margin 2.3e4), 2.38 qwen3 (2.4e4), float32"),
-        KnownFinding(scenario="document_isolation", upstream=UPSTREAM, summary=LEAK,
+        KnownFinding(id="H2", kind=FindingKind.DEFECT, evidence=EVIDENCE, scenario="document_isolation", upstream=UPSTREAM, summary=LEAK,
                      min_margin=8.0e2, measured="logprobs max_abs 0.81 llama (margin 8.1e3), 0.89 qwen3 (8.9e3), float32"),
-        KnownFinding(scenario="microbatch_invariance", upstream=UPSTREAM, summary=LEAK,
+        KnownFinding(id="H2", kind=FindingKind.DEFECT, evidence=EVIDENCE, scenario="microbatch_invariance", upstream=UPSTREAM, summary=LEAK,
                      min_margin=2.5e3, measured="logprobs max_abs 2.60 llama (margin 2.6e4), 2.55 qwen3 (2.6e4), float32"),
-        KnownFinding(scenario="golden_regression", upstream=UPSTREAM, summary=LEAK,
+        KnownFinding(id="H2", kind=FindingKind.DEFECT, evidence=EVIDENCE, scenario="golden_regression", upstream=UPSTREAM, summary=LEAK,
                      min_margin=3.0e4, measured="logprobs max_abs 3.40 llama (margin 3.0e5), 3.69 qwen3 (3.9e5), float32"),
-        KnownFinding(scenario="gradient_oracle", upstream=UPSTREAM, summary=LEAK,
+        KnownFinding(id="H2", kind=FindingKind.DEFECT, evidence=EVIDENCE, scenario="gradient_oracle", upstream=UPSTREAM, summary=LEAK,
                      min_margin=2.9e4, measured="logprobs max_abs 3.40 llama (margin 2.9e5), 3.69 qwen3 (3.2e5) against the float64 "
                                                 "reference's oracle arm; grad max_rel 1.19 (1.1e5), float32, 2026-12-01"),
     )
