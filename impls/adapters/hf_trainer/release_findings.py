@@ -15,6 +15,11 @@ release falls in its range). Measured under transformers 4.45.2 + accelerate 1.2
   and accelerate divides it by the accumulation steps, a mean of micro-batch means on uneven
   micro-batches (the path `hf_trainer.legacy-ga` still reaches on 5.x). 4.46.0 has the count but was
   yanked from PyPI; 4.46.1 is the first installable release with it.
+
+Each range is run at both edges by `nox -s releases` (noxfile.py's RELEASES): 4.45.2 flagged by both,
+4.46.1 by H5 alone, 4.53.0 by H5, 4.53.1 passing. Where H6 is gone and H5 is not (4.46-4.53.0), the cells
+the two failed together are H5's alone; their sizes there are expected from the same one causal row
+(H2 on 5.24.0, H5's log-probs on 4.45.2), not measured.
 """
 
 from __future__ import annotations
@@ -35,13 +40,23 @@ MEANS_EVIDENCE = ("transformers 4.46.0 trainer.py: Trainer.get_batch_samples ret
                   "to compute_loss; 4.45.2's trainer.py has neither, so the model's ForCausalLMLoss takes each micro-batch's mean")
 BEFORE_PACKED_MASKS = ("transformers<4.53.1",)
 BEFORE_ITEM_COUNT = ("transformers<4.46",)
+COUNTS_BUT_NO_PACKED_MASKS = ("transformers>=4.46,<4.53.1",)
 MEASURED = "llama float32, transformers 4.45.2 + accelerate 1.2.1, 2026-12-01"
+# each bound of the ranges above -> (the last release on its inside, the first on its outside), from PyPI's release list
+# (4.46.0 was yanked, so 4.46.1 is the first installable release past 4.46); `nox -s releases` runs both
+EDGES = {"<4.46": ("4.45.2", "4.46.1"), ">=4.46": ("4.46.1", "4.45.2"), "<4.53.1": ("4.53.0", "4.53.1")}
 
 
-def flat(scenario: str, min_margin: float, measured: str) -> KnownFinding:
+def flat(scenario: str, min_margin: float, measured: str, releases: tuple[str, ...] = BEFORE_PACKED_MASKS,
+         when: str = MEASURED) -> KnownFinding:
     return KnownFinding(id="H5", kind=FindingKind.DEFECT, scenario=scenario, summary=FLAT, evidence=FLAT_EVIDENCE,
-                        upstream=FLAT_UPSTREAM, min_margin=min_margin, measured=f"{measured}, {MEASURED}",
-                        engine_versions=BEFORE_PACKED_MASKS)
+                        upstream=FLAT_UPSTREAM, min_margin=min_margin, measured=f"{measured}, {when}", engine_versions=releases)
+
+
+def flat_alone(scenario: str, min_margin: float, measured: str) -> KnownFinding:
+    """H5 where H6 no longer holds (4.46-4.53.0), in a cell the two fail together before 4.46."""
+    return flat(scenario, min_margin, measured, COUNTS_BUT_NO_PACKED_MASKS,
+                "expected from the same one causal row (H2 on 5.24.0, H5 on 4.45.2), not yet measured on 4.46.1-4.53.0")
 
 
 def means(scenario: str, min_margin: float, measured: str) -> KnownFinding:
@@ -62,7 +77,9 @@ RELEASE_FINDINGS = (
     flat("linear_attention_reset", 1.3e3, "grad max_rel 1.39 at model.layers.0.self_attn.o_proj.weight (margin 1.4e4)"),
     flat("gradient_oracle", 2.9e4, "logprobs max_abs 3.40 against the float64 reference's oracle arm (margin 2.9e5)"),
     both("microbatch_invariance", 1.1e5, "dloss_dlogprobs max_rel 13.1 (margin 1.3e6)"),
+    flat_alone("microbatch_invariance", 2.5e3, "logprobs max_abs 2.60 (margin 2.6e4) as H2 on 5.24.0"),
     means("token_conservation", 5.4, "loss rel 5.5e-4 against -mean(logprobs over the loss mask) (margin 54.5)"),
     both("golden_regression", 6.4e4, "dloss_dlogprobs max_rel 0.192 (margin 6.5e5), logprobs max_abs 3.40 (2.9e5)"),
+    flat_alone("golden_regression", 2.9e4, "logprobs max_abs 3.40 (margin 2.9e5) as H5 on 4.45.2 and H2 on 5.24.0"),
     both("optimizer_step", 1.1e5, "dloss_dlogprobs max_rel 11.6 (margin 1.2e6), grad_norm rel 1.32 (1.3e5)"),
 )

@@ -1,9 +1,14 @@
-"""hf_trainer.use-cache: the Trainer with `TrainingArguments(use_cache=True)`.
+"""hf_trainer.use-cache: the Trainer with the cache on: `TrainingArguments(use_cache=True)` from 5.0,
+before that a checkpoint whose config says `use_cache=True` (transformers' default), which the 4.x
+Trainer leaves as it is.
 
 transformers detects packed sequences from `position_ids` only when there is no attention mask
-*and no cache* (`masking_utils`); with the cache enabled the training forward builds a
+*and no cache* (`masking_utils`, since 4.53.1); with the cache enabled the training forward builds a
 `DynamicCache`, the detection is skipped, and a flattened row is one causal sequence: every
-document attends to the ones before it in the row. Nothing warns.
+document attends to the ones before it in the row. Nothing warns. Before 4.53.1 there is no
+detection at all (H5, the plain adapter's finding), so the variant starts at 4.53.1, where the two
+differ; `nox -s "releases(transformers='4.53.1')"` runs it there (measured on 5.24.0; on 4.53.1 the
+pins are what the 4.53.1 wheel's gate implies).
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from transformers import TrainingArguments
 
 from packcheck.harness.contract import Case
 from packcheck.harness.engines import FindingKind, KnownFinding
-from packcheck.impls.adapters.hf_trainer.engine import VARIANT_CAPABILITIES, VARIANT_RELEASES, HfTrainerEngine
+from packcheck.impls.adapters.hf_common.releases import TRAINER_SETS_USE_CACHE
+from packcheck.impls.adapters.hf_trainer.engine import VARIANT_CAPABILITIES, HfTrainerEngine, load_model
 
 
 UPSTREAM = "none found (no issue about the leak; the gate came with the detection itself, transformers PR #39194)"
@@ -23,7 +29,7 @@ LEAK = "with use_cache=True the flattened row is one causal sequence: documents 
 
 class UseCacheEngine(HfTrainerEngine):
     name = "hf_trainer.use-cache"
-    engine_versions = VARIANT_RELEASES
+    engine_versions = ("transformers>=4.53.1,<6", "accelerate>=1.0")  # from the release that detects packing without a cache
     capabilities = VARIANT_CAPABILITIES
     known_findings = (
         KnownFinding(id="H2", kind=FindingKind.DEFECT, evidence=EVIDENCE, scenario="packed_vs_unpacked", upstream=UPSTREAM, summary=LEAK,
@@ -39,5 +45,10 @@ class UseCacheEngine(HfTrainerEngine):
                                                 "reference's oracle arm; grad max_rel 1.19 (1.1e5), float32, 2026-12-01"),
     )
 
+    def model(self, case: Case):
+        return load_model(case, use_cache=True)
+
     def arguments(self, case: Case, output_dir: str) -> TrainingArguments:
-        return TrainingArguments(**self.base_arguments(case, output_dir), use_cache=True)
+        # from 5.0 the Trainer overwrites the config's use_cache with this argument (default False)
+        cache = {"use_cache": True} if TRAINER_SETS_USE_CACHE else {}
+        return TrainingArguments(**self.base_arguments(case, output_dir), **cache)
