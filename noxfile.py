@@ -175,23 +175,33 @@ def findings(session: nox.Session, adapter: str) -> None:
     conformance_of(session, adapter_engines(adapter, variants=True))
 
 
-# The transformers releases the Trainer adapter is run under (nox -s releases), each with the accelerate of its
-# time: the oldest supported 4.4x, the first 5.x and the pinned one (the hf extra). Each
-# release's known findings are pinned on the adapter (KnownFinding.engine_versions); docs/findings.md has the matrices.
-RELEASES = {"4.45.2": "1.2.1", "5.0.0": "1.12.0", "5.24.0": "1.15.0"}
+# The transformers releases the Trainer adapter is run under (nox -s releases): release -> (the accelerate of its time, the
+# engines run there). Every pinned release range (KnownFinding.engine_versions, hf_trainer/release_findings.py) is run at
+# both edges, the last release inside (its cells must fail as pinned: strict expected failures) and the first outside
+# (they must pass: a pin left there fails as an unexpected pass): H6 (<4.46) at 4.45.2 / 4.46.1 (4.46.0 was yanked), H5
+# (<4.53.1) at 4.53.0 / 4.53.1, where hf_trainer.use-cache must still leak (H2's gate); then the first 5.x and the
+# pinned one (the hf extra). docs/findings.md has the matrices and which edges were run.
+RELEASES = {
+    "4.45.2": ("1.2.1", ("hf_trainer",)),
+    "4.46.1": ("1.2.1", ("hf_trainer",)),
+    "4.53.0": ("1.8.1", ("hf_trainer",)),
+    "4.53.1": ("1.8.1", ("hf_trainer", "hf_trainer.use-cache")),
+    "5.0.0": ("1.12.0", ("hf_trainer",)),
+    "5.24.0": ("1.15.0", ("hf_trainer",)),
+}
 
 
 @nox.session(default=False)
 @nox.parametrize("transformers", list(RELEASES))
 def releases(session: nox.Session, transformers: str) -> None:
     """hf_trainer under one transformers release: its batch tests, then the conformance suite (float32, every family
-    that release defines), in a checkpoint cache of the session's own (written by that release)."""
+    that release defines) for each engine run there, in a checkpoint cache of the session's own (written by that release)."""
+    accelerate, engines = RELEASES[transformers]
     session.install(CPU_TORCH)
-    session.install("-e", ".[test]", f"transformers=={transformers}", f"accelerate=={RELEASES[transformers]}",
-                    "-c", "constraints/cpu-torch.txt")
+    session.install("-e", ".[test]", f"transformers=={transformers}", f"accelerate=={accelerate}", "-c", "constraints/cpu-torch.txt")
     session.env["PACKCHECK_CACHE_DIR"] = session.create_tmp()
     session.run("pytest", "tests/adapters/hf_trainer/test_hf_translation.py", "-k", "not legacy_ga", *session.posargs)
-    conformance_of(session, {"hf_trainer": "float32"})
+    conformance_of(session, dict.fromkeys(engines, "float32"))
 
 
 @nox.session(python=False, default=False)

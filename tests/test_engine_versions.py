@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from importlib.metadata import version
 
-from packcheck.harness.engines import EngineVersionError, KnownFinding, describe, resolve_engine
+from packcheck.harness.engines import EngineVersionError, FindingKind, KnownFinding, describe, resolve_engine
 from packcheck.harness.run.scenario_runner import run_scenario
 from packcheck.harness.scenarios import SCENARIOS
 from tests.engines.versioned import InRange, NotInstalled, OutOfRange, release_finding
@@ -44,7 +44,8 @@ def test_a_release_scoped_finding_round_trips_and_an_unscoped_one_writes_no_key(
     scoped = release_finding(("transformers<4.46",))
     assert KnownFinding.from_json(scoped.to_json()) == scoped
     assert "under transformers<4.46" in scoped.headline()
-    plain = KnownFinding(scenario="s", summary="x", upstream="u", min_margin=1.0, measured="m")
+    plain = KnownFinding(id="X1", kind=FindingKind.DEFECT, scenario="s", summary="x", evidence="x.py: f", upstream="none found",
+                         min_margin=1.0, measured="m")
     assert "engine_versions" not in plain.to_json() and KnownFinding.from_json(plain.to_json()) == plain
 
 

@@ -2,7 +2,7 @@
 
 from packcheck.harness.engines.capabilities import Capabilities
 from packcheck.harness.engines.devices import device_missing
-from packcheck.harness.engines.findings import KnownFinding, finding_for
+from packcheck.harness.engines.findings import FindingKind, KnownFinding, finding_for
 from packcheck.harness.engines.info import EngineInfo, describe
 from packcheck.harness.engines.problems import Problem, ProblemKind, problems_from_json, problems_json
 from packcheck.harness.engines.protocol import Engine, UnsupportedCase
@@ -11,7 +11,7 @@ from packcheck.harness.engines.validate import InvalidResult, validate_result
 from packcheck.harness.engines.versions import EngineVersionError
 
 __all__ = [
-    "Capabilities", "Engine", "EngineInfo", "KnownFinding", "describe", "finding_for", "EngineNotFound", "InvalidResult", "UnsupportedCase",
-    "EngineVersionError", "Problem", "ProblemKind", "problems_from_json", "problems_json",
+    "Capabilities", "Engine", "EngineInfo", "FindingKind", "KnownFinding", "describe", "finding_for", "EngineNotFound", "InvalidResult",
+    "UnsupportedCase", "EngineVersionError", "Problem", "ProblemKind", "problems_from_json", "problems_json",
     "device_missing", "engine_names", "names_a_class", "mutant_names", "resolve_engine", "unknown_engine", "validate_result",
 ]

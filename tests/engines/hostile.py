@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from packcheck.harness.contract import SINGLE_PROCESS, Partition, StepResult
-from packcheck.harness.engines import KnownFinding
+from packcheck.harness.engines import FindingKind, KnownFinding
 from packcheck.impls.reference.engine import ReferenceEngine
 from packcheck.impls.reference.parallel.mesh import Mesh
 
@@ -179,5 +179,5 @@ class IgnoresMeshBehindAFinding(IgnoresMesh):
     broken contract (its margin is inf, so it would match any min_margin)."""
 
     name = "hostile.ignores-mesh-behind-a-finding"
-    known_findings = (KnownFinding(scenario="cp_vs_nocp", summary="anything at all", upstream="none", min_margin=1.0,
-                                   measured="nothing"),)
+    known_findings = (KnownFinding(id="X1", kind=FindingKind.DEFECT, scenario="cp_vs_nocp", summary="anything at all",
+                                   evidence="hostile.py: this engine", upstream="none found", min_margin=1.0, measured="nothing"),)

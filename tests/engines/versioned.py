@@ -3,13 +3,14 @@ launch imports them by name)."""
 
 from __future__ import annotations
 
-from packcheck.harness.engines import KnownFinding
+from packcheck.harness.engines import FindingKind, KnownFinding
 from packcheck.impls.reference.engine import ReferenceEngine
 
 
 def release_finding(engine_versions: tuple[str, ...]) -> KnownFinding:
-    return KnownFinding(scenario="microbatch_invariance", summary="only on some releases", upstream="test", min_margin=1.0,
-                        measured="test", engine_versions=engine_versions)
+    return KnownFinding(id="X1", kind=FindingKind.DEFECT, scenario="microbatch_invariance", summary="only on some releases",
+                        evidence="versioned.py: a test engine", upstream="none found (a test)", min_margin=1.0, measured="test",
+                        engine_versions=engine_versions)
 
 
 class InRange(ReferenceEngine):

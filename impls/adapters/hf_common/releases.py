@@ -14,7 +14,10 @@ reading the Trainer of the wheels in between (docs/findings.md):
   steps (the legacy path `hf_trainer.legacy-ga` reaches on 5.x; a known finding of 4.45,
   hf_trainer/release_findings.py); `get_batch_samples` computes it inline up to 4.56 and calls
   `_get_num_items_in_batch` (where `CountsItems` reads it) from 4.57 on;
-- Qwen3 is defined from 4.51: the families the adapter declares are those the release defines.
+- Qwen3 is defined from 4.51: the families the adapter declares are those the release defines;
+- `TrainingArguments.use_cache` exists from 5.0, where the Trainer writes it (default False) into the
+  model's config; before, the Trainer leaves the checkpoint's `use_cache` as it is (read in the 4.53.1
+  and 5.24.0 wheels).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from __future__ import annotations
 import torch
 import transformers
 from packaging.version import Version
-from transformers import Trainer
+from transformers import Trainer, TrainingArguments
 
 from packcheck.impls.adapters.hf_common.capture import StepCapture
 
@@ -30,6 +33,7 @@ RELEASE = Version(transformers.__version__)
 DTYPE_KWARG = "dtype" if RELEASE >= Version("4.56") else "torch_dtype"
 COUNTS_ITEMS = hasattr(Trainer, "get_batch_samples")  # the Trainer computes num_items_in_batch (4.46 on)
 CLIPS_IN_HOOK = hasattr(Trainer, "_clip_grad_norm")  # RecordsGradNorm's hooks exist (later 5.x)
+TRAINER_SETS_USE_CACHE = "use_cache" in TrainingArguments.__dataclass_fields__  # 5.0 on
 # dp through accelerate was measured under the pinned release only (docs/findings.md): 4.45 has no global
 # count at all (H6), and the releases in between were not run with dp arms, so they keep dp=1
 MAX_DP = 2 if RELEASE >= Version("5.24") else 1

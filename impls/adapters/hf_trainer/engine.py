@@ -41,9 +41,10 @@ class HfTrainer(CountsItems, CountsItemsInBatchSamples, RecordsGradNorm, Partiti
     """transformers.Trainer with the Case's micro-batches and the count recorded."""
 
 
-def load_model(case: Case):
+def load_model(case: Case, **config):
+    """The Case's checkpoint in its dtype and attention; `config` overrides entries of its config (`use_cache=True`)."""
     return AutoModelForCausalLM.from_pretrained(case.model.checkpoint, **dtype_kwargs(DTYPES[case.dtype]),
-                                                attn_implementation=ATTENTION[case.attention])
+                                                attn_implementation=ATTENTION[case.attention], **config)
 
 
 class HfTrainerEngine(TrainerEngine):
@@ -58,6 +59,9 @@ class HfTrainerEngine(TrainerEngine):
         tokenizer = tokenizer_for(case.model.vocab_size, case.layout.padding_side)
         return DataCollatorForSeq2Seq(tokenizer, padding=True, label_pad_token_id=-100)
 
+    def model(self, case: Case):
+        return load_model(case)
+
     def base_arguments(self, case: Case, output_dir: str) -> dict:
         return training_arguments(case, output_dir)
 
@@ -65,7 +69,7 @@ class HfTrainerEngine(TrainerEngine):
         return TrainingArguments(**self.base_arguments(case, output_dir))
 
     def build_trainer(self, case: Case, capture: StepCapture, output_dir: str) -> HfTrainer:
-        trainer = HfTrainer(model=load_model(case), args=self.arguments(case, output_dir), train_dataset=examples(case),
+        trainer = HfTrainer(model=self.model(case), args=self.arguments(case, output_dir), train_dataset=examples(case),
                             data_collator=self.collator(case), callbacks=[capture.callback()])
         trainer.partition = PartitionSampler(interleaved(case.partition))
         trainer.capture = capture

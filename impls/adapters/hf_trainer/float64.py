@@ -9,16 +9,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from packcheck.harness.engines import KnownFinding
+from packcheck.harness.engines import FindingKind, KnownFinding
 from packcheck.impls.adapters.hf_trainer.engine import VARIANT_CAPABILITIES, VARIANT_RELEASES, HfTrainerEngine
 
-UPSTREAM = ("none found upstream; the cast is `logits = logits.float()` in transformers 5.24.0 loss_utils.ForCausalLMLoss "
-            "(introduced by transformers#34147, meant as an upcast from half precision)")
+UPSTREAM = "none found (no issue; the cast came with transformers#34147, meant as an upcast from half precision)"
+EVIDENCE = ("transformers 5.24.0 loss/loss_utils.py: ForCausalLMLoss does `logits = logits.float()` under the comment "
+            "'Upcast to float', a downcast for float64 logits")
 DOWNCAST = "ForCausalLMLoss casts float64 logits down to float32: loss and gradients carry float32 rounding"
 
 
 def pinned(scenario: str, min_margin: float, measured: str, families=None) -> KnownFinding:
-    return KnownFinding(scenario=scenario, summary=DOWNCAST, upstream=UPSTREAM, min_margin=min_margin, measured=measured,
+    return KnownFinding(id="H3", kind=FindingKind.DEFECT, evidence=EVIDENCE,
+                        scenario=scenario, summary=DOWNCAST, upstream=UPSTREAM, min_margin=min_margin, measured=measured,
                         families=families)
 
 

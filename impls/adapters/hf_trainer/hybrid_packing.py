@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from packcheck.harness.engines import KnownFinding
+from packcheck.harness.engines import FindingKind, KnownFinding
 from packcheck.impls.adapters.hf_trainer.engine import VARIANT_CAPABILITIES, VARIANT_RELEASES, HfTrainerEngine
 
-UPSTREAM = ("transformers 5.24.0 Qwen3_5GatedDeltaNet.forward: `causal_conv1d_fn` and `torch_chunk_gated_delta_rule` "
-            "run over the whole flattened row; cu_seqlens reach them only as flash-attention kwargs, which this path never builds")
+UPSTREAM = "none found"
+EVIDENCE = ("transformers 5.24.0 models/qwen3_5/modeling_qwen3_5.py: Qwen3_5GatedDeltaNet.forward runs causal_conv1d_fn and "
+            "torch_chunk_gated_delta_rule over the whole flattened row; cu_seqlens reach them only as flash-attention kwargs, "
+            "which this path never builds")
 LEAK = "position-id packing isolates attention but not GatedDeltaNet: conv and recurrent state carry across packed documents"
 
 
@@ -26,7 +28,9 @@ class HybridPackingEngine(HfTrainerEngine):
     engine_versions = VARIANT_RELEASES
     capabilities = replace(VARIANT_CAPABILITIES, families=frozenset({"qwen3_5"}))
     known_findings = tuple(
-        KnownFinding(scenario=scenario, upstream=UPSTREAM, summary=LEAK, min_margin=min_margin, measured=f"{measured}, qwen3_5 float32, 2026-12-01")
+        KnownFinding(id="H8", kind=FindingKind.DEFECT, evidence=EVIDENCE,
+                     scenario=scenario, upstream=UPSTREAM, summary=LEAK, min_margin=min_margin,
+                     measured=f"{measured}, qwen3_5 float32, 2026-12-01")
         for scenario, min_margin, measured in (
             ("packed_vs_unpacked", 8.4e3, "grad rel_l2 8.40 at model.layers.0.linear_attn.dt_bias (margin 8.4e4)"),
             ("document_isolation", 8.8e3, "logprobs max_abs 8.87 (margin 8.9e4)"),

@@ -38,20 +38,23 @@ import torch
 import torch.distributed as dist
 
 from packcheck.harness.contract import Aggregation, Case, LayoutKind, LossKind, StepResult
-from packcheck.harness.engines import Capabilities, Engine, KnownFinding
+from packcheck.harness.engines import Capabilities, Engine, FindingKind, KnownFinding
 from packcheck.impls.adapters.prime_rl import batch, cpu_stubs, source
 
 DTYPES = {"float64": torch.float64}  # float32 not measured, so not declared
 LAYOUTS = frozenset({LayoutKind.PACKED, LayoutKind.UNPACKED})
 MODEL_CLASSES = {"llama": "prime_rl.trainer.models.llama:LlamaForCausalLM",
                  "qwen3": "prime_rl.trainer.models.qwen3:Qwen3ForCausalLM"}
-NORMS_UPSTREAM = "by design (layers/norms.py RMSNorm .to(torch.float32), rotary_emb.py 'Force float32'), as in transformers; no issue"
+NORMS_UPSTREAM = "none found (by design, as in transformers)"
+NORMS_EVIDENCE = ("prime-rl 559b447 src/prime_rl/trainer/models/layers/norms.py: RMSNorm.forward casts to torch.float32; "
+                  "layers/rotary_emb.py computes the angles in float32 under the comment 'Force float32'")
 NORMS_SUMMARY = ("prime-rl's own Llama / Qwen3 classes compute RMSNorm and the RoPE angles in float32 even in a float64 model, "
                  "so they meet the reference's exact float64 values only to float32 precision")
 
 
 def float32_norms(scenario: str, min_margin: float, measured: str) -> KnownFinding:
-    return KnownFinding(scenario=scenario, summary=NORMS_SUMMARY, upstream=NORMS_UPSTREAM, min_margin=min_margin, measured=measured)
+    return KnownFinding(id="P1", kind=FindingKind.DESIGN_CHOICE, evidence=NORMS_EVIDENCE, scenario=scenario, summary=NORMS_SUMMARY,
+                        upstream=NORMS_UPSTREAM, min_margin=min_margin, measured=measured)
 
 
 class PrimeRL(Engine):

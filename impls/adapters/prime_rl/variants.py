@@ -12,7 +12,8 @@ prime_rl.cp-rank-loss: the loss one rank holds for the step. rl/train.py sums th
 each rank's full (unsharded) micro-batches over the dp x cp group, so under context parallelism
 every token is counted cp times, and every cp rank computes the whole row's loss (its log-probs
 gathered by `gather_for_cp`) over that count: each rank's loss is L / cp. The gradients are exact
-(the gather's backward sums the cp ranks' contributions), so only the number a user reads differs:
+(the gather's backward sums the cp ranks' contributions, which the cp-fold count divides back out: the
+count is what keeps them exact), so this is a reported-metric discrepancy only, the number a user reads:
 without CP a rank's losses summed over data-parallel ranks are the step's loss, with CP they are
 1 / cp of it. (The logged `loss/mean` is the mean of these per-micro-batch values over micro-batches
 and ranks, a further convention, not pinned.)
@@ -22,17 +23,21 @@ from __future__ import annotations
 
 import torch.distributed as dist
 
-from packcheck.harness.engines import KnownFinding
+from packcheck.harness.engines import FindingKind, KnownFinding
 from packcheck.impls.adapters.prime_rl.engine import PrimeRL, all_reduce_sum
 
 DEFAULT_CHUNK = 8192  # prime-rl's ModelConfig.fused_lm_head_token_chunk_size default
 FUSED_SUMMARY = ("prime-rl's default LM head (FusedOutputLinear, chunk 8192) computes log-probs in float32, and forward() "
                  "and the data loader cast to float32, so a float64 model trains on float32 log-probs")
-FUSED_UPSTREAM = "by design for bf16 models (lm_head.py, model.py::forward .float()); no issue"
+FUSED_UPSTREAM = "none found (by design for bf16 models)"
+FUSED_EVIDENCE = ("prime-rl 559b447 src/prime_rl/trainer/models/layers/lm_head.py: FusedOutputLinear (chunk 8192, the "
+                  "ModelConfig default) accumulates in float32; trainer/model.py: forward casts outputs with cast_float_and_contiguous; "
+                  "DataLoader._micro_batch_to_tensor builds old log-probs as float32")
 
 
 def fused(scenario: str, min_margin: float, measured: str) -> KnownFinding:
-    return KnownFinding(scenario=scenario, summary=FUSED_SUMMARY, upstream=FUSED_UPSTREAM, min_margin=min_margin, measured=measured)
+    return KnownFinding(id="P2", kind=FindingKind.DESIGN_CHOICE, evidence=FUSED_EVIDENCE, scenario=scenario, summary=FUSED_SUMMARY,
+                        upstream=FUSED_UPSTREAM, min_margin=min_margin, measured=measured)
 
 
 class PrimeRLFusedLmHead(PrimeRL):
@@ -51,7 +56,8 @@ class PrimeRLFusedLmHead(PrimeRL):
         fused("golden_regression", 690.0, "log-probs max_abs 6.9e-7 (margin 6.9e3) llama, 7.2e-7 (7.2e3) qwen3"),
         fused("cp_vs_nocp", 28.0, "loss rel 4.5e-8 on cp4_ulysses_seq50 (margin 451) llama, 2.8e-8 (281) qwen3"),
         # qwen3's float32 roundings happen to cancel here (dp_cp_reduction passes at 4.5e-6 of the tolerance)
-        KnownFinding(scenario="dp_cp_reduction", summary=FUSED_SUMMARY, upstream=FUSED_UPSTREAM, min_margin=22.0,
+        KnownFinding(id="P2", kind=FindingKind.DESIGN_CHOICE, evidence=FUSED_EVIDENCE,
+                     scenario="dp_cp_reduction", summary=FUSED_SUMMARY, upstream=FUSED_UPSTREAM, min_margin=22.0,
                      measured="loss rel 2.2e-8 on dp2_cp1_uneven (margin 221) llama", families=frozenset({"llama"})),
         fused("rl_loss_aggregation", 977.0, "loss rel 9.8e-7 (margin 9.8e3) llama, 1.9e-6 (1.9e4) qwen3 on token-mean/kl"),
         fused("rl_step0_ratio", 156.0, "loss rel 1.6e-7 on packed_uneven_from_unpacked (margin 1.6e3) both families: old "
@@ -63,10 +69,13 @@ class PrimeRLFusedLmHead(PrimeRL):
     )
 
 
-CP_LOSS_SUMMARY = ("under context parallelism every cp rank computes the whole row's loss (log-probs gathered) over a count "
-                   "taken on full rows on every cp rank (cp x N), so each rank's loss is L / cp; gradients are exact")
+CP_LOSS_SUMMARY = ("a reported-metric discrepancy only: under context parallelism every cp rank computes the whole row's loss "
+                   "(log-probs gathered) over a count taken on full rows on every cp rank (cp x N), so each rank reports L / cp; "
+                   "the gradients are exact, since that cp-fold count is what offsets all_gather's summing backward")
 CP_LOSS_UPSTREAM = ("prime-rl PR #2562 (merged: the rl count summed over dp x cp; its review flagged that cp ranks load the same "
-                    "micro-batches, 'CP overcounts global tokens'); the gather's backward sums the cp ranks' gradients back")
+                    "micro-batches, 'CP overcounts global tokens'); no issue about the reported loss found")
+CP_LOSS_EVIDENCE = ("prime-rl 559b447 src/prime_rl/trainer/rl/train.py: the rl token count all-reduced over dp x cp from each rank's "
+                    "full micro-batches; utils/cp.py: gather_for_cp, whose backward sums the cp ranks' gradients")
 
 
 class PrimeRLCpRankLoss(PrimeRL):
@@ -77,7 +86,8 @@ class PrimeRLCpRankLoss(PrimeRL):
     # measured with `packcheck run --engine prime_rl.cp-rank-loss` (float64, 559b447); the loss is off by exactly
     # 1 - 1/cp, log-probs, counts and gradients pass. Without CP it is the main adapter (microbatch_invariance passes).
     known_findings = tuple(f for f in PrimeRL.known_findings) + tuple(
-        KnownFinding(scenario=scenario, summary=CP_LOSS_SUMMARY, upstream=CP_LOSS_UPSTREAM, min_margin=min_margin, measured=measured)
+        KnownFinding(id="P3", kind=FindingKind.METRIC_DISCREPANCY, evidence=CP_LOSS_EVIDENCE, scenario=scenario,
+                     summary=CP_LOSS_SUMMARY, upstream=CP_LOSS_UPSTREAM, min_margin=min_margin, measured=measured)
         for scenario, min_margin, measured in (
             ("cp_vs_nocp", 4.9e8, "loss rel 0.5 at cp2, 0.75 at cp4_ulysses (margin 7.5e9), llama and qwen3"),
             ("dp_cp_reduction", 4.9e8, "loss rel 0.5 on dp1_cp2_ulysses (margin 5.0e9), llama and qwen3"),

@@ -28,7 +28,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from packcheck.harness.contract import Case, LayoutKind, LossKind, StepResult
-from packcheck.harness.engines import Capabilities, Engine, KnownFinding
+from packcheck.harness.engines import Capabilities, Engine, FindingKind, KnownFinding
 from packcheck.impls.adapters.ringmaster_cp.rows import IGNORE, Forward, build_forwards, shift_labels
 
 DTYPES = {"float64": torch.float64}
@@ -39,12 +39,19 @@ ROUNDED_COUNT = (
     "a global count cp does not divide becomes cp * round(N / cp), so the loss and every gradient are scaled by N / that "
     "(77 tokens at cp 2 or 4 -> 76); log-probs stay exact"
 )
-ROUNDED_COUNT_UPSTREAM = "no upstream issue found; the AVG + round() count is ringmaster 0.2.7's port of axolotl PR #3382"
+ROUNDED_COUNT_UPSTREAM = "none found (no issue or PR; an attribution to an axolotl PR could not be verified)"
+ROUNDED_COUNT_EVIDENCE = ("ringmaster 0.2.7 loss.py: global_num_items_in_batch all-reduces the count with ReduceOp.AVG, then "
+                          "returns round(...) * gradient_accumulation_steps")
 FLOAT32_INSIDE_FLOAT64 = KnownFinding(
+    id="R2",
+    kind=FindingKind.DESIGN_CHOICE,
     scenario="golden_regression",
     summary=("a transformers model loaded in float64 still computes RMSNorm and RoPE in float32 (nothing patched here), "
              "so it meets the reference's exact float64 goldens only to float32 precision"),
-    upstream="documented transformers behaviour (modeling_llama/qwen3 RMSNorm and rotary casts), no issue; packcheck docs/findings.md #2",
+    evidence=("transformers 5.24.0 models/llama/modeling_llama.py (and qwen3): LlamaRMSNorm.forward casts to float32 (from "
+              "T5LayerNorm, whose comment says the variance is computed in fp32), LlamaRotaryEmbedding.forward computes the "
+              "angles in float32"),
+    upstream="none found (intended for half precision; nothing upstream covers float64 models)",
     min_margin=1e3,
     measured=("log-probs max-abs 3.0e-7 / 4.7e-7, grad max-rel 2.9e-7 / 4.2e-7, params_after in the AdamW step's "
               "conditioning 1.3e-7 / 5.8e-8 (worst margin 3.0e3 llama / 4.7e3 qwen3), float64, 2026-12-01"),
@@ -66,21 +73,30 @@ class RingmasterCP(Engine):
     known_findings = (
         KnownFinding(
             scenario="cp_vs_nocp",
+            id="R1",
+            kind=FindingKind.DEFECT,
             summary=ROUNDED_COUNT,
+            evidence=ROUNDED_COUNT_EVIDENCE,
             upstream=ROUNDED_COUNT_UPSTREAM,
             min_margin=1e7,
             measured="count 76 vs 77, loss and grad rel 1.3e-2 (margin 1.3e8) on every cp arm, llama and qwen3 float64",
         ),
         KnownFinding(
             scenario="dp_cp_reduction",
+            id="R1",
+            kind=FindingKind.DEFECT,
             summary=ROUNDED_COUNT,
+            evidence=ROUNDED_COUNT_EVIDENCE,
             upstream=ROUNDED_COUNT_UPSTREAM,
             min_margin=8e6,
             measured="count 112 vs 113, loss and grad rel 8.9e-3 (margin 8.9e7) on dp1_cp2_ulysses and dp2_cp2_ring, llama and qwen3 float64",
         ),
         KnownFinding(
             scenario="optimizer_step",
+            id="R1",
+            kind=FindingKind.DEFECT,
             summary=ROUNDED_COUNT,
+            evidence=ROUNDED_COUNT_EVIDENCE,
             upstream=ROUNDED_COUNT_UPSTREAM,
             min_margin=8e6,
             measured=("count 112 vs 113, grad rel 8.9e-3 (margin 8.9e7) on cp2_ulysses; the clipping, frozen parameters and "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from packcheck.harness.engines import KnownFinding
+from packcheck.harness.engines import FindingKind, KnownFinding
 from packcheck.impls.adapters.ringmaster_cp.engine import FLOAT32_INSIDE_FLOAT64, RingmasterCP
 from packcheck.impls.adapters.ringmaster_cp.rows import shift_labels
 
@@ -16,7 +16,8 @@ PRESHIFTED = (
     "labels shifted by the caller and handed to ringmaster.shard.shard_batch are shifted again on the whole row, "
     "without any error: position t is trained on token t + 2 (and a row's last label drops out), while log-probs stay exact"
 )
-PRESHIFTED_UPSTREAM = "documented behaviour (shard_batch expects unshifted HF labels), no issue"
+PRESHIFTED_UPSTREAM = "none found (documented: shard_batch expects unshifted HF labels)"
+PRESHIFTED_EVIDENCE = "ringmaster 0.2.7 shard.py: shard_batch shifts the labels of the whole row before it shards them"
 
 
 class PreshiftedLabels(RingmasterCP):
@@ -28,14 +29,20 @@ class PreshiftedLabels(RingmasterCP):
     known_findings = (
         KnownFinding(
             scenario="cp_vs_nocp",
+            id="R3",
+            kind=FindingKind.DESIGN_CHOICE,
             summary=PRESHIFTED,
+            evidence=PRESHIFTED_EVIDENCE,
             upstream=PRESHIFTED_UPSTREAM,
             min_margin=1e9,
             measured="grad max-rel 1.8 (margin 1.8e10), loss rel 3.1e-3, count 72 vs 77 on the unpacked arms, log-probs exact; llama float64",
         ),
         KnownFinding(
             scenario="dp_cp_reduction",
+            id="R3",
+            kind=FindingKind.DESIGN_CHOICE,
             summary=PRESHIFTED,
+            evidence=PRESHIFTED_EVIDENCE,
             upstream=PRESHIFTED_UPSTREAM,
             min_margin=1e9,
             measured="grad max-rel 1.85 (margin 1.85e10), loss rel 1.8e-2, count 108 vs 113 on dp2_cp2_ring; llama float64",

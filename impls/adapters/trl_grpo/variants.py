@@ -20,11 +20,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from packcheck.harness.contract import Aggregation
-from packcheck.harness.engines import KnownFinding
+from packcheck.harness.engines import FindingKind, KnownFinding
 from packcheck.impls.adapters.trl_grpo.engine import TrlGrpoEngine
 
-UPSTREAM = ("by design: GRPOConfig.loss_type docs (bnpo: 'normalization is performed over the local batch only'; dapo, "
-            "the default, over the global accumulated batch)")
+UPSTREAM = ("none found (no issue: a declared design choice; GRPOConfig.loss_type docs: bnpo 'normalization is performed over "
+            "the local batch only'; dapo, the default, over the global accumulated batch)")
+EVIDENCE = ("TRL 1.16.0 trl/trainer/grpo_trainer.py: GRPOTrainer._compute_loss normalises bnpo by the micro-batch's token count "
+            "and grpo by its rows, then divides by the accumulation steps; trl/trainer/grpo_config.py: GRPOConfig.loss_type")
 SUMMARY = ("loss_type='bnpo' / 'grpo' normalise each micro-batch by its own token count / row count (fully masked rows "
            "included) and divide by the accumulation steps, instead of by the global batch's N / G")
 
@@ -36,11 +38,13 @@ class TrlGrpoPerMicroBatch(TrlGrpoEngine):
     known_findings = (
         # measured with `packcheck run --engine trl_grpo.per-micro-batch --scenario rl_loss_aggregation rl_step0_ratio
         # --dtype float32`, the same on llama and qwen3 (docs/findings.md); min_margin is a tenth of the worst margin
-        KnownFinding(scenario="rl_loss_aggregation", summary=SUMMARY, upstream=UPSTREAM, min_margin=2.6e5,
+        KnownFinding(id="T1", kind=FindingKind.DESIGN_CHOICE, evidence=EVIDENCE,
+                     scenario="rl_loss_aggregation", summary=SUMMARY, upstream=UPSTREAM, min_margin=2.6e5,
                      measured="bnpo (token-mean) uneven_unpacked: loss 1.47 for -0.058 (rel 26.6, margin 2.7e6), token weights "
                               "max-rel 3.5; grpo (seq-mean-token-mean): rel 0.111 = 1/9 with one micro-batch (the fully masked "
                               "row counts), loss 0.20 and weights 0.20 uneven; llama and qwen3, float32"),
-        KnownFinding(scenario="rl_step0_ratio", summary=SUMMARY, upstream=UPSTREAM, min_margin=7.0e3,
+        KnownFinding(id="T1", kind=FindingKind.DESIGN_CHOICE, evidence=EVIDENCE,
+                     scenario="rl_step0_ratio", summary=SUMMARY, upstream=UPSTREAM, min_margin=7.0e3,
                      measured="bnpo, unpacked_uneven_from_unpacked: ratios 1 (9.5e-7) but loss rel 0.71 (margin 7.1e4), "
                               "token weights max-rel 0.41; llama and qwen3, float32"),
     )

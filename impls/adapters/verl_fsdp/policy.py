@@ -14,7 +14,7 @@ The contract's parameters map onto verl's `ActorConfig`:
 - kl_coef -> use_kl_loss, kl_loss_type "low_var_kl" (k3; verl clamps it to [-10, 10], never reached here);
 - entropy_coef -> entropy_coeff, with verl computing the entropy (`calculate_entropy`);
 - aggregation -> loss_agg_mode. verl divides the seq-mean modes by the `global_batch_size` it is given
-  and seq-mean-token-sum-norm by global_batch_size x loss_scale_factor (PR #4510). The contract's G
+  and seq-mean-token-sum-norm by global_batch_size x loss_scale_factor (PR #5417). The contract's G
   (samples with a target) and C are passed as global_batch_size = G and loss_scale_factor = C / G,
   which is what the contract defines; `TrainerNormalisers` in variants.py passes what verl's trainer does.
 """
