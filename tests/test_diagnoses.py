@@ -1,4 +1,4 @@
-"""Each shared diagnosis rule (harness/scenarios/diagnoses.py, docs/diagnoses.md) names the bug class
+"""Each shared diagnosis rule (harness/judging/diagnoses.py, docs/diagnoses.md) names the bug class
 of the one-bug engine it applies to, through the real runner (llama, float64).
 
 The cells are the mutant proof's where they can be (tests/test_mutants_are_caught.py): the verdict_of

@@ -1,4 +1,4 @@
-"""The float32_inside diagnosis (rule 0, harness/scenarios/rounding.py, docs/diagnoses.md): an engine
+"""The float32_inside diagnosis (rule 0, harness/judging/rounding.py, docs/diagnoses.md): an engine
 that computes in float32 inside a float64 run is told so, with the fix; a logic bug never is.
 
 The engine is the reference run at float32 and handed back in float64 (tests/engines/float32_inside.py),

@@ -1,9 +1,9 @@
 """The diagnosis rules every scenario shares, most specific first: each reads the evidence
-(harness/scenarios/evidence.py) and names a bug class only when the evidence singles it out;
+(harness/judging/evidence.py) and names a bug class only when the evidence singles it out;
 `shared_diagnosis` returns the first that applies, or None, and the scenario's own lines follow.
 
 Order (docs/diagnoses.md): 0. a float64 run off from float64 truth (the golden, the oracle) by float32
-rounding only, everywhere (harness/scenarios/rounding.py: no logic bug is that small and that spread,
+rounding only, everywhere (harness/judging/rounding.py: no logic bug is that small and that spread,
 and the token rules would read float32-rounded weights as wrong ones); 1. the trained tokens differ
 from the loss mask's; 2. the loss-token count differs from the harness's; 3. the trained tokens are right but weighted other than -1/N;
 4. only the reported log-probs differ (training agrees); 5. the reported loss and the reported

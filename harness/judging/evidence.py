@@ -1,5 +1,5 @@
 """What a failing verdict's arms show beyond its own comparisons, read for the diagnoses
-(harness/scenarios/diagnoses.py): the evidence that tells apart bug classes sharing a symptom.
+(harness/judging/diagnoses.py): the evidence that tells apart bug classes sharing a symptom.
 
 - `quantities`: over the failing pairs of results, compared in full again, which quantities failed
   and which agreed;

@@ -1,4 +1,4 @@
-"""Evidence for the diagnoses (harness/scenarios/diagnoses.py): whether an arm run at float64 differs
+"""Evidence for the diagnoses (harness/judging/diagnoses.py): whether an arm run at float64 differs
 from float64 truth the way float32 rounding inside the engine makes it differ. The truth is the
 stored float64 golden (golden_regression's arm) or the float64 reference's oracle arm on the same
 rows (gradient_oracle's arms).
