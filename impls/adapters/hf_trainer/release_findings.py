@@ -76,11 +76,12 @@ RELEASE_FINDINGS = (
     flat("document_isolation", 8.0e2, "logprobs max_abs 0.81 (margin 8.1e3)"),
     flat("linear_attention_reset", 1.3e3, "grad max_rel 1.39 at model.layers.0.self_attn.o_proj.weight (margin 1.4e4)"),
     flat("gradient_oracle", 2.9e4, "logprobs max_abs 3.40 against the float64 reference's oracle arm (margin 2.9e5)"),
-    both("microbatch_invariance", 1.1e5, "dloss_dlogprobs max_rel 13.1 (margin 1.3e6)"),
+    both("microbatch_invariance", 5.3e3, "dloss_dlogprobs max_rel 13.1 (margin 5.4e4 at the calibrated float32 tolerance)"),
     flat_alone("microbatch_invariance", 2.5e3, "logprobs max_abs 2.60 (margin 2.6e4) as H2 on 5.24.0"),
     means("token_conservation", 5.4, "loss rel 5.5e-4 against -mean(logprobs over the loss mask) (margin 54.5)"),
     both("golden_regression", 6.4e4, "dloss_dlogprobs max_rel 0.192 (margin 6.5e5), logprobs max_abs 3.40 (2.9e5)"),
     flat_alone("golden_regression", 2.9e4, "logprobs max_abs 3.40 (margin 2.9e5) as H5 on 4.45.2 and H2 on 5.24.0"),
-    both("optimizer_step", 1.1e5, "dloss_dlogprobs max_rel 11.6 (margin 1.2e6), grad_norm rel 1.32 (1.3e5)"),
+    both("optimizer_step", 8.2e3, "params_after dp1_uneven vs dp1 cond_rel_l2 0.0588 (margin 8.3e4 at the calibrated float32 tolerance), "
+                           "dloss_dlogprobs max_rel 11.6, grad_norm rel 1.32"),
     flat_alone("optimizer_step", 5.3e3, "params_after dp1_uneven vs dp1 cond_max_rel 0.038 (margin 5.3e4) as H2 on 4.53.1"),
 )
