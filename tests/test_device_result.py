@@ -58,6 +58,7 @@ PRODUCER = textwrap.dedent("""
     from packcheck.harness.launch.device_result import share, shareable
     directory = pathlib.Path({directory!r})
     result = result_on("cuda")
+    result.logprobs = [t.cuda() for t in result.logprobs]  # on the device, like the gradients; dloss_dlogprobs on the host
     assert shareable(result)
     share(result, directory)
     (directory / "shared").write_text("")
@@ -87,6 +88,7 @@ def test_a_result_shared_by_another_process_arrives_as_the_harness_copy(tmp_path
         want = result_on("cpu")
         assert all(got.grads[k].is_cuda for k in want.grads)
         assert all(not t.is_cuda for t in got.logprobs + got.dloss_dlogprobs)  # the small ones come to the host
+        assert all(torch.equal(a, b) for a, b in zip(got.logprobs + got.dloss_dlogprobs, want.logprobs + want.dloss_dlogprobs))
         assert all(torch.equal(got.grads[k].cpu(), t) for k, t in want.grads.items())  # not the 7s written after
         assert got.meta() == want.meta()
     finally:

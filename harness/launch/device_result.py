@@ -9,8 +9,8 @@ opens the handles (`open_shared`) and copies each gradient and parameter into me
 what the harness judges; the rank's memory is freed once the harness has let go of it (torch's IPC reference
 counting: the rank keeps a shared block until its counter drops).
 
-The descriptors are JSON (handles in base64): nothing is unpickled. A result whose tensors are not all on one CUDA
-device, or that cannot be shared, is saved to disk as on the CPU.
+The descriptors are JSON (handles in base64): nothing is unpickled. Tensors the engine returned on the host go through a
+small safetensors file beside them; a result with no tensor on a CUDA device (every CPU run) is saved to disk as always.
 """
 
 from __future__ import annotations
@@ -20,11 +20,13 @@ import json
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file, save_file
 
 from packcheck.harness.contract import StepResult
 from packcheck.harness.contract.result import read_meta
 
 DESCRIPTORS = "result.device.json"
+HOST_TENSORS = "result.host.safetensors"  # what the engine returned on the host (log-probs, often): small, through the disk
 SCHEMA = "packcheck.device_result/1"
 # Gradients and parameters are what is large, and they meet only each other (and a golden, moved to them) in a
 # judge; the per-token and per-expert tensors are small and meet the harness's own host tensors in every judge.
@@ -36,10 +38,9 @@ def is_shared(directory: Path) -> bool:
 
 
 def shareable(result: StepResult) -> bool:
-    """Every tensor on one CUDA device, strided (what CUDA IPC can hand over)."""
-    tensors = list(result.tensors().values())
-    return bool(tensors) and all(t.is_cuda and t.layout == torch.strided for t in tensors) \
-        and len({t.device for t in tensors}) == 1
+    """Some tensor on a CUDA device, all of those on one device and strided (what CUDA IPC can hand over)."""
+    on_device = [t for t in result.tensors().values() if t.is_cuda]
+    return bool(on_device) and all(t.layout == torch.strided for t in on_device) and len({t.device for t in on_device}) == 1
 
 
 def share(result: StepResult, directory: Path) -> None:
@@ -47,7 +48,11 @@ def share(result: StepResult, directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     storages: dict[int, int] = {}
     shared, tensors = [], {}
-    for name, tensor in result.tensors().items():
+    everything = result.tensors()
+    save_file({k: t.detach().contiguous() for k, t in everything.items() if not t.is_cuda}, str(directory / HOST_TENSORS))
+    for name, tensor in everything.items():
+        if not tensor.is_cuda:
+            continue
         tensor = tensor.detach()
         storage = tensor.untyped_storage()
         key = storage.data_ptr()
@@ -66,7 +71,7 @@ def open_shared(directory: Path) -> StepResult:
     if described.get("schema") != SCHEMA:
         raise ValueError(f"{directory}/{DESCRIPTORS} has schema {described.get('schema')!r}, expected {SCHEMA!r}")
     storages = [_open_storage(s) for s in described["storages"]]
-    tensors = {}
+    tensors = load_file(str(directory / HOST_TENSORS))
     for name, place in described["tensors"].items():
         storage = storages[place["storage"]]
         view = torch.empty(0, dtype=getattr(torch, place["dtype"]), device=storage.device)
