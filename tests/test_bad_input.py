@@ -4,6 +4,7 @@ a traceback, and nothing written where it should not be."""
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -34,10 +35,23 @@ def test_out_where_nothing_can_be_written(capsys):
     one_line_error(capsys, "--out /proc/packcheck-results", "cannot write there", "choose a writable directory")
 
 
-@pytest.mark.parametrize("timeout", ["-5", "0", "nan"])
+@pytest.mark.parametrize("timeout", ["-5", "0", "nan", "inf"])
 def test_a_timeout_that_is_not_positive(tmp_path, capsys, timeout):
     assert main([*RUN, "--timeout", timeout, "--out", str(tmp_path)]) == 2
-    one_line_error(capsys, "--timeout", "a positive number")
+    one_line_error(capsys, "--timeout", "a positive finite number")
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"k": {"status": "maybe"}}', "\udcff"])
+def test_bisect_on_a_corrupt_cache(tmp_path, capsys, content):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    cache = tmp_path / "bisect.json"
+    cache.write_bytes(b"\xff\xfe" if content == "\udcff" else content.encode())
+    code = main(["bisect", "--engine", "reference", "--family", "llama", "--good", "HEAD", "--bad", "HEAD",
+                 "--cache", str(cache), "--repo", str(repo)])
+    assert code == 2
+    one_line_error(capsys, f"--cache {cache}", "delete it")
     assert not (tmp_path / "results.json").exists()
 
 
