@@ -88,8 +88,22 @@ def test_report_reads_the_lines_of_a_run_that_never_finished(finished_run, capsy
     (finished_run / "results.json").unlink()
     with open(finished_run / "results.jsonl", "a") as lines:
         lines.write('{"verdict": {"engine": "cut sh')  # the line a kill cut short
-    assert main(["report", str(finished_run)]) == 0
-    assert "packed_vs_unpacked" in (finished_run / "report.html").read_text()
+    assert main(["report", str(finished_run), "--junit", str(finished_run / "junit.xml"),
+                 "--markdown", str(finished_run / "summary.md")]) == 0
+    html = (finished_run / "report.html").read_text()
+    assert "packed_vs_unpacked" in html and "this run did not finish" in html
+    assert "1 line(s) cut short" in capsys.readouterr().err
+    junit = (finished_run / "junit.xml").read_text()
+    assert 'tests="2"' in junit and 'errors="1"' in junit and 'name="finished"' in junit  # a CI gate sees it red
+    assert "this run did not finish" in (finished_run / "summary.md").read_text()
+
+
+def test_report_on_a_run_that_recorded_no_verdict(finished_run, capsys):
+    (finished_run / "results.json").unlink()
+    lines = finished_run / "results.jsonl"
+    lines.write_text(lines.read_text().splitlines()[0] + '\n{"verdict": {"engine": "cut sh')
+    assert main(["report", str(finished_run), "--junit", str(finished_run / "junit.xml")]) == 2
+    one_line_error(capsys, "holds no complete verdict", "run it again")
 
 
 def test_report_on_a_directory_without_results(tmp_path, capsys):
@@ -100,3 +114,16 @@ def test_report_on_a_directory_without_results(tmp_path, capsys):
 def test_report_output_that_cannot_be_written(finished_run, capsys):
     assert main(["report", str(finished_run), "-o", "/proc/report.html"]) == 2
     one_line_error(capsys, "/proc/report.html")
+
+
+def test_a_reused_out_keeps_nothing_of_the_earlier_run(finished_run, capsys):
+    """A run killed with -9 right after it started in the --out of an earlier run: the earlier results, tables and
+    report are gone, so nothing reads them as this run's."""
+    from packcheck.harness.run.results import ResultsFile
+
+    assert main(["report", str(finished_run)]) == 0
+    assert (finished_run / "results.json").exists() and (finished_run / "report.html").exists()
+    ResultsFile(finished_run, {"command": "the second run"})  # what a run does first; then the kill
+    assert not [p.name for p in finished_run.iterdir() if p.suffix in (".html", ".csv") or p.name.startswith(("results.json", "verdicts", "comparisons"))]
+    assert main(["report", str(finished_run)]) == 2
+    one_line_error(capsys, "holds no complete verdict")

@@ -196,6 +196,7 @@ def render_html(run_dir: str | Path, baseline_dir: str | Path | None = None) -> 
         directory=str(run.directory),
         provenance=header_provenance(run.provenance, set(verdicts["dtype"]) if not verdicts.empty else set()),
         counts=status_counts(verdicts),
+        unfinished=run.unfinished,
         matrix=_matrix(run),
         details=[_detail(run, v) for v in verdicts.itertuples(index=False) if v.status != "pass"],
         verdicts=_all_verdicts(verdicts),
