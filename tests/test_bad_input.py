@@ -124,6 +124,8 @@ def test_a_reused_out_keeps_nothing_of_the_earlier_run(finished_run, capsys):
     assert main(["report", str(finished_run)]) == 0
     assert (finished_run / "results.json").exists() and (finished_run / "report.html").exists()
     ResultsFile(finished_run, {"command": "the second run"})  # what a run does first; then the kill
-    assert not [p.name for p in finished_run.iterdir() if p.suffix in (".html", ".csv") or p.name.startswith(("results.json", "verdicts", "comparisons"))]
+    left = {p.name for p in finished_run.iterdir() if p.is_file()}
+    assert not left & {"results.json", "report.html", "verdicts.jsonl", "verdicts.csv", "comparisons.jsonl", "comparisons.csv"}
+    assert len((finished_run / "results.jsonl").read_text().splitlines()) == 1  # the new run's header only
     assert main(["report", str(finished_run)]) == 2
     one_line_error(capsys, "holds no complete verdict")
