@@ -9,9 +9,8 @@ first), so the arms of an engine share its processes' start-up, and no engine's 
 in the harness's process or in another engine's. An engine that cannot start is remembered: its
 further arms get the same error without another try.
 
-Disk stays bounded (harness/launch/tidy.py): a case's result folder goes as soon as its outcome is read, the
-rest of its folder when the caller says the verdict that used it is decided (`discard_cases`), a launch's
-checkpoint copy when it closes. With a `Usage`, the pool samples disk and the ranks' memory after every case
+Disk stays bounded (harness/launch/tidy.py): a case's folder goes when the caller says the verdict that used it
+is decided (`discard_cases`), a launch's checkpoint copy when the launch closes. With a `Usage`, the pool samples disk and the ranks' memory after every case
 and before each cleanup (harness/launch/usage.py).
 """
 
@@ -27,7 +26,7 @@ from packcheck.harness.launch.capacity import cannot_host, visible_gpus
 from packcheck.harness.launch.launch import STARTUP_SECONDS, Launch, LaunchFailed
 from packcheck.harness.launch.outcome import OK, CaseOutcome
 from packcheck.harness.launch.raised import ErrorKind
-from packcheck.harness.launch.tidy import discard, drop_result
+from packcheck.harness.launch.tidy import discard
 from packcheck.harness.launch.usage import Usage
 from packcheck.harness.text import path_name
 
@@ -105,7 +104,6 @@ class LaunchPool:
         outcome = launch.run(case, mode)
         self._sample([launch])
         if outcome.directory is not None:
-            drop_result(outcome.directory)  # the outcome holds the result now
             self._cases.append((outcome.directory, outcome.status))
         previous = self._previous.get(key)
         if fresh and previous is not None and previous.status not in (OK, "unsupported", "invalid"):
