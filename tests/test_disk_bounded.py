@@ -69,20 +69,21 @@ def test_a_disk_too_small_for_the_run_refuses_it_with_the_fix(tmp_path, capsys, 
 
 
 def test_the_estimate_grows_with_the_arms_kept_and_stays_small_at_the_tiny_size():
-    families, verdicts = sorted(FAMILIES), len(FAMILIES) * len(SCENARIOS)
-    needs = {keep: disk.disk_need(families, "float64", "cpu", Inputs(), keep, verdicts).bytes for keep in ("none", "failing", "all")}
+    families, scenarios = sorted(FAMILIES), sorted(SCENARIOS)
+    needs = {keep: disk.disk_need(families, scenarios, 1, "float64", "cpu", Inputs(), keep).bytes for keep in ("none", "failing", "all")}
     assert needs["none"] < needs["failing"] < needs["all"]
     # at the tiny size the check never refuses a machine that can run packcheck: README command 1 (failing) needs
-    # under 200 MB, keeping every arm of every family's every scenario under 2 GB
-    assert needs["failing"] < 200 * 10**6 and needs["all"] < 2 * 10**9, needs
+    # under 500 MB, keeping every arm of every family's every scenario under 2 GB
+    assert needs["failing"] < 500 * 10**6 and needs["all"] < 2 * 10**9, needs
+    assert set(disk.ARMS) <= set(SCENARIOS), "the measured arm counts name real scenarios"
 
 
 @pytest.mark.parametrize("free, refused", [(10**6, True), (10**12, False)])
 def test_check_disk_compares_free_space_with_the_need(tmp_path, monkeypatch, free, refused):
     monkeypatch.setattr(disk, "free_bytes", lambda directory: free)
-    need = disk.Need(bytes=10**9, how="test")
+    need = disk.Need(bytes=10**9, kept=10**8, how="test")
     if refused:
-        with pytest.raises(disk.DiskTooSmall, match="1.0 MB free.*1.0 GB"):
+        with pytest.raises(disk.DiskTooSmall, match="1.0 MB free.*1.0 GB.*--save-arms none and run fewer scenarios"):
             disk.check_disk(tmp_path, need)
     else:
         assert "1.0 GB" in disk.check_disk(tmp_path, need)

@@ -54,8 +54,8 @@ def enough_disk(choices, out: Path, save_arms: str) -> None:
     from packcheck.harness.run.disk import LARGE, check_disk, disk_need
 
     families = choices.families or sorted(FAMILIES)
-    need = disk_need(families, choices.dtype, choices.device, choices.inputs, save_arms,
-                     verdicts=len(choices.engines) * len(families) * len(choices.scenarios))
+    need = disk_need(families, [s.name for s in choices.scenarios], len(choices.engines), choices.dtype, choices.device,
+                     choices.inputs, save_arms)
     said = check_disk(out, need)
     if need.bytes > LARGE:
         print(said, file=sys.stderr, flush=True)
