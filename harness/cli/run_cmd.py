@@ -128,7 +128,8 @@ def handle(args) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        results.write(resources=usage.to_json())
+        resources = usage.to_json()  # as the verdicts left them (the report is not counted)
+        results.write(resources=resources)
         if not args.no_report and results.verdicts:
             from packcheck.harness.report import write_html
 
@@ -137,7 +138,7 @@ def handle(args) -> int:
     verdicts = matrix.verdicts
     counts = {status: sum(v.status == status for v in verdicts) for status in ("pass", "fail", "error", "hang", "unsupported")}
     print(f"{len(verdicts)} verdicts: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + f"\nresults: {results.path}", file=sys.stderr)
-    print(usage.summary(), file=sys.stderr)
+    print(usage.summary(resources), file=sys.stderr)
     if where_arms_ran(verdicts):
         print(where_arms_ran(verdicts), file=sys.stderr)
     if interrupted:

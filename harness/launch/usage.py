@@ -75,11 +75,13 @@ class Usage:
         return {"peak_disk_bytes": self.peak_disk, "harness_peak_rss_bytes": own_peak_rss(),
                 "engine_peak_rss_bytes": self.engine_peak_rss}
 
-    def summary(self) -> str:
-        """One line for the console."""
-        engine = "not measured" if self.engine_peak_rss is None else f"{human(self.engine_peak_rss)} (the largest rank's peak RSS)"
-        return (f"peak disk under {self.root}: {human(self.peak_disk)}; peak memory: harness {human(own_peak_rss())} RSS, "
-                f"engine {engine}; GPU memory is not measured (known only inside the ranks)")
+    def summary(self, measured: dict) -> str:
+        """One line for the console, of what `to_json` gave."""
+        engine = measured["engine_peak_rss_bytes"]
+        engine = "not measured" if engine is None else f"{human(engine)} (the largest rank's peak RSS)"
+        return (f"peak disk under {self.root}: {human(measured['peak_disk_bytes'])}; peak memory: harness "
+                f"{human(measured['harness_peak_rss_bytes'])} RSS, engine {engine}; GPU memory is not measured "
+                "(known only inside the ranks)")
 
 
 def human(count: int) -> str:
