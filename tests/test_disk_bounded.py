@@ -70,7 +70,7 @@ def test_a_disk_too_small_for_the_run_refuses_it_with_the_fix(tmp_path, capsys, 
 
 def test_the_estimate_grows_with_the_arms_kept_and_stays_small_at_the_tiny_size():
     families, scenarios = sorted(FAMILIES), sorted(SCENARIOS)
-    needs = {keep: disk.disk_need(families, scenarios, 1, "float64", "cpu", Inputs(), keep).bytes for keep in ("none", "failing", "all")}
+    needs = {keep: disk.disk_need(families, scenarios, 1, "float64", Inputs(), keep).bytes for keep in ("none", "failing", "all")}
     assert needs["none"] < needs["failing"] < needs["all"]
     # at the tiny size the check never refuses a machine that can run packcheck: README command 1 (failing) needs
     # under 500 MB, keeping every arm of every family's every scenario under 2 GB

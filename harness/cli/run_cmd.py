@@ -54,7 +54,7 @@ def enough_disk(choices, out: Path, save_arms: str) -> None:
     from packcheck.harness.run.disk import LARGE, check_disk, disk_need
 
     families = choices.families or sorted(FAMILIES)
-    need = disk_need(families, [s.name for s in choices.scenarios], len(choices.engines), choices.dtype, choices.device,
+    need = disk_need(families, [s.name for s in choices.scenarios], len(choices.engines), choices.dtype,
                      choices.inputs, save_arms)
     said = check_disk(out, need)
     if need.bytes > LARGE:

@@ -7,10 +7,10 @@ What lies under --out while a run goes (harness/launch/tidy.py, private_checkpoi
 the checkpoint (at most KEEP launches at once, harness/launch/pool.py); the results of the verdict being judged,
 every arm's, until the verdict is decided (ARMS: measured per scenario); and the arms `--save-arms` keeps: none;
 for `failing`, one failing verdict's (the largest one's; each further failing verdict keeps its own); for `all`,
-every verdict's. An arm's result is its gradients: the model's parameter count x the run's element size, plus, on
-a cuda run, as much again in float64 for the arm's CPU logic pass (where its ranks outnumber the GPUs: counted for
-every arm, an upper bound). FACTOR covers the rest: log-probs, the parameters after an optimizer step, JSON, the
-launches' logs. At the tiny size the need is tens of MB: the check never refuses a machine that can run packcheck.
+every verdict's. An arm's result is its gradients: the model's parameter count x the run's element size (an arm
+whose ranks outnumber the GPUs runs on the CPU in float64 at the family's tiny size: placement.logic_setting).
+FACTOR covers the rest: log-probs, the parameters after an optimizer step, JSON, the launches' logs. At the tiny
+size the need is tens of MB: the check never refuses a machine that can run packcheck.
 """
 
 from __future__ import annotations
@@ -75,13 +75,13 @@ def checkpoint_bytes(checkpoint: str | Path) -> int:
     return sum(p.stat().st_size for p in Path(checkpoint).iterdir() if p.is_file())
 
 
-def disk_need(families: Sequence[str], scenarios: Sequence[str], engines: int, dtype: str, device: str, inputs: Inputs,
+def disk_need(families: Sequence[str], scenarios: Sequence[str], engines: int, dtype: str, inputs: Inputs,
               save_arms: str) -> Need:
     """What the run will need under --out at its peak (the module's docstring says how it is counted)."""
     checkpoints = [resolve_model(family, inputs.model, inputs.seed).spec.checkpoint for family in families]
     params = max(parameter_count(c) for c in checkpoints)
     copies = KEEP * max(checkpoint_bytes(c) for c in checkpoints)
-    element = ELEMENT_BYTES.get(dtype, 8) + (8 if device == "cuda" else 0)  # "auto": the largest
+    element = ELEMENT_BYTES.get(dtype, 8)  # "auto": the largest
     arm = params * element
     largest = max(ARMS.get(name, ARMS_UNKNOWN) for name in scenarios)
     saved = {"none": 0, "failing": largest, "all": engines * len(families) * sum(ARMS.get(n, ARMS_UNKNOWN) for n in scenarios)}[save_arms]
