@@ -10,8 +10,8 @@ in the harness's process or in another engine's. An engine that cannot start is 
 further arms get the same error without another try.
 
 Disk stays bounded (harness/launch/tidy.py): a case's folder goes when the caller says the verdict that used it
-is decided (`discard_cases`), a launch's checkpoint copy when the launch closes. With a `Usage`, the pool samples disk and the ranks' memory after every case
-and before each cleanup (harness/launch/usage.py).
+is decided (`discard_cases`), a launch's checkpoint copy when the launch closes. With a `Usage`, the pool samples
+the ranks' memory after every case and the disk before each cleanup (harness/launch/usage.py).
 """
 
 from __future__ import annotations
@@ -102,7 +102,8 @@ class LaunchPool:
         launch = self._launch(key)
         fresh = launch.cases == 0
         outcome = launch.run(case, mode)
-        self._sample([launch])
+        if self.usage is not None:
+            self.usage.sample_ranks(_pids(launch))
         if outcome.directory is not None:
             self._cases.append((outcome.directory, outcome.status))
         previous = self._previous.get(key)
@@ -125,14 +126,11 @@ class LaunchPool:
     def discard_cases(self) -> None:
         """The verdict that used the cases run so far is decided (and its arms saved where asked): their folders go,
         but for the small files of a case that erred or hung (harness/launch/tidy.py)."""
-        self._sample(self._live.values())
+        if self.usage is not None:
+            self.usage.sample_disk()
         for directory, status in self._cases:
             discard(directory, status)
         self._cases.clear()
-
-    def _sample(self, launches) -> None:
-        if self.usage is not None:
-            self.usage.sample(pid for launch in launches for pid in _pids(launch))
 
     def close(self) -> None:
         for launch in self._live.values():

@@ -1,14 +1,16 @@
 """The peaks a run reaches, measured as it goes: disk under its output folder, and memory of the harness and of the
 engine's ranks.
 
-    usage = Usage(out)                 # the LaunchPool samples it after every case and before a verdict's cleanup
-    usage.sample(rank_pids)            # bytes under `out` now, each live rank's peak RSS
+    usage = Usage(out)                 # the LaunchPool samples the ranks after every case, the disk before a verdict's cleanup
+    usage.sample_ranks(rank_pids)      # each rank's peak RSS so far
+    usage.sample_disk()                # bytes under `out` now
     usage.to_json()                    # {"peak_disk_bytes": ..., "harness_peak_rss_bytes": ..., "engine_peak_rss_bytes": ...}
 
 What each figure is, honestly:
 - peak disk: the largest of the samples of the bytes allocated under `out` (st_blocks, each inode once, as `du`
-  counts), taken after each case and after each verdict's arms are saved, before its case folders go. What lives
-  and dies between two samples (a checkpoint copy replaced inside a case) is not seen.
+  counts), taken once a verdict's arms are saved, before its case folders go: within a verdict files only
+  accumulate, so that is its peak, but for what lives and dies inside it (a checkpoint copy replaced after a case
+  that changed it, the copy of a launch closed to make room for another).
 - harness peak RSS: this process's own high-water mark (getrusage RUSAGE_SELF).
 - engine peak RSS: the largest VmHWM (the kernel's high-water mark of a process's resident memory) of any rank,
   read from /proc after each case of its launch; None where /proc has no such field (not Linux). A rank the OOM
@@ -64,8 +66,10 @@ class Usage:
         self.peak_disk = 0
         self.engine_peak_rss: int | None = None
 
-    def sample(self, rank_pids: Iterable[int] = ()) -> None:
+    def sample_disk(self) -> None:
         self.peak_disk = max(self.peak_disk, bytes_under(self.root))
+
+    def sample_ranks(self, rank_pids: Iterable[int]) -> None:
         for pid in rank_pids:
             rss = peak_rss(pid)
             if rss is not None:

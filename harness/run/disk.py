@@ -1,7 +1,7 @@
 """What a run will need on the disk under --out, said before it starts, and a refusal when the disk cannot hold it.
 
-    need = disk_need(families, dtype, inputs, save_arms, verdicts)   # a Need: bytes, and how they were counted
-    check_disk(out, need)                                            # DiskTooSmall (exit 2) if free space < need.bytes
+    need = disk_need(families, scenarios, engines, dtype, inputs, save_arms)   # a Need: bytes, and how they were counted
+    check_disk(out, need)          # DiskTooSmall (exit 2) if free space < need.bytes; else the line that says the need
 
 What lies under --out while a run goes (harness/launch/tidy.py, private_checkpoint.py): each live launch's copy of
 the checkpoint (at most KEEP launches at once, harness/launch/pool.py); the results of the verdict being judged,
@@ -10,7 +10,8 @@ for `failing`, one failing verdict's (the largest one's; each further failing ve
 every verdict's. An arm's result is its gradients: the model's parameter count x the run's element size (an arm
 whose ranks outnumber the GPUs runs on the CPU in float64 at the family's tiny size: placement.logic_setting).
 FACTOR covers the rest: log-probs, the parameters after an optimizer step, JSON, the launches' logs. At the tiny
-size the need is tens of MB: the check never refuses a machine that can run packcheck.
+size README command 1 needs about 200 MB by this count (its measured peak: 37 MB for one family, docs/performance.md):
+the check never refuses a machine that can run packcheck.
 """
 
 from __future__ import annotations
