@@ -9,6 +9,7 @@ Schema `packcheck.results/1` (documented in docs/results-schema.md):
     verdicts:   one per engine x family x scenario x dtype x device (status, diagnosis, reproduce, ...)
     rows:       one per engine x family x scenario x dtype x arms x quantity x item x metric,
                 with observed, threshold, margin, passed, where
+    resources:  the run's peak disk under its folder and peak memory (packcheck run only)
 results.jsonl: a first line {"schema", "provenance"}, then one {"verdict", "rows"} line per verdict.
 """
 
@@ -64,10 +65,11 @@ class ResultsFile:
             lines.flush()
             os.fsync(lines.fileno())
 
-    def write(self) -> None:
-        """The whole table as results.json (at the end of the run, or when it is interrupted)."""
+    def write(self, resources: dict | None = None) -> None:
+        """The whole table as results.json (at the end of the run, or when it is interrupted); `resources`: the run's
+        peak disk and memory (harness/launch/usage.py), where measured."""
         data = {"schema": SCHEMA, "provenance": self.provenance, "verdicts": [_finite(v.to_json()) for v in self.verdicts],
-                "rows": [row for v in self.verdicts for row in rows_of(v)]}
+                "rows": [row for v in self.verdicts for row in rows_of(v)]} | ({"resources": resources} if resources else {})
         write_atomically(self.path, json.dumps(data, indent=1))
         write_tables(self.directory, data["verdicts"], data["rows"])  # the same records, one flat table per file
 
