@@ -87,3 +87,13 @@ def test_check_disk_compares_free_space_with_the_need(tmp_path, monkeypatch, fre
             disk.check_disk(tmp_path, need)
     else:
         assert "1.0 GB" in disk.check_disk(tmp_path, need)
+
+
+def test_a_cuda_run_counts_no_held_results_on_the_disk():
+    """A cuda run's results stay on the GPU (harness/launch/device_result.py): only the checkpoint copies and the arms
+    --save-arms keeps are on the disk."""
+    cpu = disk.disk_need(["llama"], ["rl_loss_aggregation"], 1, "bfloat16", Inputs(), "none", "cpu")
+    cuda = disk.disk_need(["llama"], ["rl_loss_aggregation"], 1, "bfloat16", Inputs(), "none", "cuda")
+    kept = disk.disk_need(["llama"], ["rl_loss_aggregation"], 1, "bfloat16", Inputs(), "failing", "cuda")
+    assert cuda.bytes < cpu.bytes and kept.bytes > cuda.bytes and kept.kept > 0
+    assert "on the GPU in a cuda run" in cuda.how

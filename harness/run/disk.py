@@ -7,7 +7,8 @@ What lies under --out while a run goes (harness/launch/tidy.py, private_checkpoi
 the checkpoint (at most KEEP launches at once, harness/launch/pool.py); the results of the verdict being judged,
 every arm's, until the verdict is decided (ARMS: measured per scenario); and the arms `--save-arms` keeps: none;
 for `failing`, one failing verdict's (the largest one's; each further failing verdict keeps its own); for `all`,
-every verdict's. An arm's result is its gradients: the model's parameter count x the run's element size (an arm
+every verdict's. A cuda run holds its verdicts' results on the GPU, not here (harness/launch/device_result.py): only
+the arms kept count. An arm's result is its gradients: the model's parameter count x the run's element size (an arm
 whose ranks outnumber the GPUs runs on the CPU in float64 at the family's tiny size: placement.logic_setting).
 FACTOR covers the rest: log-probs, the parameters after an optimizer step, JSON, the launches' logs. At the tiny
 size README command 1 needs about 200 MB by this count (its measured peak: 37 MB for one family, docs/performance.md):
@@ -77,18 +78,19 @@ def checkpoint_bytes(checkpoint: str | Path) -> int:
 
 
 def disk_need(families: Sequence[str], scenarios: Sequence[str], engines: int, dtype: str, inputs: Inputs,
-              save_arms: str) -> Need:
+              save_arms: str, device: str = "cpu") -> Need:
     """What the run will need under --out at its peak (the module's docstring says how it is counted)."""
     checkpoints = [resolve_model(family, inputs.model, inputs.seed).spec.checkpoint for family in families]
     params = max(parameter_count(c) for c in checkpoints)
     copies = KEEP * max(checkpoint_bytes(c) for c in checkpoints)
     element = ELEMENT_BYTES.get(dtype, 8)  # "auto": the largest
     arm = params * element
-    largest = max(ARMS.get(name, ARMS_UNKNOWN) for name in scenarios)
-    saved = {"none": 0, "failing": largest, "all": engines * len(families) * sum(ARMS.get(n, ARMS_UNKNOWN) for n in scenarios)}[save_arms]
+    most = max(ARMS.get(name, ARMS_UNKNOWN) for name in scenarios)
+    largest = 0 if device == "cuda" else most  # a cuda run's results stay on the GPU (harness/launch/device_result.py)
+    saved = {"none": 0, "failing": most, "all": engines * len(families) * sum(ARMS.get(n, ARMS_UNKNOWN) for n in scenarios)}[save_arms]
     return Need(bytes=int(FACTOR * (copies + arm * (largest + saved))), kept=int(FACTOR * arm * saved),
                 how=(f"{FACTOR:g} x ({KEEP} checkpoint copies of {human(copies // KEEP)} + {largest} arm results held by the "
-                     f"largest verdict + {saved} kept by --save-arms {save_arms}; an arm's result {human(arm)}: "
+                     f"largest verdict{' on the disk (on the GPU in a cuda run)' if device == 'cuda' else ''} + {saved} kept by --save-arms {save_arms}; an arm's result {human(arm)}: "
                      f"{params:,} parameters x {element} bytes)"))
 
 
