@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from packcheck.harness.compare import Arms, compare_tensors, tolerance_for
 from packcheck.harness.contract import StepResult
 from packcheck.harness.launch.device_result import DESCRIPTORS, is_shared, open_shared, shareable
 
@@ -91,6 +92,11 @@ def test_a_result_shared_by_another_process_arrives_as_the_harness_copy(tmp_path
         assert all(torch.equal(a, b) for a, b in zip(got.logprobs + got.dloss_dlogprobs, want.logprobs + want.dloss_dlogprobs))
         assert all(torch.equal(got.grads[k].cpu(), t) for k, t in want.grads.items())  # not the 7s written after
         assert got.meta() == want.meta()
+        # a result kept on the GPU judged against a host one (a golden, a CPU oracle): the rows of the host comparison
+        tol, arms = tolerance_for("bfloat16"), Arms("gpu", "host")
+        mixed = compare_tensors(arms, "grad", got.grads, {k: t * 1.001 for k, t in want.grads.items()}, tol)
+        host = compare_tensors(arms, "grad", {k: t.cpu() for k, t in got.grads.items()}, {k: t * 1.001 for k, t in want.grads.items()}, tol)
+        assert [(c.item, c.metric, c.observed, c.where) for c in mixed] == [(c.item, c.metric, c.observed, c.where) for c in host]
     finally:
         (tmp_path / "done").write_text("")
         producer.wait(timeout=60)

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-import torch
-
 from packcheck.harness.compare.comparison import Arms, Comparison
 from packcheck.harness.compare.conditioning import error_weights
-from packcheck.harness.compare.metrics import Float64Buffers, error_sums, errors_from_sums, flat_index_to_position, rel_nats
+from packcheck.harness.compare.metrics import Float64Buffers, error_sums, errors_from_sums, flat_index_to_position, rel_nats, sums_to_host
 from packcheck.harness.compare.router import compare_router
 from packcheck.harness.compare.tolerances import Tolerance
 from packcheck.harness.contract import OptimizerSpec, StepResult
@@ -70,7 +68,7 @@ def compare_params_after(arms: Arms, observed: StepResult, reference: StepResult
 def _tensor_rows(arms: Arms, quantity: str, metrics: tuple[str, str], shapes: dict, sums: list, allowed: dict) -> list[Comparison]:
     """Two rows per tensor (its L2 and its worst element) from error_sums', brought back from the device in one copy."""
     rows = []
-    for (name, shape), values in zip(shapes.items(), torch.stack(sums).tolist() if sums else []):
+    for (name, shape), values in zip(shapes.items(), sums_to_host(sums)):
         l2, worst, index = errors_from_sums(values)
         where = f"element {flat_index_to_position(index, tuple(shape))}" if index >= 0 else ""
         rows.append(Comparison(arms=arms, quantity=quantity, item=name, metric=metrics[0], observed=l2, **allowed))

@@ -70,9 +70,9 @@ def error_sums(observed: torch.Tensor, reference: torch.Tensor, weights: torch.T
     max |reference|] in float64 (the index exact below 2^53), for errors_from_sums. Nothing waits for the device, so
     the comparisons of a result's hundreds of tensors on a GPU queue up and come back in one copy."""
     buffers = buffers or Float64Buffers()
-    if reference.device != observed.device:  # a host golden or CPU oracle against a result kept on the GPU
-        reference = reference.to(observed.device)
-        weights = None if weights is None else weights.to(observed.device)
+    if reference.device != observed.device:  # a host golden, a CPU oracle or a spilled result beside one kept on the GPU
+        observed, reference = observed.cpu(), reference.cpu()  # on the host: the GPU may have no room for a float64 copy
+        weights = None if weights is None else weights.cpu()
     reference_64 = reference if reference.dtype == torch.float64 else buffers.copy(0, reference)
     # the difference in observed's own float64 copy (observed - reference_64 would skip the copy but runs 20x slower on a CPU)
     diff = buffers.copy(1, observed).sub_(reference_64)
@@ -85,6 +85,19 @@ def error_sums(observed: torch.Tensor, reference: torch.Tensor, weights: torch.T
     index = diff.argmax()
     low, high = torch.aminmax(reference_64)  # max |reference| without an |reference| copy (reference_64 may be the caller's)
     return torch.stack([diff_norm, scale_l2, diff.gather(0, index.view(1))[0], index.double(), torch.maximum(-low, high)])
+
+
+def sums_to_host(sums: list[torch.Tensor]) -> list[list[float]]:
+    """error_sums' results as numbers, one copy per device they were left on (a result on the GPU may be compared with
+    a host golden beside its GPU arms), in the order given."""
+    values: list[list[float]] = [[] for _ in sums]
+    on: dict[torch.device, list[int]] = {}
+    for index, sum_ in enumerate(sums):
+        on.setdefault(sum_.device, []).append(index)
+    for indices in on.values():
+        for index, numbers in zip(indices, torch.stack([sums[i] for i in indices]).tolist()):
+            values[index] = numbers
+    return values
 
 
 def errors_from_sums(sums: list[float]) -> tuple[float, float, int]:

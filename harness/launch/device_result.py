@@ -5,7 +5,8 @@ by the harness they cost 0.57 s of the rank's time per arm and the disk they fil
 CUDA run rank 0 instead shares each storage its result's tensors live in (`share`): result.json as always, and
 result.device.json naming, for every tensor, its storage's IPC handle and its place in that storage. The harness
 opens the handles (`open_shared`) and copies each gradient and parameter into memory of its own on the same GPU
-(a device-to-device copy, a few milliseconds at 0.6b; the small per-token tensors come to the host), so that nothing the engine's process does afterwards changes
+(a device-to-device copy, a few milliseconds at 0.6b; the small per-token tensors come to the host, and so does a
+gradient the GPU has no room for), so that nothing the engine's process does afterwards changes
 what the harness judges; the rank's memory is freed once the harness has let go of it (torch's IPC reference
 counting: the rank keeps a shared block until its counter drops).
 
@@ -76,9 +77,18 @@ def open_shared(directory: Path) -> StepResult:
         storage = storages[place["storage"]]
         view = torch.empty(0, dtype=getattr(torch, place["dtype"]), device=storage.device)
         view.set_(storage, place["offset"], place["shape"], place["stride"])
-        tensors[name] = view.clone() if name.startswith(STAYS_ON_DEVICE) else view.cpu()
+        tensors[name] = _own_copy(view) if name.startswith(STAYS_ON_DEVICE) else view.cpu()
     torch.cuda.current_stream().synchronize()  # the copies are made before the rank's memory is let go
     return StepResult.from_parts(read_meta(directory), tensors, str(directory))
+
+
+def _own_copy(view: torch.Tensor) -> torch.Tensor:
+    """`view` copied into this process's GPU memory, or into host memory when the GPU has no room left (a verdict of
+    many arms beside an engine that fills the GPU): slower to compare there, never a failed run."""
+    try:
+        return view.clone()
+    except torch.OutOfMemoryError:
+        return view.cpu()
 
 
 def _share_storage(storage: torch.UntypedStorage) -> dict:

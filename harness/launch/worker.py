@@ -24,6 +24,7 @@ cases after it.
 from __future__ import annotations
 
 import faulthandler
+import gc
 import json
 import os
 import shutil
@@ -140,6 +141,11 @@ def _run_case(index: int, case_dir: CaseDir, engine: Engine, rank: int, recorder
     except BaseException as err:  # noqa: BLE001 - any failure of the engine becomes this rank's report
         watchdog.stop("raised", err)
     write_json_atomically(case_dir.collectives(rank), recorder.snapshot())
+    if torch.cuda.is_initialized():
+        # the engine's cached blocks back to the driver: the harness copies this case's result into GPU memory of its
+        # own next, and holds a verdict's results there while this process runs the next case (device_result.py)
+        gc.collect()
+        torch.cuda.empty_cache()
     sync.wait_all(f"end/{index}")
     watchdog.disarm()
     write_json_atomically(case_dir.done(rank), time.time())
