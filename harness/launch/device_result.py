@@ -5,9 +5,9 @@ by the harness they cost 0.57 s of the rank's time per arm and the disk they fil
 CUDA run rank 0 instead shares each storage its result's tensors live in (`share`): result.json as always, and
 result.device.json naming, for every tensor, its storage's IPC handle and its place in that storage. The harness
 opens the handles (`open_shared`) and copies each gradient and parameter into memory of its own on the same GPU
-(a device-to-device copy, a few milliseconds at 0.6b; the small per-token tensors come to the host, and so does a
-gradient the GPU has no room for), so that nothing the engine's process does afterwards changes
-what the harness judges; the rank's memory is freed once the harness has let go of it (torch's IPC reference
+(a device-to-device copy, a few milliseconds at 0.6b; the small per-token tensors come to the host, and so do the
+gradients of a verdict's arms beyond the harness's share of the GPU, RESULTS_SHARE), so that nothing the engine's
+process does afterwards changes what the harness judges; the rank's memory is freed once the harness has let go of it (torch's IPC reference
 counting: the rank keeps a shared block until its counter drops).
 
 The descriptors are JSON (handles in base64): nothing is unpickled. Tensors the engine returned on the host go through a
@@ -32,6 +32,10 @@ SCHEMA = "packcheck.device_result/1"
 # Gradients and parameters are what is large, and they meet only each other (and a golden, moved to them) in a
 # judge; the per-token and per-expert tensors are small and meet the harness's own host tensors in every judge.
 STAYS_ON_DEVICE = ("grad.", "param.")
+# At most this share of the GPU holds the harness's copies of a verdict's results (0.6b: 12 arms of 1.4 GiB on an
+# H200). Holding all of rl_loss_aggregation's (25.9 GiB) ran the reference's next arm out of memory (2026-12-02,
+# docs/gpu.md): the rest waits on the host, and its comparisons run there.
+RESULTS_SHARE = 1 / 8
 
 
 def is_shared(directory: Path) -> bool:
@@ -83,8 +87,12 @@ def open_shared(directory: Path) -> StepResult:
 
 
 def _own_copy(view: torch.Tensor) -> torch.Tensor:
-    """`view` copied into this process's GPU memory, or into host memory when the GPU has no room left (a verdict of
-    many arms beside an engine that fills the GPU): slower to compare there, never a failed run."""
+    """`view` copied into this process's GPU memory while the results it holds stay within RESULTS_SHARE of the GPU,
+    else into host memory: the engine's next arm needs the GPU more than the harness does. Slower to compare there,
+    never an engine starved of memory or a failed run."""
+    budget = torch.cuda.get_device_properties(view.device).total_memory * RESULTS_SHARE
+    if torch.cuda.memory_allocated(view.device) + view.nbytes > budget:
+        return view.cpu()
     try:
         return view.clone()
     except torch.OutOfMemoryError:
