@@ -71,3 +71,18 @@ def test_a_registered_engine_needs_no_directory():
 
     assert reproduce_command("mutant.boundary-label", "--family llama").startswith("packcheck run --engine mutant.boundary-label ")
     assert import_root("packcheck.impls.mutants.boundary_label:BoundaryLabel") is None  # installed: importable anywhere
+
+
+def test_a_model_directory_is_reproduced_absolute_and_quoted(tmp_path, monkeypatch):
+    """A --model path runs from the folder the reproduce command may `cd` into, and nothing in it runs when pasted."""
+    import shlex
+
+    from packcheck.harness.run.inputs import Inputs
+
+    monkeypatch.chdir(tmp_path)
+    flags = Inputs(model="my models/$(touch PWNED)", seed=3).flags()
+    words = shlex.split(flags)
+    assert words == ["--model", str(tmp_path / "my models" / "$(touch PWNED)"), "--seed", "3"]
+    subprocess.run(f"echo {flags}", shell=True, cwd=tmp_path, check=True, capture_output=True)
+    assert not (tmp_path / "PWNED").exists()
+    assert Inputs(model="0.6b").flags() == " --model 0.6b"

@@ -6,6 +6,8 @@ The defaults (tiny, seed 0, scale 1) build today's cases, digest for digest, so 
 
 from __future__ import annotations
 
+import os
+import shlex
 from dataclasses import dataclass
 
 from packcheck.harness.errors import InputError
@@ -29,8 +31,10 @@ class Inputs:
                        data_scale=self.data_scale or choice.data_scale, model_name=choice.name)
 
     def flags(self) -> str:
-        """The command-line flags that reproduce these inputs ("" for the defaults)."""
-        return "".join([f" --model {self.model}" if self.model != TINY else "", f" --seed {self.seed}" if self.seed else "",
+        """The command-line flags that reproduce these inputs ("" for the defaults), safe to paste into a shell from any
+        directory: a config directory absolute and quoted (a reproduce command may start with a `cd`)."""
+        model = shlex.quote(os.path.abspath(self.model) if is_path(self.model) else self.model)
+        return "".join([f" --model {model}" if self.model != TINY else "", f" --seed {self.seed}" if self.seed else "",
                         f" --data-scale {self.data_scale}" if self.data_scale else ""])
 
     def to_json(self) -> dict:
