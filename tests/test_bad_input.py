@@ -129,3 +129,35 @@ def test_a_reused_out_keeps_nothing_of_the_earlier_run(finished_run, capsys):
     assert len((finished_run / "results.jsonl").read_text().splitlines()) == 1  # the new run's header only
     assert main(["report", str(finished_run)]) == 2
     one_line_error(capsys, "holds no complete verdict")
+
+
+HOLDS_THE_LOCK = """
+import fcntl, json, os, sys, time
+handle = open(sys.argv[1], "a+")
+fcntl.flock(handle, fcntl.LOCK_EX)
+handle.write(json.dumps({"pid": os.getpid(), "started": "2026-12-02 10:00:00"}))
+handle.flush()
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+def test_two_runs_into_one_out(tmp_path, capsys):
+    """A second run into an --out another run is writing is refused (its results would interleave); the lock goes
+    with the process that held it, a kill -9 included."""
+    import sys as _sys
+
+    from packcheck.harness.run.out_lock import LOCK, claim_out
+
+    holder = subprocess.Popen([_sys.executable, "-c", HOLDS_THE_LOCK, str(tmp_path / LOCK)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert main([*RUN, "--out", str(tmp_path)]) == 2
+        one_line_error(capsys, f"--out {tmp_path}", f"another packcheck run is writing there (pid {holder.pid}", "another --out")
+        assert not (tmp_path / "results.jsonl").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    lock = claim_out(tmp_path)
+    assert lock is not None
+    lock.close()

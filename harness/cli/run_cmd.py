@@ -102,12 +102,14 @@ def handle(args) -> int:
     from packcheck.harness.launch.usage import Usage
     from packcheck.harness.provenance import provenance
     from packcheck.harness.run.dtype_choice import AUTO
+    from packcheck.harness.run.out_lock import claim_out
     from packcheck.harness.run.results import ResultsFile
     from packcheck.harness.run.conclusion import first_error_line
     from packcheck.harness.run.session import Matrix, exit_status, run_matrix, where_arms_ran
 
     choices = checked_choices(args)
     out = output_directory(args.out)
+    lock = claim_out(out)  # noqa: F841 - held until this run returns
     enough_disk(choices, out, args.save_arms)
     usage = Usage(out)
     pool = LaunchPool(out / "launches", choices.timeout, usage=usage)
