@@ -88,7 +88,7 @@ def test_the_plugin_refuses_what_packcheck_run_refuses_in_the_same_words(tmp_pat
 
 
 def test_the_plugin_names_its_own_timeout_flag():
-    with pytest.raises(pytest.UsageError, match="^--arm-timeout 0: give the seconds an arm may run, a positive number$"):
+    with pytest.raises(pytest.UsageError, match="^--arm-timeout 0: give the seconds an arm may run, a positive finite number$"):
         plugin.run_choices(Config(timeout=0.0))
 
 

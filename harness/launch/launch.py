@@ -24,7 +24,7 @@ from pathlib import Path
 
 from packcheck.harness.contract import Case
 from packcheck.harness.files import write_json_atomically
-from packcheck.harness.launch import exit_status
+from packcheck.harness.launch.exit_status import children_environment
 from packcheck.harness.launch.collect import log_tail, read_outcome
 from packcheck.harness.launch.guard import GuardedProcess
 from packcheck.harness.launch.job import Job
@@ -214,7 +214,7 @@ def _new_launch_dir(workdir: Path) -> LaunchDir:
 def _environment(world_size: int, device: str) -> dict[str, str]:
     """The caller's environment, plus its import path (an engine importable here is importable
     in the ranks), third-party progress bars off (quiet.py) and, on CPU, the cores shared out between the ranks."""
-    env = exit_status.children_environment(quiet(dict(os.environ)))
+    env = children_environment(quiet(dict(os.environ)))
     env["PYTHONPATH"] = os.pathsep.join(_import_roots() + [p for p in [env.get("PYTHONPATH")] if p])
     if device == "cpu":
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // world_size)))
