@@ -133,7 +133,9 @@ def handle(args) -> int:
         return 2
     if verdicts and counts["unsupported"] == len(verdicts):
         reason, times = Counter(v.reason for v in verdicts).most_common(1)[0]
+        hint = ("; --dtype auto (the default) runs each engine at the most precise dtype its Capabilities.dtypes declare"
+                if "dtype" in reason and choices.dtype != AUTO else "")
         print(f"packcheck run: error: every case was unsupported by the engine: nothing was tested. Most common reason "
-              f"({times} of {len(verdicts)}): {reason}", file=sys.stderr)
+              f"({times} of {len(verdicts)}): {reason}{hint}", file=sys.stderr)
         return 2
     return exit_status(verdicts)
