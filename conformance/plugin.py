@@ -22,6 +22,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
+from packcheck.conformance import run_directory
 from packcheck.harness.run.options import PLUGIN_SPELLING, add_to_group, plugin_options, plugin_values
 
 # the scenario cells of the conformance suite carry this marker: a run where every one is skipped tested nothing
@@ -41,7 +42,9 @@ def hypothesis_profile() -> str:
 
 
 def pytest_addoption(parser):
-    add_to_group(parser.getgroup("packcheck", "packcheck conformance suite"))
+    group = parser.getgroup("packcheck", "packcheck conformance suite")
+    add_to_group(group)
+    run_directory.add_option(group)
 
 
 def given(config) -> dict:
@@ -51,6 +54,8 @@ def given(config) -> dict:
 
 def pytest_configure(config):
     config.addinivalue_line("markers", f"{CELL_MARKER}: a scenario x family cell of the packcheck conformance suite")
+    run_directory.collected.clear()
+    config.pluginmanager.register(run_directory, "packcheck-run-directory")
     if any(config.getoption(option.flag) != option.default for option in plugin_options()):
         run_choices(config)  # what no run can take is a usage error before anything runs
 
@@ -198,7 +203,25 @@ def pytest_runtest_logreport(report):
         _cell_outcomes.append("xfailed" if hasattr(report, "wasxfail") else report.outcome)
 
 
+def run_provenance(config) -> dict:
+    """What the run directory's results.json records of the session: versions, device, the pytest command, the choices."""
+    from packcheck.harness.provenance import provenance
+
+    choices = run_choices(config)
+    chosen = config.stash.get(DTYPE_CHOICE, None)
+    return (provenance(choices.device, ["pytest", *config.invocation_params.args]) | choices.provenance()
+            | ({"dtype_choice": {choices.engines[0]: f"{chosen[1].dtype} ({chosen[1].why})"}} if chosen else {}))
+
+
+@pytest.fixture
+def record_verdict(request):
+    """record_verdict(verdict): the cell's verdict into the run directory of --out (conformance/run_directory.py)."""
+    return functools.partial(run_directory.record, request.node)
+
+
 def pytest_sessionfinish(session, exitstatus):
+    if not hasattr(session.config, "workerinput") and session.config.getoption("packcheck_out") and run_directory.collected:
+        run_directory.write_run_directory(session.config, run_provenance(session.config))
     if _cell_outcomes and all(outcome == "skipped" for outcome in _cell_outcomes) and exitstatus == 0:
         engine = session.config.getoption("--engine")
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")

@@ -14,8 +14,9 @@ from packcheck.harness.run.verdict import UNSUPPORTED
 
 
 @pytest.mark.packcheck_cell
-def test_scenario(verdict_of, engine, scenario, family, dtype, device, attention):
+def test_scenario(verdict_of, record_verdict, engine, scenario, family, dtype, device, attention):
     verdict = verdict_of(engine.spec, scenario.name, family, dtype, device, attention)
+    record_verdict(verdict)
     if verdict.status == UNSUPPORTED:
         pytest.skip(f"unsupported: {verdict.detail}")
     finding = finding_for(engine.known_findings, scenario.name, family)

@@ -30,12 +30,17 @@ def add_parser(commands) -> None:
 def add_run_options(parser, required: tuple[str, ...] = (), leave_out: tuple[str, ...] = ()) -> None:
     """The run options (harness/run/options.py, shared with the pytest plugin) and --out (run, calibrate)."""
     add_arguments(parser, required=required, leave_out=leave_out)
-    parser.add_argument("--out", default="reports/latest", help="output directory (default: reports/latest)")
+    parser.add_argument("--out", default=None, help=f"output directory (default: {DEFAULT_OUT}, with a .gitignore in it, so that a run "
+                                                   "in the engine's repository leaves `git status` clean)")
 
 
-def output_directory(out: str) -> Path:
-    """--out as an absolute path (an engine cannot move it), created and writable, or a usage error."""
-    path = Path(out).resolve()
+DEFAULT_OUT = "reports/latest"
+
+
+def output_directory(out: str | None) -> Path:
+    """--out as an absolute path (an engine cannot move it), created and writable, or a usage error. Without --out,
+    DEFAULT_OUT under the working directory, which is often the engine's repository: git is told to ignore it."""
+    path = Path(out or DEFAULT_OUT).resolve()
     if path.exists() and not path.is_dir():
         raise UsageError(f"--out {out}: is a file, not a directory; point --out at a directory (it is created if missing)")
     try:
@@ -45,6 +50,8 @@ def output_directory(out: str) -> Path:
         probe.unlink()
     except OSError as err:
         raise UsageError(f"--out {out}: cannot write there ({err.strerror}); choose a writable directory") from None
+    if out is None and not (path / ".gitignore").exists():
+        (path / ".gitignore").write_text("# written by packcheck: a run directory, not source\n*\n")
     return path
 
 
