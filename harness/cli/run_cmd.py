@@ -95,6 +95,7 @@ def handle(args) -> int:
     from packcheck.harness.launch import LaunchPool
     from packcheck.harness.provenance import provenance
     from packcheck.harness.run.dtype_choice import AUTO
+    from packcheck.harness.run.engine_commit import engine_commits
     from packcheck.harness.run.results import ResultsFile
     from packcheck.harness.run.conclusion import first_error_line
     from packcheck.harness.run.session import Matrix, exit_status, run_matrix, where_arms_ran
@@ -103,7 +104,9 @@ def handle(args) -> int:
     out = output_directory(args.out)
     pool = LaunchPool(out / "launches", choices.timeout)
     chosen = auto_dtypes(choices.engines, pool, choices.device) if choices.dtype == AUTO else {}
+    commits = engine_commits(choices.engines)
     results = ResultsFile(out, provenance(choices.device, ["packcheck", *args.argv]) | choices.provenance()
+                          | ({"engine_commit": commits} if commits else {})
                           | ({"dtype_choice": {spec: f"{c.dtype} ({c.why})" for spec, c in chosen.items()}} if chosen else {}))
     matrix = Matrix(engines=choices.engines, families=choices.families, scenarios=choices.scenarios, dtype=choices.dtype,
                     device=choices.device, attention=choices.attention, save_arms=args.save_arms,
