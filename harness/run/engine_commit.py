@@ -23,8 +23,8 @@ def engine_commit(spec: str) -> str | None:
     if folder is None:
         return None
     try:
-        head = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
+        head = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"], check=False, capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no"], check=False, capture_output=True, text=True,
                                timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None
