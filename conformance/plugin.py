@@ -29,7 +29,9 @@ from packcheck.harness.run.options import PLUGIN_SPELLING, add_to_group, plugin_
 CELL_MARKER = "packcheck_cell"
 
 PROFILES = {
-    "ci": dict(derandomize=True, max_examples=12, deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]),
+    # derandomized: the same command draws the same examples, which is how a failure is reproduced (an installed test
+    # cannot take @reproduce_failure, so no blob is printed)
+    "ci": dict(derandomize=True, max_examples=12, deadline=None, print_blob=False, suppress_health_check=[HealthCheck.too_slow]),
     "dev": dict(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow]),
 }
 for _name, _values in PROFILES.items():
@@ -54,6 +56,7 @@ def given(config) -> dict:
 
 def pytest_configure(config):
     config.addinivalue_line("markers", f"{CELL_MARKER}: a scenario x family cell of the packcheck conformance suite")
+    config.addinivalue_line("markers", "packcheck_scenario(name): a property test of one scenario, deselected when --scenario leaves it out")
     run_directory.collected.clear()
     config.pluginmanager.register(run_directory, "packcheck-run-directory")
     if any(config.getoption(option.flag) != option.default for option in plugin_options()):
@@ -70,6 +73,7 @@ def pytest_report_header(config):
 
 
 CHOICES = pytest.StashKey()
+RUN_DIRECTORY_LINE = pytest.StashKey()  # what the session wrote under --out, said in the terminal summary
 DTYPE_CHOICE = pytest.StashKey()
 
 
@@ -108,6 +112,8 @@ def chosen_dtype(config, info) -> str:
 
 
 def pytest_terminal_summary(terminalreporter, config):
+    if RUN_DIRECTORY_LINE in config.stash:
+        terminalreporter.write_line(config.stash[RUN_DIRECTORY_LINE])
     if DTYPE_CHOICE in config.stash:
         name, choice = config.stash[DTYPE_CHOICE]
         terminalreporter.write_line(f"packcheck: engine {name}: dtype {choice.dtype} ({choice.why})")
@@ -221,7 +227,7 @@ def record_verdict(request):
 
 def pytest_sessionfinish(session, exitstatus):
     if not hasattr(session.config, "workerinput") and session.config.getoption("packcheck_out") and run_directory.collected:
-        run_directory.write_run_directory(session.config, run_provenance(session.config))
+        session.config.stash[RUN_DIRECTORY_LINE] = run_directory.write_run_directory(session.config, run_provenance(session.config))
     if _cell_outcomes and all(outcome == "skipped" for outcome in _cell_outcomes) and exitstatus == 0:
         engine = session.config.getoption("--engine")
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")

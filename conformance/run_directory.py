@@ -8,8 +8,6 @@ pytest-xdist the workers' verdicts reach the controller, which alone writes the 
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 
 OUT_FLAG = "--out"
@@ -46,18 +44,16 @@ def pytest_runtest_logreport(report):
 collected: list[dict] = []  # the verdicts the session's reports carried, in the order they were reported
 
 
-def write_run_directory(config, provenance: dict) -> None:
-    """The run directory of --out from the verdicts collected, on the controller (or the only process)."""
-    out = config.getoption("packcheck_out")
-    if out is None or hasattr(config, "workerinput") or not collected:
-        return
+def write_run_directory(config, provenance: dict) -> str:
+    """The run directory of --out from the verdicts collected (on the controller, or the only process); what it holds,
+    in a line for the terminal summary."""
     from pathlib import Path
 
     from packcheck.harness.files import write_atomically
     from packcheck.harness.report import render_markdown, write_html, write_junit
     from packcheck.harness.run.results import ResultsFile
 
-    directory = Path(out).resolve()
+    directory = Path(config.getoption("packcheck_out")).resolve()
     results = ResultsFile(directory, provenance)
     for record_ in collected:
         results.add_record(record_)
@@ -65,8 +61,4 @@ def write_run_directory(config, provenance: dict) -> None:
     write_html(directory, directory / "report.html")
     write_atomically(directory / "summary.md", render_markdown(directory))
     write_junit(directory, directory / "junit.xml")
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"packcheck: {len(collected)} verdicts in {directory}: results.json, report.html, summary.md, junit.xml")
-    else:
-        print(f"packcheck: run directory {directory}", file=sys.stderr)
+    return f"packcheck: {len(collected)} verdicts in {directory}: results.json, report.html, summary.md, junit.xml"
