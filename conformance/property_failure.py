@@ -39,5 +39,6 @@ def property_report(*, scenario: str, engine_spec: str, family: str, dtype: str,
     scenario_run = reproduce_command(engine_spec, f"--family {family} --scenario {scenario} --dtype {dtype} --device {device}")
     this_example = (f"{shlex.quote(sys.executable)} -m pytest --pyargs packcheck.conformance --engine {shlex.quote(engine_spec)} "
                     f"--family {family} --dtype {dtype} --device {device} -k {shlex.quote(test)}")
-    return "\n".join([head, *rows, *more, f"  reproduce: {scenario_run}", f"  this example again: {this_example}",
+    return "\n".join([f"{head} | reproduce: {this_example}", *rows, *more, f"  the scenario's own arms: {scenario_run}",
+                      f"  this example again: {this_example}",
                       f"  what {scenario} checks: packcheck explain {scenario}"])
