@@ -16,8 +16,8 @@ from packcheck.harness.contract import UNPACKED, Partition
 from packcheck.harness.data.samples import SKEWED_LENGTHS
 from packcheck.harness.data.strategies import partitions
 from packcheck.harness.engines import finding_for
-from packcheck.harness.run.scenario_runner import setting_for
 from packcheck.harness.judging.judgement import Judgement
+from packcheck.harness.run.scenario_runner import setting_for
 from packcheck.harness.scenarios.microbatch_invariance import MICROBATCH_INVARIANCE, REFERENCE_ARM, arms_for_partition
 
 pytestmark = pytest.mark.packcheck_scenario("microbatch_invariance")  # deselected when --scenario leaves microbatch_invariance out
