@@ -57,6 +57,7 @@ def test_a_float32_engine_passes_with_no_dtype_flag(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 0, err
     assert "engine example.minimal: dtype float32 (--dtype auto" in err
+    assert "(optional arm packed_dp2 skipped: why is in the report)" in err, "the progress line names the arm it skipped"
     data = json.loads((tmp_path / "results.json").read_text())
     assert [v["dtype"] for v in data["verdicts"]] == ["float32"] and data["provenance"]["dtype"] == "auto"
 

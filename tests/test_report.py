@@ -234,3 +234,14 @@ def test_markdown_baseline_names_the_engines_commit_and_skips_unsupported_cells_
     section = summary[summary.index("### Against baseline"):]
     assert "at engine commit `e1e1e1e1` (`my_engine:MyEngine`)" in section and "packcheck commit `abc1234`" in section, section
     assert "ABSENT" not in section and "**Status changes (1)**" in section, section
+
+
+def test_the_report_says_what_each_scenario_checks_and_where_to_read_more(run_dir):
+    from html import unescape
+
+    from packcheck.harness.scenarios import SCENARIOS
+
+    page = render_html(run_dir)
+    section = unescape(page[page.index('id="scenarios"'):])
+    for name in ("packed_vs_unpacked", "golden_regression"):
+        assert SCENARIOS[name].invariant in section and f"packcheck explain {name}" in section, name
