@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections import Counter
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -58,6 +59,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", f"{CELL_MARKER}: a scenario x family cell of the packcheck conformance suite")
     config.addinivalue_line("markers", "packcheck_scenario(name): a property test of one scenario, deselected when --scenario leaves it out")
     run_directory.collected.clear()
+    _cell_outcomes.clear()
+    _skip_reasons.clear()
     config.pluginmanager.register(run_directory, "packcheck-run-directory")
     if any(config.getoption(option.flag) != option.default for option in plugin_options()):
         run_choices(config)  # what no run can take is a usage error before anything runs
@@ -202,11 +205,14 @@ def verdict_of(packcheck_pool, packcheck_inputs, packcheck_floors):
 # `packcheck run` exits 2 when an engine supports none of the scenarios; the conformance suite must not go
 # green for such an engine either (every cell skipped as unsupported would read as a clean run in CI).
 _cell_outcomes: list[str] = []
+_skip_reasons: list[str] = []
 
 
 def pytest_runtest_logreport(report):
     if CELL_MARKER in report.keywords and (report.when == "call" or (report.when == "setup" and report.skipped)):
         _cell_outcomes.append("xfailed" if hasattr(report, "wasxfail") else report.outcome)
+        if report.skipped and isinstance(report.longrepr, tuple):  # (path, line, "Skipped: reason")
+            _skip_reasons.append(str(report.longrepr[2]).removeprefix("Skipped: "))
 
 
 def run_provenance(config) -> dict:
@@ -232,6 +238,8 @@ def pytest_sessionfinish(session, exitstatus):
         engine = session.config.getoption("--engine")
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
+            common = Counter(_skip_reasons).most_common(1)
+            why = f"; the most common reason ({common[0][1]} of {len(_cell_outcomes)}): {common[0][0]}" if common else ""
             reporter.write_line(f"packcheck: engine {engine!r} supports none of the {len(_cell_outcomes)} scenario cells: "
-                                "nothing was tested (see the skip reasons above)", red=True)
+                                f"nothing was tested{why}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
