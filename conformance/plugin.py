@@ -1,9 +1,13 @@
 """The packcheck pytest plugin, registered through the `pytest11` entry point: installed with
 packcheck, it is active in any repository.
 
-    pip install packcheck
-    pytest --pyargs packcheck.conformance --engine mypkg.adapter:MyEngine [--family llama] [--dtype float32|auto]
-        [--model 0.6b] [--seed 1] [--data-scale 85] [--noise-floors calibration.json]
+    pip install /path/to/packcheck      # a checkout, a git URL or a wheel: packcheck is not on PyPI (docs/adapters.md)
+    pytest --pyargs packcheck.conformance --engine mypkg.adapter:MyEngine [--family llama] [--scenario S ...]
+        [--dtype auto|float64|float32|bfloat16] [--model 0.6b] [--seed 1] [--data-scale 85] [--noise-floors calibration.json]
+        [--out DIR]
+
+`--dtype auto`, the default, runs the engine at the most precise dtype it declares; `--out DIR` writes the run
+directory `packcheck run --out DIR` writes (conformance/run_directory.py).
 
 The options are `packcheck run`'s, from one table (harness/run/options.py), checked by the same code
 (harness/run/choices.py); they live in one "packcheck" group, each help text states its default, and
