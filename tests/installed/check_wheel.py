@@ -161,7 +161,9 @@ def check(wheel: str, scratch: Path) -> int:
         problems.append(f"golden_regression did not pass for every family ({GOLDEN_FAMILIES}) from the wheel's package data: {golden}")
     problems += run_ci_recipe(wheel, venv, package)  # the worked example's whole conformance suite, as the docs' CI runs it
     suite = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q", "--pyargs", "packcheck.conformance"]
-    bad = run([*suite, "--engine", "example_pkg:MeanOfMeans", "--family", "llama", "--scenario", "microbatch_invariance"], scratch)
+    elsewhere = scratch / "elsewhere"  # not the folder holding example_pkg's project: that would shadow its editable install
+    elsewhere.mkdir()
+    bad = run([*suite, "--engine", "example_pkg:MeanOfMeans", "--family", "llama", "--scenario", "microbatch_invariance"], elsewhere)
     if bad.returncode != 1 or "FAILED" not in bad.stdout or "microbatch_invariance" not in bad.stdout:
         problems.append(f"the conformance suite did not fail the mean-of-means variant on microbatch_invariance (exit {bad.returncode})")
     for problem in problems:
