@@ -10,13 +10,14 @@ Each part of an arm's life outside `engine.run`, timed on the same code paths a 
 (a) building: resolving --model (the weights seeded once per (family, size, seed) into the checkpoint cache: reported
     apart, not per arm), every scenario's arms (`Scenario.build`, the data scaled with the model), and handing one
     arm to its launch (`Launch._submit`: the case's private copy of the checkpoint and its case.json);
-(b) transfer: rank 0's side (`validate_result`, then `StepResult.save`: device to host and safetensors on disk) and
-    the harness's side (`StepResult.load`, `validate_result` again in `accept`), for a result with a gradient of
+(b) transfer: rank 0's side (`validate_result`, then `StepResult.save`: safetensors on disk; on a GPU `share`) and
+    the harness's side (`StepResult.load`, on a GPU `open_shared`; `validate_result` again in `accept`), for a result with a gradient of
     every parameter of the checkpoint in the run's dtype, made on the run's device as the engine would return it;
 (c) comparison: `compare_results` of two such results (every gradient tensor), as the judges call it;
-(d) recording: the verdict's rows and results.jsonl/results.json (`ResultsFile`), `--save-arms none`.
-With `--device cuda`, (c') times the same comparison on the GPU (both results copied there first), which no run does
-today: the figure for deciding whether GPU runs should compare there.
+(d) recording: the verdict's rows appended to results.jsonl, and results.json written at the end (`ResultsFile`),
+    `--save-arms none`.
+With `--device cuda`, (b) and (c) are what a CUDA run does: the result made and shared by another process through CUDA
+IPC (harness/launch/device_result.py), opened and copied on the GPU by this one, and compared there in float64.
 
 The engine's step is `engine.run(case)` of the reference on the packed arm of packed_vs_unpacked, in this process
 (world 1, after one warm-up run), timed with `--device cuda` or `--measure-step`; `--engine-step-seconds` takes it
@@ -27,6 +28,8 @@ verdict: an upper bound per arm).
 from __future__ import annotations
 
 import argparse
+import json
+import multiprocessing
 import os
 import shutil
 import statistics
@@ -40,6 +43,7 @@ from packcheck.harness.compare import Arms, compare_results, tolerance_for
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.engines import device_missing, resolve_engine, validate_result
 from packcheck.harness.engines.validate import checkpoint_shapes
+from packcheck.harness.launch.device_result import open_shared, share
 from packcheck.harness.launch.launch import Launch
 from packcheck.harness.launch.layout import LaunchDir
 from packcheck.harness.run.inputs import Inputs
@@ -140,30 +144,64 @@ def comparison(case: Case, observed: StepResult, reference: StepResult, dtype: s
                  repeat)
 
 
-def comparison_on(device: str, case: Case, observed: StepResult, reference: StepResult, dtype: str, repeat: int) -> float:
-    """(c) as it would cost on `device`: both results moved there (host to device included), then compared. Not what a
-    run does today (the harness compares on its CPU): the figure for deciding whether it should, on GPU runs."""
-    def moved(result: StepResult) -> StepResult:
-        return StepResult(logprobs=[lp.to(device) for lp in result.logprobs], loss=result.loss, num_loss_tokens=result.num_loss_tokens,
-                          grads={name: g.to(device) for name, g in result.grads.items()})
+def device_transfer(case: Case, dtype: torch.dtype, repeat: int) -> dict:
+    """(b) on a GPU, as a run does it (harness/launch/device_result.py): another process makes the result on the GPU,
+    validates it and shares it through CUDA IPC (its side timed there); this process opens it (copying it into its own
+    GPU memory) and validates it again. Two results come back, for (c)."""
+    context = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory(prefix="packcheck-overhead-") as scratch:
+        timings = Path(scratch) / "rank.json"
+        producer = context.Process(target=_produce, args=(case, str(dtype).removeprefix("torch."), scratch, repeat + 1, str(timings)))
+        producer.start()
+        opened, load_times, validate_times = [], [], []
+        for index in range(repeat + 1):
+            directory = Path(scratch) / f"result{index}"
+            while not (directory / "shared").exists():
+                if not producer.is_alive():
+                    raise RuntimeError(f"the producer exited with {producer.exitcode}")
+                time.sleep(0.005)
+            load_s, loaded = timed(lambda: open_shared(directory), 1)
+            validate_s, _ = timed(lambda: validate_result("bench", case, loaded), 1)
+            (directory / "opened").write_text("")
+            load_times.append(load_s)
+            validate_times.append(validate_s)
+            opened = [loaded, *opened[:1]]
+        producer.join(timeout=120)
+        rank = json.loads(timings.read_text())
+    return {"rank_validate_s": statistics.median(rank["validate"][1:]), "rank_save_s": statistics.median(rank["share"][1:]),
+            "harness_load_s": statistics.median(load_times[1:]), "harness_validate_s": statistics.median(validate_times[1:]),
+            "bytes": sum(t.numel() * t.element_size() for t in opened[0].grads.values()), "loaded": opened[0], "other": opened[1]}
 
-    seconds, _ = timed(lambda: compare_results(Arms("packed", "unpacked"), moved(observed), moved(reference), tolerance_for(dtype),
-                                               lambda i, t: f"{i}:{t}"), repeat)
-    return seconds
+
+def _produce(case: Case, dtype: str, scratch: str, count: int, timings: str) -> None:
+    """The rank's side of device_transfer, in its own process: `count` results made, validated and shared, one at a time;
+    the first of each timing is a warm-up (the benchmark's medians leave it out)."""
+    share_times, validate_times = [], []
+    for index in range(count):
+        result = fake_result(case, DTYPES[dtype], "cuda", seed=index)
+        directory = Path(scratch) / f"result{index}"
+        torch.cuda.ipc_collect()
+        validate_s, _ = timed(lambda: validate_result("bench", case, result), 1)
+        share_s, _ = timed(lambda: share(result, directory), 1)
+        share_times.append(share_s)
+        validate_times.append(validate_s)
+        (directory / "shared").write_text("")
+        del result
+        while not (directory / "opened").exists():
+            time.sleep(0.005)
+    Path(timings).write_text(json.dumps({"share": share_times, "validate": validate_times}))
 
 
-def recording(rows: list, setting, repeat: int) -> float:
-    """(d): one verdict with these comparisons into results.jsonl, then results.json (--save-arms none)."""
+def recording(rows: list, setting, repeat: int) -> tuple[float, float]:
+    """(d): one verdict with these comparisons appended to results.jsonl (what a run does after each verdict), and
+    results.json with its tables written from them (what it does once, at the end)."""
     verdict = Verdict(engine="reference", engine_spec="reference", family=setting.family, scenario="packed_vs_unpacked",
                       dtype=setting.dtype, device=setting.device, status=PASS, comparisons=tuple(rows))
     with tempfile.TemporaryDirectory(prefix="packcheck-overhead-") as scratch:
-        def record():
-            results = ResultsFile(Path(scratch), {"bench": True})
-            results.add(verdict)
-            results.write()
-
-        seconds, _ = timed(record, repeat)
-    return seconds
+        results = ResultsFile(Path(scratch), {"bench": True})
+        add_s, _ = timed(lambda: results.add(verdict), repeat)
+        write_s, _ = timed(results.write, repeat)
+    return add_s, write_s
 
 
 def engine_step(case: Case, repeat: int) -> tuple[float, float]:
@@ -223,29 +261,31 @@ def main(argv: list[str] | None = None) -> int:
           f"each later one {parts['a_submit']:.4f} s", flush=True)
 
     dtype = DTYPES[args.dtype]
-    observed = fake_result(arm, dtype, args.device, seed=1)
-    moved = transfer(arm, observed, args.repeat)
+    if args.device == "cuda":
+        moved = device_transfer(arm, dtype, args.repeat)
+        how = "shared through CUDA IPC, copied on the GPU"
+    else:
+        moved = transfer(arm, fake_result(arm, dtype, args.device, seed=1), args.repeat)
+        how = "through safetensors on disk"
     for key in ("rank_validate_s", "rank_save_s", "harness_load_s", "harness_validate_s"):
         parts[f"b_{key[:-2]}"] = moved[key]
-    print(f"(b) transfer of {moved['bytes'] / 2**30:.2f} GiB: rank validate {moved['rank_validate_s']:.3f} s, rank save "
-          f"{moved['rank_save_s']:.3f} s, harness load {moved['harness_load_s']:.3f} s, "
+    print(f"(b) transfer of {moved['bytes'] / 2**30:.2f} GiB of gradients, {how}: rank validate {moved['rank_validate_s']:.3f} s, "
+          f"rank save {moved['rank_save_s']:.3f} s, harness load {moved['harness_load_s']:.3f} s, "
           f"harness validate {moved['harness_validate_s']:.3f} s",
           flush=True)
     reference = moved.pop("loaded")
-    del observed
-    other = StepResult(logprobs=[lp * (1 + 1e-3) for lp in reference.logprobs], loss=reference.loss,
-                       num_loss_tokens=reference.num_loss_tokens, grads={name: g * (1 + 1e-3) for name, g in reference.grads.items()})
+    other = moved.pop("other", None) or StepResult(
+        logprobs=[lp * (1 + 1e-3) for lp in reference.logprobs], loss=reference.loss, num_loss_tokens=reference.num_loss_tokens,
+        grads={name: g * (1 + 1e-3) for name, g in reference.grads.items()})
     compare_s, rows = comparison(arm, other, reference, args.dtype, args.repeat)
     parts["c_compare_per_arm"] = compare_s / 2
-    print(f"(c) compare_results of two arms ({len(rows)} comparisons): {compare_s:.3f} s", flush=True)
-    if args.device == "cuda":
-        try:
-            on_gpu = comparison_on("cuda", arm, other, reference, args.dtype, args.repeat)
-            print(f"(c') the same comparison on the GPU, both results copied there first (not what a run does): {on_gpu:.3f} s", flush=True)
-        except Exception as err:  # noqa: BLE001 - an alternative's figure; the run's own figures stand
-            print(f"(c') the comparison on the GPU failed ({type(err).__name__}: {err})", flush=True)
-    parts["d_record"] = recording(rows, setting, args.repeat)
-    print(f"(d) recording the verdict (results.jsonl + results.json): {parts['d_record'] * 1e3:.2f} ms", flush=True)
+    print(f"(c) compare_results of two arms ({len(rows)} comparisons, on the {'GPU' if args.device == 'cuda' else 'CPU'}): "
+          f"{compare_s:.3f} s", flush=True)
+    add_s, write_s = recording(rows, setting, args.repeat)
+    parts["d_record"] = add_s + write_s / len(SCENARIOS)
+    print(f"(d) recording the verdict: appended to results.jsonl {add_s * 1e3:.2f} ms; results.json and its tables, written "
+          f"once a run, {write_s * 1e3:.2f} ms here (counted per verdict over a family's {len(SCENARIOS)}: an upper bound per arm)",
+          flush=True)
     del other, reference
 
     step = args.engine_step_seconds

@@ -4,6 +4,7 @@ a traceback, and nothing written where it should not be."""
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -34,10 +35,23 @@ def test_out_where_nothing_can_be_written(capsys):
     one_line_error(capsys, "--out /proc/packcheck-results", "cannot write there", "choose a writable directory")
 
 
-@pytest.mark.parametrize("timeout", ["-5", "0", "nan"])
+@pytest.mark.parametrize("timeout", ["-5", "0", "nan", "inf"])
 def test_a_timeout_that_is_not_positive(tmp_path, capsys, timeout):
     assert main([*RUN, "--timeout", timeout, "--out", str(tmp_path)]) == 2
-    one_line_error(capsys, "--timeout", "a positive number")
+    one_line_error(capsys, "--timeout", "a positive finite number")
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"k": {"status": "maybe"}}', "\udcff"])
+def test_bisect_on_a_corrupt_cache(tmp_path, capsys, content):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    cache = tmp_path / "bisect.json"
+    cache.write_bytes(b"\xff\xfe" if content == "\udcff" else content.encode())
+    code = main(["bisect", "--engine", "reference", "--family", "llama", "--good", "HEAD", "--bad", "HEAD",
+                 "--cache", str(cache), "--repo", str(repo)])
+    assert code == 2
+    one_line_error(capsys, f"--cache {cache}", "delete it")
     assert not (tmp_path / "results.json").exists()
 
 
@@ -74,8 +88,22 @@ def test_report_reads_the_lines_of_a_run_that_never_finished(finished_run, capsy
     (finished_run / "results.json").unlink()
     with open(finished_run / "results.jsonl", "a") as lines:
         lines.write('{"verdict": {"engine": "cut sh')  # the line a kill cut short
-    assert main(["report", str(finished_run)]) == 0
-    assert "packed_vs_unpacked" in (finished_run / "report.html").read_text()
+    assert main(["report", str(finished_run), "--junit", str(finished_run / "junit.xml"),
+                 "--markdown", str(finished_run / "summary.md")]) == 0
+    html = (finished_run / "report.html").read_text()
+    assert "packed_vs_unpacked" in html and "this run did not finish" in html
+    assert "1 line(s) cut short" in capsys.readouterr().err
+    junit = (finished_run / "junit.xml").read_text()
+    assert 'tests="2"' in junit and 'errors="1"' in junit and 'name="finished"' in junit  # a CI gate sees it red
+    assert "this run did not finish" in (finished_run / "summary.md").read_text()
+
+
+def test_report_on_a_run_that_recorded_no_verdict(finished_run, capsys):
+    (finished_run / "results.json").unlink()
+    lines = finished_run / "results.jsonl"
+    lines.write_text(lines.read_text().splitlines()[0] + '\n{"verdict": {"engine": "cut sh')
+    assert main(["report", str(finished_run), "--junit", str(finished_run / "junit.xml")]) == 2
+    one_line_error(capsys, "holds no complete verdict", "run it again")
 
 
 def test_report_on_a_directory_without_results(tmp_path, capsys):
@@ -86,3 +114,18 @@ def test_report_on_a_directory_without_results(tmp_path, capsys):
 def test_report_output_that_cannot_be_written(finished_run, capsys):
     assert main(["report", str(finished_run), "-o", "/proc/report.html"]) == 2
     one_line_error(capsys, "/proc/report.html")
+
+
+def test_a_reused_out_keeps_nothing_of_the_earlier_run(finished_run, capsys):
+    """A run killed with -9 right after it started in the --out of an earlier run: the earlier results, tables and
+    report are gone, so nothing reads them as this run's."""
+    from packcheck.harness.run.results import ResultsFile
+
+    assert main(["report", str(finished_run)]) == 0
+    assert (finished_run / "results.json").exists() and (finished_run / "report.html").exists()
+    ResultsFile(finished_run, {"command": "the second run"})  # what a run does first; then the kill
+    left = {p.name for p in finished_run.iterdir() if p.is_file()}
+    assert not left & {"results.json", "report.html", "verdicts.jsonl", "verdicts.csv", "comparisons.jsonl", "comparisons.csv"}
+    assert len((finished_run / "results.jsonl").read_text().splitlines()) == 1  # the new run's header only
+    assert main(["report", str(finished_run)]) == 2
+    one_line_error(capsys, "holds no complete verdict")

@@ -13,6 +13,8 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from packcheck.harness.errors import InputError
+
 GOOD, BAD, SKIP = "good", "bad", "skip"
 
 
@@ -28,12 +30,34 @@ def default_cache_path() -> Path:
     return Path(base) / "packcheck" / "bisect.json"
 
 
+class CorruptCache(InputError):
+    def __init__(self, path: Path, what: str):
+        super().__init__(f"--cache {path}: {what}; it is not a packcheck bisect cache (or it was cut short): delete it, "
+                         "or give --cache another file")
+
+
 class VerdictCache:
     def __init__(self, path: Path):
         self.path = Path(path)
 
+    def check(self) -> None:
+        """Raise CorruptCache if the file exists but is not a cache this code wrote."""
+        self._read()
+
     def _read(self) -> dict:
-        return json.loads(self.path.read_text()) if self.path.exists() else {}
+        if not self.path.exists():
+            return {}
+        try:
+            data = json.loads(self.path.read_text())
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise CorruptCache(self.path, f"not JSON ({err})") from None
+        if not isinstance(data, dict):
+            raise CorruptCache(self.path, f"a JSON {type(data).__name__}, not an object of outcomes")
+        for key, entry in data.items():
+            if not (isinstance(entry, dict) and entry.get("status") in (GOOD, BAD, SKIP) and isinstance(entry.get("failing"), list)
+                    and isinstance(entry.get("reason"), str)):
+                raise CorruptCache(self.path, f"entry {key[:80]!r} is not an outcome (status good|bad|skip, failing, reason)")
+        return data
 
     def get(self, key: str) -> Outcome | None:
         entry = self._read().get(key)

@@ -8,6 +8,7 @@ that cannot be judged, skipped commits hiding the answer), 2 on a usage error.
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -83,12 +84,13 @@ def handle(args) -> int:
         get_family(family)
     for scenario in args.scenario or ():
         get_scenario(scenario)
-    if not args.timeout > 0:
-        raise UsageError(f"--timeout {args.timeout:g}: give the seconds an arm may run, a positive number")
+    if not 0 < args.timeout < math.inf:
+        raise UsageError(f"--timeout {args.timeout:g}: give the seconds an arm may run, a positive finite number")
+    cache = VerdictCache(Path(args.cache) if args.cache else default_cache_path())
+    cache.check()
     check_range(repo, args.good, args.bad, args.allow_dirty)
     probe = Probe(engine=args.engine, families=tuple(families), scenarios=tuple(args.scenario or ()), dtype=args.dtype,
                   device=args.device, timeout=args.timeout)
-    cache = VerdictCache(Path(args.cache) if args.cache else default_cache_path())
     results = bisect_families(repo, args.good, args.bad, probe, cache)
     print(format_table(results))
     swapped = [r.family for r in results if r.note == SWAPPED]

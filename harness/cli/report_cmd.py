@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 
@@ -24,6 +25,9 @@ def handle(args) -> int:
     baseline = Path(args.baseline) if args.baseline else None
     write_html(run_dir, output, baseline_dir=baseline)
     print(output)
+    if not (run_dir / "results.json").exists():
+        from packcheck.harness.report.load import load_run
+        print(f"packcheck report: {load_run(run_dir).unfinished}", file=sys.stderr)
     if args.markdown:
         write_atomically(Path(args.markdown), render_markdown(run_dir, baseline_dir=baseline))
         print(args.markdown)

@@ -55,6 +55,19 @@ def output_directory(out: str | None) -> Path:
     return path
 
 
+def enough_disk(choices, out: Path, save_arms: str) -> None:
+    """Say what the run will need under `out`, and refuse it (exit 2) when the disk there cannot hold it (harness/run/disk.py)."""
+    from packcheck.harness.models import FAMILIES
+    from packcheck.harness.run.disk import LARGE, check_disk, disk_need
+
+    families = choices.families or sorted(FAMILIES)
+    need = disk_need(families, [s.name for s in choices.scenarios], len(choices.engines), choices.dtype,
+                     choices.inputs, save_arms, choices.device)
+    said = check_disk(out, need)
+    if need.bytes > LARGE:
+        print(said, file=sys.stderr, flush=True)
+
+
 def auto_dtypes(engines: list[str], pool, device: str) -> dict:
     """--dtype auto: each engine's choice (harness/run/dtype_choice.py), printed; an engine that does not start is
     left to the run, which reports it; one that declares no dtype is a usage error naming the field."""
@@ -93,6 +106,7 @@ def raise_interrupted(signum, frame) -> None:
 
 def handle(args) -> int:
     from packcheck.harness.launch import LaunchPool
+    from packcheck.harness.launch.usage import Usage
     from packcheck.harness.provenance import provenance
     from packcheck.harness.run.dtype_choice import AUTO
     from packcheck.harness.run.engine_commit import engine_commits
@@ -102,7 +116,9 @@ def handle(args) -> int:
 
     choices = checked_choices(args)
     out = output_directory(args.out)
-    pool = LaunchPool(out / "launches", choices.timeout)
+    enough_disk(choices, out, args.save_arms)
+    usage = Usage(out)
+    pool = LaunchPool(out / "launches", choices.timeout, usage=usage)
     chosen = auto_dtypes(choices.engines, pool, choices.device) if choices.dtype == AUTO else {}
     commits = engine_commits(choices.engines)
     results = ResultsFile(out, provenance(choices.device, ["packcheck", *args.argv]) | choices.provenance()
@@ -122,7 +138,8 @@ def handle(args) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        results.write()
+        resources = usage.to_json()  # as the verdicts left them (the report is not counted)
+        results.write(resources=resources)
         if not args.no_report and results.verdicts:
             from packcheck.harness.report import write_html
 
@@ -131,6 +148,7 @@ def handle(args) -> int:
     verdicts = matrix.verdicts
     counts = {status: sum(v.status == status for v in verdicts) for status in ("pass", "fail", "error", "hang", "unsupported")}
     print(f"{len(verdicts)} verdicts: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + f"\nresults: {results.path}", file=sys.stderr)
+    print(usage.summary(resources), file=sys.stderr)
     if where_arms_ran(verdicts):
         print(where_arms_ran(verdicts), file=sys.stderr)
     if interrupted:

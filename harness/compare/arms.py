@@ -6,7 +6,7 @@ from typing import Callable, Iterable
 
 from packcheck.harness.compare.comparison import Arms, Comparison
 from packcheck.harness.compare.conditioning import error_weights
-from packcheck.harness.compare.metrics import Float64Buffers, flat_index_to_position, rel_nats, tensor_errors
+from packcheck.harness.compare.metrics import Float64Buffers, error_sums, errors_from_sums, flat_index_to_position, rel_nats, sums_to_host
 from packcheck.harness.compare.router import compare_router
 from packcheck.harness.compare.tolerances import Tolerance
 from packcheck.harness.contract import OptimizerSpec, StepResult
@@ -41,32 +41,38 @@ def compare_scalars(arms: Arms, observed: StepResult, reference: StepResult, tol
 
 def compare_tensors(arms: Arms, quantity: str, observed: dict, reference: dict, tol: Tolerance) -> list[Comparison]:
     """Relative L2 and max-relative error for every named tensor, judged by `tol`'s field of the same name as `quantity`."""
-    rows, buffers, allowed = [], Float64Buffers(), tol.by(quantity)
-    for name in sorted(reference):
-        a, b = observed[name], reference[name]
-        l2, worst, index = tensor_errors(a, b, buffers=buffers)
-        where = f"element {flat_index_to_position(index, tuple(b.shape))}" if index >= 0 else ""
-        rows.append(Comparison(arms=arms, quantity=quantity, item=name, metric="rel_l2", observed=l2, **allowed))
-        rows.append(Comparison(arms=arms, quantity=quantity, item=name, metric="max_rel", observed=worst, **allowed, where=where))
-    return rows
+    buffers, allowed = Float64Buffers(), tol.by(quantity)
+    names = sorted(reference)
+    sums = [error_sums(observed[name], reference[name], buffers=buffers) for name in names]
+    return _tensor_rows(arms, quantity, ("rel_l2", "max_rel"), {name: reference[name].shape for name in names}, sums, allowed)
 
 
 def compare_params_after(arms: Arms, observed: StepResult, reference: StepResult, tol: Tolerance,
                          optimizer: OptimizerSpec | None) -> list[Comparison]:
     """Every parameter after the optimizer step: relative L2 and max-relative as for gradients, each
     element's error weighted by the step's conditioning there (harness/compare/conditioning.py)."""
-    rows, buffers, allowed = [], Float64Buffers(), tol.by("params_after")
+    buffers, allowed = Float64Buffers(), tol.by("params_after")
     # the step sees the gradient clipped by the reference's norm: condition on what it saw
     clip = optimizer.clip_coefficient(reference.grad_norm) if optimizer is not None and reference.grad_norm is not None else 1.0
-    for name in sorted(reference.params_after):
+    names = sorted(reference.params_after)
+    sums = []
+    for name in names:
         a, b = observed.params_after[name], reference.params_after[name]
         # a frozen parameter has no gradient: nothing conditions it (and it must not move at all)
         weights = error_weights(b, clip * reference.grads[name], optimizer) if name in reference.grads else None
-        l2, worst, index = tensor_errors(a, b, weights, buffers)
-        where = f"element {flat_index_to_position(index, tuple(b.shape))}" if index >= 0 else ""
-        rows.append(Comparison(arms=arms, quantity="params_after", item=name, metric="cond_rel_l2", observed=l2, **allowed))
-        rows.append(Comparison(arms=arms, quantity="params_after", item=name, metric="cond_max_rel", observed=worst,
-                               **allowed, where=where))
+        sums.append(error_sums(a, b, weights, buffers))
+    return _tensor_rows(arms, "params_after", ("cond_rel_l2", "cond_max_rel"),
+                        {name: reference.params_after[name].shape for name in names}, sums, allowed)
+
+
+def _tensor_rows(arms: Arms, quantity: str, metrics: tuple[str, str], shapes: dict, sums: list, allowed: dict) -> list[Comparison]:
+    """Two rows per tensor (its L2 and its worst element) from error_sums', brought back from the device in one copy."""
+    rows = []
+    for (name, shape), values in zip(shapes.items(), sums_to_host(sums)):
+        l2, worst, index = errors_from_sums(values)
+        where = f"element {flat_index_to_position(index, tuple(shape))}" if index >= 0 else ""
+        rows.append(Comparison(arms=arms, quantity=quantity, item=name, metric=metrics[0], observed=l2, **allowed))
+        rows.append(Comparison(arms=arms, quantity=quantity, item=name, metric=metrics[1], observed=worst, **allowed, where=where))
     return rows
 
 

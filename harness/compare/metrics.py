@@ -61,21 +61,52 @@ def tensor_errors(observed: torch.Tensor, reference: torch.Tensor, weights: torc
     max_rel made five float64 tensors of a 0.6b run's 1.2 GiB embedding gradient between them). The same numbers,
     bit for bit, as rel_l2 and max_rel: the same float64 operations on the same float64 values, in the same
     order (tests/test_metrics_one_pass.py)."""
+    return errors_from_sums(error_sums(observed, reference, weights, buffers).tolist())
+
+
+def error_sums(observed: torch.Tensor, reference: torch.Tensor, weights: torch.Tensor | None = None,
+               buffers: Float64Buffers | None = None) -> torch.Tensor:
+    """tensor_errors' reductions, left where the tensors are: [||diff||, ||reference||, max |diff|, its flat index,
+    max |reference|] in float64 (the index exact below 2^53), for errors_from_sums. Nothing waits for the device, so
+    the comparisons of a result's hundreds of tensors on a GPU queue up and come back in one copy."""
     buffers = buffers or Float64Buffers()
+    if reference.device != observed.device:  # a host golden, a CPU oracle or a spilled result beside one kept on the GPU
+        observed, reference = observed.cpu(), reference.cpu()  # on the host: the GPU may have no room for a float64 copy
+        weights = None if weights is None else weights.cpu()
     reference_64 = reference if reference.dtype == torch.float64 else buffers.copy(0, reference)
     # the difference in observed's own float64 copy (observed - reference_64 would skip the copy but runs 20x slower on a CPU)
     diff = buffers.copy(1, observed).sub_(reference_64)
     diff = diff if weights is None else diff.div_(weights)
-    diff_norm = torch.linalg.vector_norm(diff.flatten()).item()
-    scale_l2 = torch.linalg.vector_norm(reference_64.flatten()).item()
-    l2 = (0.0 if diff_norm == 0.0 else float("inf")) if scale_l2 == 0.0 else diff_norm / scale_l2
+    diff_norm = torch.linalg.vector_norm(diff.flatten())
+    scale_l2 = torch.linalg.vector_norm(reference_64.flatten())
     if diff.numel() == 0:
-        return l2, 0.0, -1
+        return torch.stack([diff_norm, scale_l2, *torch.tensor([0.0, -1.0, 0.0], dtype=torch.float64, device=diff.device)])
     diff = diff.abs_().flatten()
-    index = int(diff.argmax())
+    index = diff.argmax()
     low, high = torch.aminmax(reference_64)  # max |reference| without an |reference| copy (reference_64 may be the caller's)
-    error, scale_max = float(diff[index]), torch.maximum(-low, high).item()
-    return l2, (0.0 if error == 0.0 else float("inf")) if scale_max == 0.0 else error / scale_max, index
+    return torch.stack([diff_norm, scale_l2, diff.gather(0, index.view(1))[0], index.double(), torch.maximum(-low, high)])
+
+
+def sums_to_host(sums: list[torch.Tensor]) -> list[list[float]]:
+    """error_sums' results as numbers, one copy per device they were left on (a result on the GPU may be compared with
+    a host golden beside its GPU arms), in the order given."""
+    values: list[list[float]] = [[] for _ in sums]
+    on: dict[torch.device, list[int]] = {}
+    for index, sum_ in enumerate(sums):
+        on.setdefault(sum_.device, []).append(index)
+    for indices in on.values():
+        for index, numbers in zip(indices, torch.stack([sums[i] for i in indices]).tolist()):
+            values[index] = numbers
+    return values
+
+
+def errors_from_sums(sums: list[float]) -> tuple[float, float, int]:
+    """(rel_l2, max_rel, flat index of the worst element, -1 for an empty tensor) from error_sums' five values."""
+    diff_norm, scale_l2, error, index, scale_max = sums
+    l2 = (0.0 if diff_norm == 0.0 else float("inf")) if scale_l2 == 0.0 else diff_norm / scale_l2
+    if index < 0:
+        return l2, 0.0, -1
+    return l2, (0.0 if error == 0.0 else float("inf")) if scale_max == 0.0 else error / scale_max, int(index)
 
 
 def rel(observed: float, reference: float) -> float:

@@ -48,9 +48,9 @@ class StepResult:
     grad_norm: float | None = None
     notes: dict = field(default_factory=dict)
 
-    def save(self, directory: str | Path) -> None:
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """Every tensor of the result by its stored name (`logprobs.I`, `grad.NAME`, `dloss_dlogprobs.I`, `param.NAME`,
+        `router_tokens_per_expert`): what `meta` leaves out."""
         tensors = {f"logprobs.{i}": t for i, t in enumerate(self.logprobs)}
         tensors |= {f"grad.{name}": t for name, t in self.grads.items()}
         for i, t in enumerate(self.dloss_dlogprobs or ()):
@@ -59,8 +59,11 @@ class StepResult:
             tensors[f"param.{name}"] = t
         if self.router_tokens_per_expert is not None:
             tensors["router_tokens_per_expert"] = self.router_tokens_per_expert
-        save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(directory / "result.safetensors"))
-        meta = {
+        return tensors
+
+    def meta(self) -> dict:
+        """Everything but the tensors, as JSON data (result.json)."""
+        return {
             "schema": SCHEMA,
             "loss": self.loss,
             "num_loss_tokens": self.num_loss_tokens,
@@ -72,15 +75,23 @@ class StepResult:
             "grad_norm": self.grad_norm,
             "notes": self.notes,
         }
-        (directory / "result.json").write_text(json.dumps(meta, indent=1))
+
+    def save(self, directory: str | Path) -> None:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        save_file({k: v.detach().cpu().contiguous() for k, v in self.tensors().items()}, str(directory / "result.safetensors"))
+        (directory / "result.json").write_text(json.dumps(self.meta(), indent=1))
 
     @classmethod
     def load(cls, directory: str | Path) -> StepResult:
         directory = Path(directory)
-        meta = json.loads((directory / "result.json").read_text())
+        return cls.from_parts(read_meta(directory), load_file(str(directory / "result.safetensors")), str(directory))
+
+    @classmethod
+    def from_parts(cls, meta: dict, tensors: dict[str, torch.Tensor], source: str = "the result") -> StepResult:
+        """A result from its `meta` and its `tensors` (by stored name), wherever the tensors were kept."""
         if meta.get("schema") != SCHEMA:
-            raise ValueError(f"{directory}/result.json has schema {meta.get('schema')!r}, expected {SCHEMA!r}")
-        tensors = load_file(str(directory / "result.safetensors"))
+            raise ValueError(f"{source}/result.json has schema {meta.get('schema')!r}, expected {SCHEMA!r}")
         n = meta["num_samples"]
 
         def prefixed(prefix: str) -> dict[str, torch.Tensor]:
@@ -99,3 +110,7 @@ class StepResult:
             grad_norm=meta.get("grad_norm"),  # absent from results saved before clipping was in the contract
             notes=meta["notes"],
         )
+
+
+def read_meta(directory: Path) -> dict:
+    return json.loads((directory / "result.json").read_text())

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+import torch
+
 from packcheck.harness.compare import Tolerance
 from packcheck.harness.compare.arm_id import ArmId, Role
 from packcheck.harness.contract import Case, ModelSpec, StepResult
@@ -52,6 +54,12 @@ class Judgement:
 
     def result(self, arm: ArmId | str) -> StepResult:
         return self._of(arm)[1][_key(arm)]
+
+    @property
+    def device(self) -> torch.device:
+        """Where the engine's gradients are: on a CUDA run the GPU (they stay there: harness/launch/device_result.py)."""
+        grads = next((g for r in self.results.values() for g in r.grads.values()), None)
+        return torch.device("cpu") if grads is None else grads.device
 
     @property
     def arms(self) -> list[ArmId]:

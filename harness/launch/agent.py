@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     launch = LaunchDir(os.path.dirname(job_path))
     job = Job.load(job_path)
     exit_status.die_with_parent()
+    os.environ.update(exit_status.children_environment({}))  # the ranks' parent is this agent
     try:
         elastic_launch(launch_config(job, launch), sys.executable)("-m", "packcheck.harness.launch.worker", job_path)
     except ChildFailedError as failed:

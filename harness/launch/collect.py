@@ -16,6 +16,7 @@ import time
 from packcheck.harness.collectives import first_divergence
 from packcheck.harness.contract import StepResult
 from packcheck.harness.engines import problems_from_json
+from packcheck.harness.launch.device_result import is_shared, open_shared
 from packcheck.harness.launch.exit_status import MEANING
 from packcheck.harness.launch.layout import CaseDir, LaunchDir
 from packcheck.harness.launch.outcome import CaseOutcome, HangReport, RankState
@@ -60,7 +61,7 @@ def _finished(case_dir: CaseDir, case_name: str, world_size: int, started: float
         outcome.invalid = problems_from_json(json.loads(case_dir.invalid.read_text()))
         outcome.invalid_result = _invalid_result(case_dir)
     else:
-        outcome.result = StepResult.load(case_dir.result)
+        outcome.result = open_shared(case_dir.result) if is_shared(case_dir.result) else StepResult.load(case_dir.result)
         outcome.result.collectives = [json.loads(case_dir.collectives(r).read_text()) for r in range(world_size)]
     return outcome
 

@@ -30,10 +30,23 @@ def exit_now(status: int) -> None:
     os._exit(status)
 
 
+PARENT_PID = "PACKCHECK_PARENT_PID"  # the pid of the process that started this one, set by that process
+
+
+def children_environment(env: dict[str, str]) -> dict[str, str]:
+    """`env` for processes this one starts: they die with it (die_with_parent) knowing which process it is."""
+    return {**env, PARENT_PID: str(os.getpid())}
+
+
 def die_with_parent() -> None:
     """Linux: the kernel kills this process if its parent dies, even by SIGKILL (the agent with the
-    harness, a rank with the agent); elsewhere the rank watchdog notices its agent is gone."""
+    harness, a rank with the agent); elsewhere the rank watchdog notices its agent is gone. A parent that
+    died before this process asked (a kill -9 of the harness while a launch starts) is seen here: the
+    process was handed to another parent, so it exits at once rather than run on as an orphan."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+    expected = os.environ.get(PARENT_PID)
+    if expected is not None and expected.isdigit() and os.getppid() != int(expected):
+        exit_now(ORPHANED)

@@ -10,8 +10,8 @@ case costs a fraction of that, so a launch serves every case of its engine and w
 long as they succeed. A case that errs or hangs ends the launch (its ranks stop, the agent tears
 them down), and the parent starts a fresh one for the next case. Each case gets its own directory,
 which is the engine's working directory, and the model checkpoint as copied from the cache (the launch's
-private copy, copied afresh after a case that changed it: harness/launch/private_checkpoint.py): nothing an
-engine writes reaches the harness's files or another case.
+private copy, copied afresh after a case that changed it, removed when the launch ends:
+harness/launch/private_checkpoint.py): nothing an engine writes reaches the harness's files or another case.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 
 from packcheck.harness.contract import Case
 from packcheck.harness.files import write_json_atomically
+from packcheck.harness.launch import exit_status
 from packcheck.harness.launch.collect import log_tail, read_outcome
 from packcheck.harness.launch.guard import GuardedProcess
 from packcheck.harness.launch.job import Job
@@ -110,7 +111,7 @@ class Launch:
             if all(case_dir.done(r).exists() for r in range(self.world_size)):
                 return read_outcome(case_dir, case.name, self.dir, self.world_size, self.timeout, killed_by_guard=False)
             if self.process.poll() is not None:
-                self.ended = True
+                self._end(kill=False)
                 return self._outcome_after_end(case_dir, case, killed=False)
             if self._stalled(case_dir, submitted):
                 self._end(kill=True)
@@ -124,7 +125,7 @@ class Launch:
         self.dir.close_marker.touch()
         if self.process.wait(CLOSE_SECONDS) is None:
             self.process.kill(self._pid_files())
-        self.ended = True
+        self._end(kill=False)
 
     def kill(self) -> None:
         self._end(kill=True)
@@ -157,9 +158,11 @@ class Launch:
         return time.monotonic() - self.started_at > self.startup_seconds
 
     def _end(self, kill: bool) -> None:
+        """The launch is over: its ranks are gone (killed if `kill`), and so is its checkpoint copy."""
         if kill and self.process.poll() is None:
             self.process.kill(self._pid_files())
         self.ended = True
+        self.checkpoint.remove()
 
     def _pid_files(self) -> list[Path]:
         return sorted(self.dir.path.glob("pid.rank*"))
@@ -211,7 +214,7 @@ def _new_launch_dir(workdir: Path) -> LaunchDir:
 def _environment(world_size: int, device: str) -> dict[str, str]:
     """The caller's environment, plus its import path (an engine importable here is importable
     in the ranks), third-party progress bars off (quiet.py) and, on CPU, the cores shared out between the ranks."""
-    env = quiet(dict(os.environ))
+    env = exit_status.children_environment(quiet(dict(os.environ)))
     env["PYTHONPATH"] = os.pathsep.join(_import_roots() + [p for p in [env.get("PYTHONPATH")] if p])
     if device == "cpu":
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // world_size)))

@@ -8,10 +8,15 @@ The pool keeps the launches of the engines in use (at most `keep`, the least rec
 first), so the arms of an engine share its processes' start-up, and no engine's code ever runs
 in the harness's process or in another engine's. An engine that cannot start is remembered: its
 further arms get the same error without another try.
+
+Disk stays bounded (harness/launch/tidy.py): a case's folder goes when the caller says the verdict that used it
+is decided (`discard_cases`), a launch's checkpoint copy when the launch closes. With a `Usage`, the pool samples
+the ranks' memory after every case and the disk before each cleanup (harness/launch/usage.py).
 """
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from pathlib import Path
 
@@ -21,6 +26,8 @@ from packcheck.harness.launch.capacity import cannot_host, visible_gpus
 from packcheck.harness.launch.launch import STARTUP_SECONDS, Launch, LaunchFailed
 from packcheck.harness.launch.outcome import OK, CaseOutcome
 from packcheck.harness.launch.raised import ErrorKind
+from packcheck.harness.launch.tidy import discard
+from packcheck.harness.launch.usage import Usage
 from packcheck.harness.text import path_name
 
 KEEP = 3  # live launches: an engine's world 1, 2 and 4 on a CPU machine
@@ -29,8 +36,11 @@ Key = tuple[str, str, int]  # engine spec, device, world size
 
 
 class LaunchPool:
-    def __init__(self, workdir: Path, timeout: float, keep: int = KEEP, startup_seconds: float = STARTUP_SECONDS):
+    def __init__(self, workdir: Path, timeout: float, keep: int = KEEP, startup_seconds: float = STARTUP_SECONDS,
+                 usage: Usage | None = None):
         self.workdir, self.timeout, self.keep, self.startup_seconds = Path(workdir), timeout, keep, startup_seconds
+        self.usage = usage
+        self._cases: list[tuple[Path, str]] = []  # case folders run since the last discard_cases, with their outcome's status
         self._live: OrderedDict[Key, Launch] = OrderedDict()
         self._failed: dict[Key, LaunchFailed] = {}
         self._info: dict[tuple[str, str], EngineInfo | LaunchFailed] = {}
@@ -92,6 +102,10 @@ class LaunchPool:
         launch = self._launch(key)
         fresh = launch.cases == 0
         outcome = launch.run(case, mode)
+        if self.usage is not None:
+            self.usage.sample_ranks(_pids(launch))
+        if outcome.directory is not None:
+            self._cases.append((outcome.directory, outcome.status))
         previous = self._previous.get(key)
         if fresh and previous is not None and previous.status not in (OK, "unsupported", "invalid"):
             outcome.notes.append(f"run in a fresh launch after case {previous.case!r} ended in {previous.status}")
@@ -108,6 +122,15 @@ class LaunchPool:
         take CPU from the arms that run (benchmarks/idle_launch.py)."""
         for key in [key for key in self._live if key[0] == spec]:
             self._live.pop(key).close()
+
+    def discard_cases(self) -> None:
+        """The verdict that used the cases run so far is decided (and its arms saved where asked): their folders go,
+        but for the small files of a case that erred or hung (harness/launch/tidy.py)."""
+        if self.usage is not None:
+            self.usage.sample_disk()
+        for directory, status in self._cases:
+            discard(directory, status)
+        self._cases.clear()
 
     def close(self) -> None:
         for launch in self._live.values():
@@ -132,3 +155,14 @@ class LaunchPool:
         launch = Launch.start(spec, device, world_size, self.timeout, self.workdir / path_name(spec), self.startup_seconds)
         self._live[key] = launch
         return launch
+
+
+def _pids(launch: Launch) -> list[int]:
+    """The process ids its ranks wrote (pid.rank<N>), where readable."""
+    pids = []
+    for path in sorted(launch.dir.path.glob("pid.rank*")):
+        try:
+            pids.append(int(json.loads(path.read_text())))
+        except (OSError, ValueError, TypeError):
+            continue
+    return pids

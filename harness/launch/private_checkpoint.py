@@ -7,7 +7,13 @@ size (3 GiB of float32 weights; benchmarks/harness_overhead.py), more than the e
 Each case still starts from an untouched copy: after a case, the copy's fingerprint (every entry's
 inode, size, mtime and ctime, the folder's own included) must equal the one taken right after copying,
 or it is copied afresh. A write, a truncation, a rename, an added or removed file all move the ctime
-(which no process can set back), so nothing a case did reaches the next one.
+(which no process can set back), so nothing a case did reaches the next one. The copy goes when its launch
+closes (`remove`): a run holds at most one copy per live launch on disk.
+
+Why a copy, not the cache itself shared read-only: the engine runs as the harness's user (often root in a
+container, which no file mode stops), so it could change a shared file in place, and the change would reach
+the cache every later arm and run starts from; the fingerprint would see it only afterwards. A copy-on-write
+clone would be free, but the usual file systems (ext4 here) have none.
 """
 
 from __future__ import annotations
@@ -49,3 +55,8 @@ class PrivateCheckpoint:
             shutil.copytree(source, self.directory)
             self.source, self.fingerprint = source, fingerprint(self.directory)
         return self.directory
+
+    def remove(self) -> None:
+        """Delete the copy (its launch has closed); a later case copies afresh."""
+        shutil.rmtree(self.directory, ignore_errors=True)
+        self.source, self.fingerprint = None, None

@@ -12,7 +12,8 @@ semantics, so the same command runs under torchrun or a cluster scheduler), then
 3. runs the cases the parent queues, in order, until it closes the queue: each in its own case
    directory as working directory, the engine's own `unsupported_reason` first (a declined case
    is recorded, not run), then `engine.run(case)` under the rank watchdog; rank 0 validates the
-   StepResult it returns (a broken one is recorded field by field) and saves it; every rank saves
+   StepResult it returns (a broken one is recorded field by field) and saves it (on a GPU, shares it with the
+   harness: harness/launch/device_result.py); every rank saves
    its collective log; all ranks meet at an out-of-band barrier before the next case.
 
 An exception from the engine, an exit or a signal stops this rank (with a report where it can),
@@ -23,6 +24,7 @@ cases after it.
 from __future__ import annotations
 
 import faulthandler
+import gc
 import json
 import os
 import shutil
@@ -39,6 +41,7 @@ from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.engines import Engine, InvalidResult, UnsupportedCase, describe, problems_json, resolve_engine, validate_result
 from packcheck.harness.files import write_json_atomically
 from packcheck.harness.launch import exit_status
+from packcheck.harness.launch.device_result import share, shareable
 from packcheck.harness.launch.job import Job
 from packcheck.harness.launch.layout import CaseDir, LaunchDir
 from packcheck.harness.launch.raised import raised
@@ -114,6 +117,8 @@ def _run_case(index: int, case_dir: CaseDir, engine: Engine, rank: int, recorder
     recorder.start_case()
     watchdog.arm(index, case_dir, data["name"])
     write_json_atomically(case_dir.started(rank), time.time())
+    if torch.cuda.is_initialized():
+        torch.cuda.ipc_collect()  # frees the results of earlier cases the harness has copied (device_result.py)
     os.chdir(case_dir.path)  # what the engine writes to its working directory stays with the case
     try:
         case = Case.from_json(data)
@@ -136,6 +141,11 @@ def _run_case(index: int, case_dir: CaseDir, engine: Engine, rank: int, recorder
     except BaseException as err:  # noqa: BLE001 - any failure of the engine becomes this rank's report
         watchdog.stop("raised", err)
     write_json_atomically(case_dir.collectives(rank), recorder.snapshot())
+    if torch.cuda.is_initialized():
+        # the engine's cached blocks back to the driver: the harness copies this case's result into GPU memory of its
+        # own next, and holds a verdict's results there while this process runs the next case (device_result.py)
+        gc.collect()
+        torch.cuda.empty_cache()
     sync.wait_all(f"end/{index}")
     watchdog.disarm()
     write_json_atomically(case_dir.done(rank), time.time())
@@ -151,7 +161,10 @@ def _save_result(engine: str, case: Case, result: object, case_dir: CaseDir) -> 
         write_json_atomically(case_dir.invalid, problems_json([replace(p, sentence=safe_text(p.sentence, 2000)) for p in invalid.problems]))
         return
     result.collectives = None  # the parent fills in every rank's recorded log
-    result.save(case_dir.result)
+    if shareable(result):
+        share(result, case_dir.result)
+    else:
+        result.save(case_dir.result)
 
 
 def _keep_invalid(result: object, case_dir: CaseDir) -> None:

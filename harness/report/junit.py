@@ -3,7 +3,8 @@
 One <testcase> per verdict: classname `packcheck.<engine>.<family>`, name `<scenario>[<dtype>-<device>-<attention>]`,
 time = the verdict's seconds. A failing verdict carries <failure message="the verdict's message">
 (the small report `packcheck run` prints, ending with the reproduce command), an unsupported one
-<skipped> with the engine's reason, any other status that is not a pass (error, hang) <error>. The run's provenance goes into
+<skipped> with the engine's reason, any other status that is not a pass (error, hang) <error>. A run that never
+finished (no results.json) gets one more testcase, `packcheck.run.finished`, with an <error> saying so. The run's provenance goes into
 <properties>. ElementTree escapes the text; characters XML 1.0 cannot hold at all (control
 characters in a traceback) are replaced.
 """
@@ -59,6 +60,11 @@ def render_junit(run_dir: str | Path) -> str:
             message = _xml_text(_given(v.message, v.diagnosis, v.status))
             element = ET.SubElement(case, outcome, message=message, type=v.status)
             element.text = message
+    if run.unfinished:  # a CI gate reading the XML must not see the verdicts a stopped run never reached as a pass
+        case = ET.SubElement(suite, "testcase", classname="packcheck.run", name="finished", time="0")
+        ET.SubElement(case, "error", message=_xml_text(run.unfinished), type="unfinished").text = _xml_text(run.unfinished)
+        suite.set("tests", str(len(verdicts) + 1))
+        suite.set("errors", str(int(suite.get("errors")) + 1))
     ET.indent(suites)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
 

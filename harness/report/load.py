@@ -40,6 +40,7 @@ class Run:
     key_fields: tuple[str, ...]  # the VERDICT_KEYS this file carries
     verdicts: pd.DataFrame  # VERDICT_COLUMNS + key, anchor; in the order the run wrote them
     rows: pd.DataFrame  # ROW_COLUMNS + key
+    unfinished: str = ""  # a sentence when the run never wrote results.json (what its results.jsonl kept), else ""
 
     @property
     def comparisons(self) -> pd.DataFrame:
@@ -123,6 +124,7 @@ def load_run(directory: str | Path) -> Run:
         key_fields=tuple(k for k in VERDICT_KEYS if k in present),
         verdicts=verdicts,
         rows=rows,
+        unfinished=str(data.get("unfinished", "")),
     )
 
 

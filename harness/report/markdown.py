@@ -100,6 +100,8 @@ def render_markdown(run_dir: str | Path, baseline_dir: str | Path | None = None)
         lines += [origin, ""]
     lines += run_choices(prov)
     lines += [", ".join(f"{n} {status}" for status, n in counts.items()), ""]
+    if run.unfinished:
+        lines += [f"**{_text(run.unfinished)}**", ""]
     if verdicts.empty:
         return "\n".join(lines + ["This run has no verdicts.", ""])
 

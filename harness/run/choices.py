@@ -6,6 +6,7 @@ them here, so each takes the same values with the same messages; what no run can
 
 from __future__ import annotations
 
+import math
 import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -81,8 +82,8 @@ def checked(values: Mapping[str, Any], timeout_flag: str = "--timeout") -> RunCh
         raise BadOption(f"--dtype {dtype!r} is not one of {', '.join(DTYPES)}, {AUTO}")
     if device not in DEVICES:
         raise BadOption(f"--device {device!r}: use {' or '.join(DEVICES)}")
-    if not timeout > 0:
-        raise BadOption(f"{timeout_flag} {timeout:g}: give the seconds an arm may run, a positive number")
+    if not 0 < timeout < math.inf:  # inf would reach the launch's deadline arithmetic (OverflowError), NaN passes every check
+        raise BadOption(f"{timeout_flag} {timeout:g}: give the seconds an arm may run, a positive finite number")
     engines = checked_engines(values["engine"])
     for family in values["family"] or ():
         get_family(family)

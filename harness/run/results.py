@@ -9,6 +9,7 @@ Schema `packcheck.results/1` (documented in docs/results-schema.md):
     verdicts:   one per engine x family x scenario x dtype x device (status, diagnosis, reproduce, ...)
     rows:       one per engine x family x scenario x dtype x arms x quantity x item x metric,
                 with observed, threshold, margin, passed, where
+    resources:  the run's peak disk under its folder and peak memory (packcheck run only)
 results.jsonl: a first line {"schema", "provenance"}, then one {"verdict", "rows"} line per verdict.
 """
 
@@ -22,7 +23,7 @@ from pathlib import Path
 from packcheck.harness.compare.tolerances import table_json
 from packcheck.harness.errors import InputError
 from packcheck.harness.files import write_atomically
-from packcheck.harness.run.tables import write_tables
+from packcheck.harness.run.tables import TABLE_FILES, write_tables
 from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.text import path_name
 
@@ -46,6 +47,8 @@ class ResultsFile:
         self.provenance = {"tolerances": table_json()} | provenance  # a run with --noise-floors records its own
         self.verdicts: list[Verdict] = []
         self.records: list[dict] = []  # each verdict as JSON, in the order added
+        for stale in ("results.json", "report.html", *TABLE_FILES):  # an earlier run's, in a reused --out: never read as this run's
+            (self.directory / stale).unlink(missing_ok=True)
         write_atomically(self.lines_path, json.dumps({"schema": SCHEMA, "provenance": provenance}) + "\n")
 
     @property
@@ -68,10 +71,11 @@ class ResultsFile:
             lines.flush()
             os.fsync(lines.fileno())
 
-    def write(self) -> None:
-        """The whole table as results.json (at the end of the run, or when it is interrupted)."""
+    def write(self, resources: dict | None = None) -> None:
+        """The whole table as results.json (at the end of the run, or when it is interrupted); `resources`: the run's
+        peak disk and memory (harness/launch/usage.py), where measured."""
         data = {"schema": SCHEMA, "provenance": self.provenance, "verdicts": [r["verdict"] for r in self.records],
-                "rows": [row for r in self.records for row in r["rows"]]}
+                "rows": [row for r in self.records for row in r["rows"]]} | ({"resources": resources} if resources else {})
         write_atomically(self.path, json.dumps(data, indent=1))
         write_tables(self.directory, data["verdicts"], data["rows"])  # the same records, one flat table per file
 
@@ -151,13 +155,22 @@ def _from_lines(path: Path) -> dict:
         header = json.loads(text[0])
     except json.JSONDecodeError as err:
         raise ResultsProblem(f"{path}: its first line is not JSON ({err})") from None
-    verdicts, rows = [], []
+    verdicts, rows, cut = [], [], 0
     for line in text[1:]:
         try:
             entry = json.loads(line)
         except json.JSONDecodeError:
+            cut += 1
             continue
         if isinstance(entry, dict) and isinstance(entry.get("verdict"), dict) and isinstance(entry.get("rows"), list):
             verdicts.append(entry["verdict"])
             rows += entry["rows"]
-    return {"schema": header.get("schema"), "provenance": header.get("provenance", {}), "verdicts": verdicts, "rows": rows}
+        else:
+            cut += 1
+    if not verdicts:
+        raise ResultsProblem(f"{path} holds no complete verdict ({cut} line(s) cut short or damaged) and there is no results.json: "
+                             "the run stopped before its first verdict was recorded; nothing to report: run it again")
+    unfinished = (f"this run did not finish (no results.json): {len(verdicts)} verdict(s) recovered from results.jsonl"
+                  + (f", {cut} line(s) cut short or damaged left out" if cut else "") + "; the verdicts it did not reach are missing")
+    return {"schema": header.get("schema"), "provenance": header.get("provenance", {}), "verdicts": verdicts, "rows": rows,
+            "unfinished": unfinished}

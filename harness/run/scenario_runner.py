@@ -13,7 +13,8 @@ The steps, each its own module: execution.py runs a pass of the plan into typed 
 judge.py judges them; conclusion.py concludes the pass from that data; placement.py combines the
 run's own pass with the CPU float64 pass (arms with more ranks than the machine has GPUs). Here:
 which passes run, the files a verdict writes (saved arms, a failing golden's `.obtained`), and
-the known findings.
+the known findings. Nothing of an arm outlives its verdict but what `save_dir` keeps: once the verdict is
+decided, the pool discards the folders of the cases it ran (harness/launch/tidy.py).
 """
 
 from __future__ import annotations
@@ -95,8 +96,11 @@ def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dty
     cell = dataclasses.replace(cell, engine=info.name)
     setting = setting_for(family, dtype, device, attention, inputs)
     why = scenario.applies(setting, info.capabilities)
-    verdict = (unsupported(cell, why) if why is not None
-               else judge_placed(info, scenario, setting, cell, pool, Saving(directory=save_dir, passing=save_passing), options))
+    try:
+        verdict = (unsupported(cell, why) if why is not None
+                   else judge_placed(info, scenario, setting, cell, pool, Saving(directory=save_dir, passing=save_passing), options))
+    finally:
+        pool.discard_cases()  # the verdict is decided and its arms saved where asked: its case folders go
     finding = finding_for(info.known_findings, scenario.name, family)
     if finding is not None and numeric_failure(verdict) and verdict.worst.margin >= finding.min_margin:
         verdict = dataclasses.replace(verdict, known_finding=finding.headline())

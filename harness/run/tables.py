@@ -50,6 +50,9 @@ def _lines(records: list[dict], columns: tuple[str, ...]) -> str:
     return "".join(json.dumps({key: record.get(key, "") for key in columns}, allow_nan=False) + "\n" for record in records)
 
 
+TABLE_FILES = tuple(f"{name}.{kind}" for name in ("verdicts", "comparisons") for kind in ("jsonl", "csv"))
+
+
 def write_tables(directory: Path, verdicts: list[dict], rows: list[dict]) -> None:
     """verdicts.{jsonl,csv} and comparisons.{jsonl,csv} in `directory`, from results.json's records."""
     flat = [flat_verdict(v) for v in verdicts]

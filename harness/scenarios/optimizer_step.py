@@ -93,7 +93,7 @@ def baseline_of(arm_name: str) -> str:
 
 
 def checkpoint_params(j: Judgement) -> dict[str, torch.Tensor]:
-    return load_file(str(Path(j.cases[BASELINE].model.checkpoint) / "model.safetensors"))
+    return load_file(str(Path(j.cases[BASELINE].model.checkpoint) / "model.safetensors"), device=str(j.device))
 
 
 def compare_grad_norm(arms: Arms, observed: float, expected: float, tol: Tolerance, item: str = "") -> Comparison:

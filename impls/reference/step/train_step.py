@@ -110,11 +110,12 @@ def train_step(model: CausalLM, case: Case, pipe: Pipeline, attention, mesh: Mes
     scatter = SampleScatter([len(s.input_ids) for s in case.samples], next(model.parameters()).dtype)
     total_loss, global_tokens, router = accumulate_gradients(model, case, pipe, attention, scatter, mesh)
     scatter.reduce(mesh)
-    grads = {name: full_tensor(p.grad).detach().cpu().clone() for name, p in model.named_parameters() if p.requires_grad}
+    # kept on the device: the harness takes a GPU result from there (harness/launch/device_result.py)
+    grads = {name: full_tensor(p.grad).detach().clone() for name, p in model.named_parameters() if p.requires_grad}
     params_after, grad_norm = None, None
     if case.optimizer is not None:
         grad_norm = take_optimizer_step(model, case.optimizer, pipe, mesh)
-        params_after = {name: full_tensor(p).detach().cpu().clone() for name, p in model.named_parameters()}
+        params_after = {name: full_tensor(p).detach().clone() for name, p in model.named_parameters()}
     if mesh.rank != 0:
         return None
     return StepResult(

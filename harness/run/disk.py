@@ -1,0 +1,110 @@
+"""What a run will need on the disk under --out, said before it starts, and a refusal when the disk cannot hold it.
+
+    need = disk_need(families, scenarios, engines, dtype, inputs, save_arms)   # a Need: bytes, and how they were counted
+    check_disk(out, need)          # DiskTooSmall (exit 2) if free space < need.bytes; else the line that says the need
+
+What lies under --out while a run goes (harness/launch/tidy.py, private_checkpoint.py): each live launch's copy of
+the checkpoint (at most KEEP launches at once, harness/launch/pool.py); the results of the verdict being judged,
+every arm's, until the verdict is decided (ARMS: measured per scenario); and the arms `--save-arms` keeps: none;
+for `failing`, one failing verdict's (the largest one's; each further failing verdict keeps its own); for `all`,
+every verdict's. A cuda run holds its verdicts' results on the GPU, not here (harness/launch/device_result.py): only
+the arms kept count. An arm's result is its gradients: the model's parameter count x the run's element size (an arm
+whose ranks outnumber the GPUs runs on the CPU in float64 at the family's tiny size: placement.logic_setting).
+FACTOR covers the rest: log-probs, the parameters after an optimizer step, JSON, the launches' logs. At the tiny
+size README command 1 needs about 200 MB by this count (its measured peak: 37 MB for one family, docs/performance.md):
+the check never refuses a machine that can run packcheck.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from packcheck.harness.errors import InputError
+from packcheck.harness.launch.pool import KEEP
+from packcheck.harness.launch.usage import human
+from packcheck.harness.models.sizes import resolve_model
+from packcheck.harness.run.inputs import Inputs
+
+# arms with a result per verdict (engine and oracle arms), counted in `packcheck run --engine reference --save-arms all`
+# (llama, every scenario; qwen3_5 and qwen2_5_vl where they differ: the most of any family), 2026-12-02
+ARMS = {"packed_vs_unpacked": 3, "document_isolation": 3, "microbatch_invariance": 7, "mask_alignment": 4, "token_conservation": 4,
+        "golden_regression": 1, "cp_vs_nocp": 9, "dp_cp_reduction": 5, "rl_loss_aggregation": 45, "rl_step0_ratio": 9,
+        "linear_attention_reset": 6, "vlm_collective_symmetry": 3, "optimizer_step": 8, "gradient_oracle": 4}
+ARMS_UNKNOWN = 45  # a scenario not measured (a new one, or a user's): as many as the largest
+FACTOR = 1.5
+LARGE = 1 << 30  # a run that needs more says so before it starts
+ELEMENT_BYTES = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2}
+
+
+class DiskTooSmall(InputError):
+    """The disk under --out has less free space than the run's estimate: the message names both and the fix."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Need:
+    bytes: int
+    kept: int  # of which the arms --save-arms keeps
+    how: str  # how it was counted, for people
+
+
+def free_bytes(directory: Path) -> int:
+    """Free space under `directory` for this user (statvfs f_bavail)."""
+    return shutil.disk_usage(directory).free
+
+
+def parameter_count(checkpoint: str | Path) -> int:
+    """Elements in the checkpoint's safetensors files, from their headers (nothing is loaded)."""
+    total = 0
+    for path in sorted(Path(checkpoint).glob("*.safetensors")):
+        with open(path, "rb") as file:
+            (length,) = struct.unpack("<Q", file.read(8))
+            header = json.loads(file.read(length))
+        for name, entry in header.items():
+            if name != "__metadata__":
+                count = 1
+                for size in entry["shape"]:
+                    count *= size
+                total += count
+    return total
+
+
+def checkpoint_bytes(checkpoint: str | Path) -> int:
+    return sum(p.stat().st_size for p in Path(checkpoint).iterdir() if p.is_file())
+
+
+def disk_need(families: Sequence[str], scenarios: Sequence[str], engines: int, dtype: str, inputs: Inputs,
+              save_arms: str, device: str = "cpu") -> Need:
+    """What the run will need under --out at its peak (the module's docstring says how it is counted)."""
+    checkpoints = [resolve_model(family, inputs.model, inputs.seed).spec.checkpoint for family in families]
+    params = max(parameter_count(c) for c in checkpoints)
+    copies = KEEP * max(checkpoint_bytes(c) for c in checkpoints)
+    element = ELEMENT_BYTES.get(dtype, 8)  # "auto": the largest
+    arm = params * element
+    most = max(ARMS.get(name, ARMS_UNKNOWN) for name in scenarios)
+    largest = 0 if device == "cuda" else most  # a cuda run's results stay on the GPU (harness/launch/device_result.py)
+    saved = {"none": 0, "failing": most, "all": engines * len(families) * sum(ARMS.get(n, ARMS_UNKNOWN) for n in scenarios)}[save_arms]
+    return Need(bytes=int(FACTOR * (copies + arm * (largest + saved))), kept=int(FACTOR * arm * saved),
+                how=(f"{FACTOR:g} x ({KEEP} checkpoint copies of {human(copies // KEEP)} + {largest} arm results held by the "
+                     f"largest verdict{' on the disk (on the GPU in a cuda run)' if device == 'cuda' else ''} + {saved} kept by --save-arms {save_arms}; an arm's result {human(arm)}: "
+                     f"{params:,} parameters x {element} bytes)"))
+
+
+def check_disk(out: Path, need: Need) -> str:
+    """Refuse the run (DiskTooSmall) when the disk under `out` cannot hold `need`; else the line that says what it needs."""
+    available = free_bytes(out)
+    if available < need.bytes:
+        fixes = ["point --out at a larger disk"]
+        if not need.kept:
+            fixes.append("run fewer scenarios at once (--scenario)")
+        elif need.bytes - need.kept > available:
+            fixes.append("keep no arms with --save-arms none and run fewer scenarios at once (--scenario)")
+        else:
+            fixes.append("keep no arms with --save-arms none")
+        raise DiskTooSmall(f"--out {out}: the disk there has {human(available)} free, and this run needs about "
+                           f"{human(need.bytes)} ({need.how}); " + ", or ".join(fixes))
+    return f"disk: this run needs about {human(need.bytes)} under {out} ({need.how}); {human(available)} free"
