@@ -31,6 +31,17 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("scenario", scenarios, ids=[scenario.name for scenario in scenarios])
 
 
+def pytest_collection_modifyitems(config, items):
+    """--scenario: the property tests of the scenarios left out are deselected too (their cells are never generated)."""
+    chosen = config.getoption("--scenario")
+    if not chosen:
+        return
+    left_out = [item for item in items if (marker := item.get_closest_marker("packcheck_scenario")) and marker.args[0] not in chosen]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if item not in left_out]
+
+
 @pytest.fixture(scope="session")
 def engine(pytestconfig, packcheck_pool, device):
     """The engine under test as the harness knows it: its description, from its own process (EngineInfo)."""

@@ -26,10 +26,14 @@ def property_settings(finding: KnownFinding | None) -> settings:
 
 
 def check_property(check: Callable[[], None], finding: KnownFinding | None) -> None:
-    if finding is None:
-        check()
-        return
+    """Run the property: a failing example is the expected failure of a finding, else the test's failure, reported as
+    its message (conformance/property_failure.py) and hypothesis's falsifying example, with no traceback."""
     try:
         check()
-    except AssertionError:
+        return
+    except AssertionError as err:
+        failed = err
+    if finding is not None:
         pytest.xfail(finding.headline())
+    example = [note for note in getattr(failed, "__notes__", ()) if note.startswith(("Falsifying example", "Failing test case"))]
+    pytest.fail("\n".join([str(failed), *example]), pytrace=False)

@@ -1,9 +1,13 @@
 """The packcheck pytest plugin, registered through the `pytest11` entry point: installed with
 packcheck, it is active in any repository.
 
-    pip install packcheck
-    pytest --pyargs packcheck.conformance --engine mypkg.adapter:MyEngine [--family llama] [--dtype float32|auto]
-        [--model 0.6b] [--seed 1] [--data-scale 85] [--noise-floors calibration.json]
+    pip install /path/to/packcheck      # a checkout, a git URL or a wheel: packcheck is not on PyPI (docs/adapters.md)
+    pytest --pyargs packcheck.conformance --engine mypkg.adapter:MyEngine [--family llama] [--scenario S ...]
+        [--dtype auto|float64|float32|bfloat16] [--model 0.6b] [--seed 1] [--data-scale 85] [--noise-floors calibration.json]
+        [--out DIR]
+
+`--dtype auto`, the default, runs the engine at the most precise dtype it declares; `--out DIR` writes the run
+directory `packcheck run --out DIR` writes (conformance/run_directory.py).
 
 The options are `packcheck run`'s, from one table (harness/run/options.py), checked by the same code
 (harness/run/choices.py); they live in one "packcheck" group, each help text states its default, and
@@ -18,17 +22,21 @@ from __future__ import annotations
 
 import functools
 import os
+from collections import Counter
 
 import pytest
 from hypothesis import HealthCheck, settings
 
+from packcheck.conformance import run_directory
 from packcheck.harness.run.options import PLUGIN_SPELLING, add_to_group, plugin_options, plugin_values
 
 # the scenario cells of the conformance suite carry this marker: a run where every one is skipped tested nothing
 CELL_MARKER = "packcheck_cell"
 
 PROFILES = {
-    "ci": dict(derandomize=True, max_examples=12, deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]),
+    # derandomized: the same command draws the same examples, which is how a failure is reproduced (an installed test
+    # cannot take @reproduce_failure, so no blob is printed)
+    "ci": dict(derandomize=True, max_examples=12, deadline=None, print_blob=False, suppress_health_check=[HealthCheck.too_slow]),
     "dev": dict(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow]),
 }
 for _name, _values in PROFILES.items():
@@ -41,7 +49,9 @@ def hypothesis_profile() -> str:
 
 
 def pytest_addoption(parser):
-    add_to_group(parser.getgroup("packcheck", "packcheck conformance suite"))
+    group = parser.getgroup("packcheck", "packcheck conformance suite")
+    add_to_group(group)
+    run_directory.add_option(group)
 
 
 def given(config) -> dict:
@@ -51,6 +61,11 @@ def given(config) -> dict:
 
 def pytest_configure(config):
     config.addinivalue_line("markers", f"{CELL_MARKER}: a scenario x family cell of the packcheck conformance suite")
+    config.addinivalue_line("markers", "packcheck_scenario(name): a property test of one scenario, deselected when --scenario leaves it out")
+    run_directory.collected.clear()
+    _cell_outcomes.clear()
+    _skip_reasons.clear()
+    config.pluginmanager.register(run_directory, "packcheck-run-directory")
     if any(config.getoption(option.flag) != option.default for option in plugin_options()):
         run_choices(config)  # what no run can take is a usage error before anything runs
 
@@ -65,6 +80,7 @@ def pytest_report_header(config):
 
 
 CHOICES = pytest.StashKey()
+RUN_DIRECTORY_LINE = pytest.StashKey()  # what the session wrote under --out, said in the terminal summary
 DTYPE_CHOICE = pytest.StashKey()
 
 
@@ -103,6 +119,8 @@ def chosen_dtype(config, info) -> str:
 
 
 def pytest_terminal_summary(terminalreporter, config):
+    if RUN_DIRECTORY_LINE in config.stash:
+        terminalreporter.write_line(config.stash[RUN_DIRECTORY_LINE])
     if DTYPE_CHOICE in config.stash:
         name, choice = config.stash[DTYPE_CHOICE]
         terminalreporter.write_line(f"packcheck: engine {name}: dtype {choice.dtype} ({choice.why})")
@@ -191,18 +209,41 @@ def verdict_of(packcheck_pool, packcheck_inputs, packcheck_floors):
 # `packcheck run` exits 2 when an engine supports none of the scenarios; the conformance suite must not go
 # green for such an engine either (every cell skipped as unsupported would read as a clean run in CI).
 _cell_outcomes: list[str] = []
+_skip_reasons: list[str] = []
 
 
 def pytest_runtest_logreport(report):
     if CELL_MARKER in report.keywords and (report.when == "call" or (report.when == "setup" and report.skipped)):
         _cell_outcomes.append("xfailed" if hasattr(report, "wasxfail") else report.outcome)
+        if report.skipped and isinstance(report.longrepr, tuple):  # (path, line, "Skipped: reason")
+            _skip_reasons.append(str(report.longrepr[2]).removeprefix("Skipped: "))
+
+
+def run_provenance(config) -> dict:
+    """What the run directory's results.json records of the session: versions, device, the pytest command, the choices."""
+    from packcheck.harness.provenance import provenance
+
+    choices = run_choices(config)
+    chosen = config.stash.get(DTYPE_CHOICE, None)
+    return (provenance(choices.device, ["pytest", *config.invocation_params.args]) | choices.provenance()
+            | ({"dtype_choice": {choices.engines[0]: f"{chosen[1].dtype} ({chosen[1].why})"}} if chosen else {}))
+
+
+@pytest.fixture
+def record_verdict(request):
+    """record_verdict(verdict): the cell's verdict into the run directory of --out (conformance/run_directory.py)."""
+    return functools.partial(run_directory.record, request.node)
 
 
 def pytest_sessionfinish(session, exitstatus):
+    if not hasattr(session.config, "workerinput") and session.config.getoption("packcheck_out") and run_directory.collected:
+        session.config.stash[RUN_DIRECTORY_LINE] = run_directory.write_run_directory(session.config, run_provenance(session.config))
     if _cell_outcomes and all(outcome == "skipped" for outcome in _cell_outcomes) and exitstatus == 0:
         engine = session.config.getoption("--engine")
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
+            common = Counter(_skip_reasons).most_common(1)
+            why = f"; the most common reason ({common[0][1]} of {len(_cell_outcomes)}): {common[0][0]}" if common else ""
             reporter.write_line(f"packcheck: engine {engine!r} supports none of the {len(_cell_outcomes)} scenario cells: "
-                                "nothing was tested (see the skip reasons above)", red=True)
+                                f"nothing was tested{why}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from packcheck.conformance.known_findings import check_property, property_settings
+from packcheck.conformance.property_failure import PropertyFailed, property_report
 from packcheck.harness.compare import Arms, compare_policy, compare_results
 from packcheck.harness.contract import UNPACKED, Aggregation, packed
 from packcheck.harness.data.samples import SKEWED_LENGTHS
@@ -21,10 +22,12 @@ from packcheck.harness.engines import finding_for
 from packcheck.harness.run.scenario_runner import setting_for
 from packcheck.harness.scenarios.rl_loss_aggregation import ROLLOUT, SEQ_LEN, build, policy_arm
 
+pytestmark = pytest.mark.packcheck_scenario("rl_loss_aggregation")  # deselected when --scenario leaves rl_loss_aggregation out
+
 LAYOUTS = {"packed": packed(SEQ_LEN), "unpacked": UNPACKED}
 
 
-def test_policy_loss_equals_its_definition_for_any_partition(engine, run_arm, family, dtype, device, attention, tolerance,
+def test_policy_loss_equals_its_definition_for_any_partition(request, engine, run_arm, family, dtype, device, attention, tolerance,
                                                              packcheck_inputs):
     setting = setting_for(family, dtype, device, attention, packcheck_inputs)
     rollout = build(setting)[ROLLOUT]
@@ -49,6 +52,9 @@ def test_policy_loss_equals_its_definition_for_any_partition(engine, run_arm, fa
         rows = compare_policy(case, result, tolerance, locate, case.name)
         rows += compare_results(Arms(case.name, "one"), result, whole[mode], tolerance, locate)
         failed = [c for c in rows if not c.passed]
-        assert not failed, "\n".join(c.headline() for c in failed[:5])
+        if failed:
+            raise PropertyFailed(property_report(
+                scenario="rl_loss_aggregation", engine_spec=engine.spec, family=family, dtype=dtype, device=device,
+                example=f"{mode.value} over the {layout} partition {partition.describe()}", test=request.node.name, failed=failed))
 
     check_property(check, finding)

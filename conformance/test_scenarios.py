@@ -14,19 +14,31 @@ from packcheck.harness.run.verdict import UNSUPPORTED
 
 
 @pytest.mark.packcheck_cell
-def test_scenario(verdict_of, engine, scenario, family, dtype, device, attention):
+def test_scenario(verdict_of, record_verdict, engine, scenario, family, dtype, device, attention):
     verdict = verdict_of(engine.spec, scenario.name, family, dtype, device, attention)
+    record_verdict(verdict)
     if verdict.status == UNSUPPORTED:
         pytest.skip(f"unsupported: {verdict.detail}")
     finding = finding_for(engine.known_findings, scenario.name, family)
+    # pytest.fail without a traceback: the message is the report, its first line the whole story under --tb=line
     if finding is None:
-        assert verdict.status == "pass", verdict.message()
+        if verdict.status != "pass":
+            pytest.fail(failure_text(verdict), pytrace=False)
         return
-    assert verdict.status != "pass", (
-        f"unexpected pass: {finding.headline()} no longer reproduces; remove it from the known_findings of {engine.spec}"
-    )
-    assert verdict.known_finding, (
-        f"{scenario.name} fails, but not as the known finding says (worst margin below {finding.min_margin:g}, or not a "
-        f"numeric failure):\n{verdict.message()}"
-    )
+    if verdict.status == "pass":
+        pytest.fail(f"unexpected pass: {finding.headline()} no longer reproduces; remove it from the known_findings of {engine.spec}",
+                    pytrace=False)
+    if not verdict.known_finding:
+        pytest.fail(f"{scenario.name} fails, but not as the known finding says (worst margin below {finding.min_margin:g}, or not a "
+                    f"numeric failure): {failure_text(verdict)}", pytrace=False)
     pytest.xfail(verdict.known_finding)
+
+
+FIRST_LINE_CAUSE = 200  # characters of the likely cause on the first line
+
+
+def failure_text(verdict) -> str:
+    """The verdict's message, its first line extended with the likely cause and the reproduce command."""
+    head, _, rest = verdict.message().partition("\n")
+    cause = verdict.diagnosis if len(verdict.diagnosis) <= FIRST_LINE_CAUSE else verdict.diagnosis[:FIRST_LINE_CAUSE - 3] + "..."
+    return f"{head}: {cause or 'see below'} | reproduce: {verdict.reproduce}\n{rest}"

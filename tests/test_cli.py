@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 
 from packcheck.harness.cli.main import main
 
@@ -25,7 +27,7 @@ def test_run_mutant_fails_with_the_reproduce_command(tmp_path, capsys):
                  "--out", str(tmp_path), "--no-report"])
     assert code == 1
     err = capsys.readouterr().err
-    assert "likely cause" in err and "reproduce: packcheck run --engine mutant.ga-mean-of-means" in err
+    assert "likely cause" in err and f"reproduce: {os.path.dirname(sys.executable)}/packcheck run --engine mutant.ga-mean-of-means" in err
 
 
 def test_engine_patterns_expand(tmp_path):

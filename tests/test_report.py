@@ -223,3 +223,25 @@ def test_junit_and_markdown_treat_a_newer_failing_status_as_an_error(run_dir):
     (hang,) = [c for c in suite.findall("testcase") if c.get("name").startswith("vlm_collective_symmetry")]
     assert [(e.tag, e.get("type")) for e in hang] == [("error", "hang")]
     assert "**HANG** vlm_collective_symmetry" in render_markdown(run_dir)
+
+
+def test_markdown_baseline_names_the_engines_commit_and_skips_unsupported_cells_absent_from_one_run(run_dir, baseline_dir):
+    data = json.loads((baseline_dir / "results.json").read_text())
+    data["verdicts"] = [v for v in data["verdicts"] if v["status"] != "unsupported"]  # not run in the baseline: tested nothing either way
+    data["provenance"]["engine_commit"] = {"my_engine:MyEngine": "e1e1e1e1"}
+    (baseline_dir / "results.json").write_text(json.dumps(data))
+    summary = render_markdown(run_dir, baseline_dir=baseline_dir)
+    section = summary[summary.index("### Against baseline"):]
+    assert "at engine commit `e1e1e1e1` (`my_engine:MyEngine`)" in section and "packcheck commit `abc1234`" in section, section
+    assert "ABSENT" not in section and "**Status changes (1)**" in section, section
+
+
+def test_the_report_says_what_each_scenario_checks_and_where_to_read_more(run_dir):
+    from html import unescape
+
+    from packcheck.harness.scenarios import SCENARIOS
+
+    page = render_html(run_dir)
+    section = unescape(page[page.index('id="scenarios"'):])
+    for name in ("packed_vs_unpacked", "golden_regression"):
+        assert SCENARIOS[name].invariant in section and f"packcheck explain {name}" in section, name

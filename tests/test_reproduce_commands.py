@@ -38,7 +38,8 @@ def printed_commands(console: str, out) -> dict[str, str]:
 
 
 def shell(command: str, cwd) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    # no venv on PATH: the command names its packcheck by its full path (a user's shell without the venv activated)
+    env = dict(os.environ, PATH=os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != os.path.dirname(sys.executable)))
     env.pop("PYTHONPATH", None)
     return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
@@ -51,7 +52,7 @@ def test_every_printed_reproduce_command_runs_for_an_engine_outside_the_reposito
     assert main(["run", *RUN, "--out", str(out)]) == 1
     commands = printed_commands(capsys.readouterr().err, out)
 
-    expected = f"cd '{user.resolve()}' && packcheck run --engine my_engine:LabelBug --family llama --scenario mask_alignment"
+    expected = f"cd '{user.resolve()}' && {os.path.dirname(sys.executable)}/packcheck run --engine my_engine:LabelBug --family llama --scenario mask_alignment"
     assert all(c.startswith(expected) for c in commands.values()), commands
     assert len(set(commands.values())) == 1, f"the outputs print different commands: {commands}"
 
@@ -69,7 +70,8 @@ def test_every_printed_reproduce_command_runs_for_an_engine_outside_the_reposito
 def test_a_registered_engine_needs_no_directory():
     from packcheck.harness.run.reproduce import import_root, reproduce_command
 
-    assert reproduce_command("mutant.boundary-label", "--family llama").startswith("packcheck run --engine mutant.boundary-label ")
+    assert reproduce_command("mutant.boundary-label", "--family llama").startswith(
+        f"{os.path.dirname(sys.executable)}/packcheck run --engine mutant.boundary-label ")
     assert import_root("packcheck.impls.mutants.boundary_label:BoundaryLabel") is None  # installed: importable anywhere
 
 

@@ -1,8 +1,8 @@
 """A refactor of how the harness judges leaves every result as it was: the default matrix of the reference,
 run by this checkout and by a commit before the refactor, gives the same flat comparison table (every row:
 arms, quantity, item, metric, observed, threshold, margin, passed, where) and the same verdicts (status,
-diagnosis, detail, worst comparison, margins; only the wall time differs), in float64, float32 and bfloat16
-on the CPU.
+diagnosis, detail, worst comparison, margins; only the wall time and the reproduce command's path to packcheck differ),
+in float64, float32 and bfloat16 on the CPU.
 
 The before-run is the commit PACKCHECK_IDENTITY_BASE (default: the last commit before the judging-as-data
 refactor, issue 30) checked out in a scratch worktree and run with the same interpreter, or, to skip that
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,11 @@ def records(run: Path, table: str) -> list[dict]:
     return [json.loads(line) for line in (run / f"{table}.jsonl").read_text().splitlines()]
 
 
+def program_free(command: str) -> str:
+    """A reproduce command without the path of its `packcheck` (named by its full path since issue 29)."""
+    return re.sub(r"^(cd \S+ && )?\S*packcheck run ", r"\1packcheck run ", command)
+
+
 def differences(before: Path, after: Path) -> list[str]:
     """Every row of the two runs' comparison tables and verdict tables (but the wall time) that is not identical."""
     found = []
@@ -38,7 +44,8 @@ def differences(before: Path, after: Path) -> list[str]:
     if len(rows_before) != len(rows_after):
         found.append(f"{len(rows_before)} comparison rows before, {len(rows_after)} after")
     found += [f"row {i}: {a} -> {b}" for i, (a, b) in enumerate(zip(rows_before, rows_after)) if a != b]
-    timeless = [[{k: v for k, v in r.items() if k != "seconds"} for r in records(run, "verdicts")] for run in (before, after)]
+    timeless = [[{k: program_free(v) if k == "reproduce" else v for k, v in r.items() if k != "seconds"} for r in records(run, "verdicts")]
+                for run in (before, after)]
     if len(timeless[0]) != len(timeless[1]):
         found.append(f"{len(timeless[0])} verdicts before, {len(timeless[1])} after")
     found += [f"verdict {a['family']} {a['scenario']}: " + ", ".join(f"{k} {a.get(k)!r} -> {b.get(k)!r}" for k in a if a.get(k) != b.get(k))
@@ -58,6 +65,9 @@ def test_a_changed_row_or_verdict_is_a_difference_and_the_wall_time_is_not(tmp_p
     verdict = {"family": "llama", "scenario": "packed_vs_unpacked", "status": "pass", "seconds": 1.0}
     before = write_run(tmp_path / "before", [row], [verdict])
     assert differences(before, write_run(tmp_path / "same", [row], [verdict | {"seconds": 2.0}])) == []
+    named = {"reproduce": "packcheck run --engine reference --family llama"}
+    assert differences(write_run(tmp_path / "bare", [row], [verdict | named]),
+                       write_run(tmp_path / "full", [row], [verdict | {"reproduce": "/venv/bin/packcheck run --engine reference --family llama"}])) == []
     moved = write_run(tmp_path / "moved", [row | {"observed": 2e-13}], [verdict | {"status": "fail"}])
     assert differences(before, moved) == [f"row 0: {row} -> {row | {'observed': 2e-13}}",
                                           "verdict llama packed_vs_unpacked: status 'pass' -> 'fail'"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +34,22 @@ def test_a_mean_of_means_in_the_example_is_flagged(verdict_of):
     assert "The valid arms disagree too" in verdict.diagnosis and "mean of means" in verdict.diagnosis, verdict.diagnosis
 
 
+def test_a_boundary_label_in_the_example_gets_the_exact_diagnosis(verdict_of):
+    # the example fills dloss_dlogprobs entry 0 (docs/contract.md), so the supervised set shows the boundary label
+    verdict = verdict_of("tests.engines.example_variants:MinimalEngineBoundaryLabel", "mask_alignment", "llama", dtype=DTYPE)
+    assert verdict.status == "fail", verdict.message()
+    assert verdict.diagnosis.startswith("a document's first token is in the loss (in loss but masked: sample 1 token 0, "
+                                        "document 2 of 5 in packed row 0"), verdict.diagnosis
+    assert "warning:" not in verdict.detail, verdict.detail
+
+
+def test_an_adapter_that_leaves_entry_0_empty_is_warned(verdict_of):
+    verdict = verdict_of("tests.engines.example_variants:MinimalEngineBoundaryLabelNoEntry0", "mask_alignment", "llama", dtype=DTYPE)
+    assert "warning: dloss_dlogprobs entry 0 is 0 at all" in verdict.detail and "belongs in entry 0" in verdict.detail, verdict.detail
+    correct = verdict_of("packcheck.impls.example.minimal_engine:MinimalEngine", "mask_alignment", "llama", dtype=DTYPE)
+    assert correct.status == "pass" and "warning:" not in correct.detail, correct.detail  # a correct engine is never warned
+
+
 @pytest.mark.parametrize(("scenario", "status"), [
     ("token_conservation", "pass"), ("microbatch_invariance", "pass"), ("mask_alignment", "pass"),
     ("packed_vs_unpacked", "unsupported"), ("document_isolation", "unsupported"),
@@ -50,4 +67,6 @@ def test_the_conformance_suite_fails_when_the_engine_supports_nothing():
          "--engine", "tests.engines.example_variants:MinimalEngineSupportsNothing", "-k", "golden_regression or mask_alignment"],
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 1, done.stdout[-2000:]
-    assert "supports none of the 2 scenario cells: nothing was tested" in done.stdout
+    # the reason is said without -rs
+    assert re.search(r"supports none of the 2 scenario cells: nothing was tested; the most common reason \([12] of 2\): unsupported: "
+                     r".*engine does not support family 'llama'", done.stdout), done.stdout[-2000:]

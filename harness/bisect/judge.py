@@ -37,7 +37,7 @@ class Probe:
     engine: str
     families: tuple[str, ...]
     scenarios: tuple[str, ...] = ()
-    dtype: str = "float64"
+    dtype: str = "auto"  # the most precise dtype the engine declares at each revision (harness/run/dtype_choice.py)
     device: str = "cpu"
     timeout: float = 600.0
 

@@ -32,7 +32,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--engine", required=True)
     parser.add_argument("--families", nargs="+", required=True)
     parser.add_argument("--scenario", nargs="+", default=[])
-    parser.add_argument("--dtype", default="float64")
+    parser.add_argument("--dtype", default="auto")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--timeout", type=float, default=600.0)
     return parser.parse_args(argv)

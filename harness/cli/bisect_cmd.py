@@ -27,9 +27,9 @@ def add_parser(commands) -> None:
                         help="'package.module:Class' importable from the repository's root (or a registered name), at every revision")
     parser.add_argument("--family", nargs="+", default=None, help="families to bisect (default: every family packcheck has)")
     parser.add_argument("--scenario", nargs="+", default=None, help="the scenarios that judge a revision (default: all)")
-    parser.add_argument("--dtype", default="float64",
+    parser.add_argument("--dtype", default="auto",
                         help="float64 | float32 | bfloat16 | auto: the most precise dtype the engine declares at each revision "
-                             "(default: float64)")
+                             "(default: auto, float64 where the engine declares it)")
     parser.add_argument("--device", default="cpu", help="cpu | cuda (default: cpu)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds one verdict may take at a revision (default: 600)")
     parser.add_argument("--cache", default=None, help="JSON file of judged revisions (default: ~/.cache/packcheck/bisect.json)")

@@ -35,7 +35,10 @@ def add_parser(commands) -> None:
     runs = parser.add_mutually_exclusive_group(required=True)
     runs.add_argument("--seeds", help="the seeds to run: a range 0-49, or a comma list 0,3,7")
     runs.add_argument("--results", nargs="+", help="read these runs' directories (each holding results.json, or seed-N/ folders) instead")
-    add_run_options(parser, leave_out=("seed",))  # --results reads runs: no engine; --seeds gives the seeds
+    # --results reads runs: no engine; --seeds gives the seeds; a calibration measures one named dtype (no auto)
+    add_run_options(parser, leave_out=("seed", "dtype"))
+    parser.add_argument("--dtype", default="float64", help=f"the dtype whose noise floor is measured: {' | '.join(JUDGED_DTYPES)} "
+                                                           "(default: float64)")
     parser.add_argument("--factor", type=float, default=None,
                         help="the suggested tolerance is the floor times this (default: the table's CALIBRATION_FACTOR, 4)")
     parser.set_defaults(handler=handle)

@@ -108,6 +108,9 @@ def tolerance_rows(scenario) -> list[str]:
     return lines + [_para(source)]
 
 
+BUGS_DOC = "docs/bugs.md in packcheck's repository"
+
+
 def catch_rows(scenario) -> list[str]:
     from packcheck.harness.cli.list_cmd import mutant_summary
     from packcheck.harness.engines import mutant_names, resolve_engine
@@ -116,7 +119,7 @@ def catch_rows(scenario) -> list[str]:
     for name in mutant_names():
         engine = resolve_engine(name)
         carriers.setdefault(getattr(engine, "bug", None), []).append((name, engine))
-    rows = [("bug (BUGS.md)", "mutant", "what it does")]
+    rows = [("bug (docs/bugs.md)", "mutant", "what it does")]
     for bug in scenario.catches:
         for name, engine in carriers.get(bug, [("(no mutant)", None)]):
             rows.append((bug, name, mutant_summary(engine) if engine is not None else ""))
@@ -160,7 +163,8 @@ def handle(args) -> int:
     out += ["Allowed error per dtype of each quantity a scenario may compare (each arm against another arm, the harness's "
             f"own computation, or the golden; --run lists exactly what {scenario.name} compares):",
             *tolerance_rows(scenario), "", _para(ERROR_OVER_TOLERANCE, ""), ""]
-    out += ["Proven to catch (in CI, each bug by the mutant that carries it):", *catch_rows(scenario)]
+    out += ["Proven to catch (in CI, each bug by the mutant that carries it; where each happened and its numeric signature: "
+            f"{BUGS_DOC}):", *catch_rows(scenario)]
     if args.run:
         out += ["", "Measured:", *measured_rows(scenario, args.family, args.dtype)]
     else:

@@ -28,21 +28,38 @@ def handle(args) -> int:
         for f in FAMILIES.values():
             print(f"{f.name:10} {f.description}; --model {' | '.join(PRESETS[f.name])}")
     elif args.what == "engines":
+        unloadable = 0
         for name in engine_names():
             if not name.startswith("mutant."):
                 try:
                     caps = resolve_engine(name).capabilities
                 except (EngineNotFound, EngineVersionError) as err:  # a registered adapter whose engine (its extra, its release) is not here
-                    print(f"{name:12} not loadable here: {str(err).splitlines()[0]}")
+                    print(f"{name:12} not loadable here: {short_reason(str(err))}")
+                    unloadable += 1
                     continue
                 print(f"{name:12} families {','.join(sorted(caps.families))}; layouts {','.join(sorted(caps.layouts))}; "
                       f"dtypes {','.join(sorted(caps.dtypes))}; dp<={caps.max_dp} cp<={caps.max_cp}; "
                       f"devices {','.join(sorted(caps.devices))}; losses {','.join(sorted(caps.losses))}; "
                       f"reports {','.join(sorted(caps.reports)) or '-'}")
+        if unloadable:
+            print(f"({unloadable} not loadable here: `packcheck run --engine NAME` says in full what each needs)")
         print(f"(and {len(mutant_names())} mutants: packcheck list mutants)")
     else:
         print(mutant_table({name: mutant_summary(resolve_engine(name)) for name in mutant_names()}))
     return 0
+
+
+REASON_CHARS = 60
+
+
+def short_reason(error: str) -> str:
+    """Why a registered engine does not load, in a few words: the error's first clause, without the engine's name and
+    class (the row names it), cut at REASON_CHARS."""
+    text = error.splitlines()[0]
+    if text.startswith("engine '"):  # "engine 'name' (module:Class): why"
+        text = text.split(": ", 1)[-1]
+    text = text.removeprefix("importing it raised ").split(". ", 1)[0]
+    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 3].rstrip() + "..."
 
 
 def mutant_summary(engine) -> str:

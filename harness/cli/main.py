@@ -20,7 +20,8 @@ EPILOG = """\
 examples:
   # every scenario on the reference trainer, llama only (HTML report in reports/latest)
   packcheck run --engine reference --family llama
-  # your engine: class MyEngine in ./my_engine.py
+  # your engine: class MyEngine in ./my_engine.py, at the most precise dtype its Capabilities declare (--dtype auto,
+  # the default: float64 where it declares float64, float32 for an engine built on transformers)
   packcheck run --engine my_engine:MyEngine --family llama --out reports/mine
   # what a scenario compares, its tolerance per dtype, the bugs it is proven to catch
   packcheck explain microbatch_invariance

@@ -30,12 +30,17 @@ def add_parser(commands) -> None:
 def add_run_options(parser, required: tuple[str, ...] = (), leave_out: tuple[str, ...] = ()) -> None:
     """The run options (harness/run/options.py, shared with the pytest plugin) and --out (run, calibrate)."""
     add_arguments(parser, required=required, leave_out=leave_out)
-    parser.add_argument("--out", default="reports/latest", help="output directory (default: reports/latest)")
+    parser.add_argument("--out", default=None, help=f"output directory (default: {DEFAULT_OUT}, with a .gitignore in it, so that a run "
+                                                   "in the engine's repository leaves `git status` clean)")
 
 
-def output_directory(out: str) -> Path:
-    """--out as an absolute path (an engine cannot move it), created and writable, or a usage error."""
-    path = Path(out).resolve()
+DEFAULT_OUT = "reports/latest"
+
+
+def output_directory(out: str | None) -> Path:
+    """--out as an absolute path (an engine cannot move it), created and writable, or a usage error. Without --out,
+    DEFAULT_OUT under the working directory, which is often the engine's repository: git is told to ignore it."""
+    path = Path(out or DEFAULT_OUT).resolve()
     if path.exists() and not path.is_dir():
         raise UsageError(f"--out {out}: is a file, not a directory; point --out at a directory (it is created if missing)")
     try:
@@ -45,6 +50,8 @@ def output_directory(out: str) -> Path:
         probe.unlink()
     except OSError as err:
         raise UsageError(f"--out {out}: cannot write there ({err.strerror}); choose a writable directory") from None
+    if out is None and not (path / ".gitignore").exists():
+        (path / ".gitignore").write_text("# written by packcheck: a run directory, not source\n*\n")
     return path
 
 
@@ -102,6 +109,7 @@ def handle(args) -> int:
     from packcheck.harness.launch.usage import Usage
     from packcheck.harness.provenance import provenance
     from packcheck.harness.run.dtype_choice import AUTO
+    from packcheck.harness.run.engine_commit import engine_commits
     from packcheck.harness.run.out_lock import claim_out
     from packcheck.harness.run.results import ResultsFile
     from packcheck.harness.run.conclusion import first_error_line
@@ -114,7 +122,9 @@ def handle(args) -> int:
     usage = Usage(out)
     pool = LaunchPool(out / "launches", choices.timeout, usage=usage)
     chosen = auto_dtypes(choices.engines, pool, choices.device) if choices.dtype == AUTO else {}
+    commits = engine_commits(choices.engines)
     results = ResultsFile(out, provenance(choices.device, ["packcheck", *args.argv]) | choices.provenance()
+                          | ({"engine_commit": commits} if commits else {})
                           | ({"dtype_choice": {spec: f"{c.dtype} ({c.why})" for spec, c in chosen.items()}} if chosen else {}))
     matrix = Matrix(engines=choices.engines, families=choices.families, scenarios=choices.scenarios, dtype=choices.dtype,
                     device=choices.device, attention=choices.attention, save_arms=args.save_arms,
@@ -153,7 +163,9 @@ def handle(args) -> int:
         return 2
     if verdicts and counts["unsupported"] == len(verdicts):
         reason, times = Counter(v.reason for v in verdicts).most_common(1)[0]
+        hint = ("; --dtype auto (the default) runs each engine at the most precise dtype its Capabilities.dtypes declare"
+                if "dtype" in reason and choices.dtype != AUTO else "")
         print(f"packcheck run: error: every case was unsupported by the engine: nothing was tested. Most common reason "
-              f"({times} of {len(verdicts)}): {reason}", file=sys.stderr)
+              f"({times} of {len(verdicts)}): {reason}{hint}", file=sys.stderr)
         return 2
     return exit_status(verdicts)

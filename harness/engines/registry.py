@@ -1,4 +1,4 @@
-"""Resolve an engine from a name: a registered name, an entry point, or "package.module:Class".
+"""Resolve an engine from a name: a registered name, an entry point, "package.module:Class", or "path/to/file.py:Class".
 
 Engines register through the `packcheck.engines` entry-point group (name -> class), so packcheck
 never imports an engine it was not asked for. Names are unique; an unknown name gets near-match
@@ -8,9 +8,11 @@ suggestions.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
 from importlib.metadata import entry_points
+from pathlib import Path
 
 from packcheck.harness.engines.protocol import Engine
 from packcheck.harness.engines.versions import check_versions
@@ -47,7 +49,7 @@ def _load_class(spec: str) -> type:
     if "" not in sys.path and os.getcwd() not in sys.path:  # a console script does not see the current directory; `python -m` does
         sys.path.append(os.getcwd())
     try:
-        module = importlib.import_module(module_name)
+        module = _import_file(module_name) if names_a_file(spec) else importlib.import_module(module_name)
     except ModuleNotFoundError as err:
         raise EngineNotFound(f"engine {spec!r}: cannot import module {module_name!r} ({err})") from err
     except Exception as err:  # noqa: BLE001 - the engine's own code fails to import: its bug, not packcheck's
@@ -59,6 +61,33 @@ def _load_class(spec: str) -> type:
     except AttributeError as err:
         raise EngineNotFound(f"engine {spec!r}: module {module_name!r} has no attribute {attr!r}") from err
     return obj
+
+
+def names_a_file(spec: str) -> bool:
+    """Whether a 'module:Class' spec names its module by a file path ('./my_engine.py:MyEngine')."""
+    return names_a_class(spec) and spec.partition(":")[0].endswith(".py")
+
+
+def file_spec_made_absolute(spec: str) -> str:
+    """A file spec with its path made absolute (an engine process, a reproduce command may start elsewhere); others as given."""
+    if not names_a_file(spec):
+        return spec
+    path, _, attr = spec.partition(":")
+    return f"{Path(path).expanduser().resolve()}:{attr}"
+
+
+def _import_file(path: str):
+    """The module a Python file holds, imported under its file name, its folder on the import path (for its own imports)."""
+    file = Path(path).expanduser().resolve()
+    if not file.is_file():
+        raise ModuleNotFoundError(f"no file {file}")
+    if str(file.parent) not in sys.path:
+        sys.path.insert(0, str(file.parent))
+    found = importlib.util.spec_from_file_location(file.stem, file)
+    module = importlib.util.module_from_spec(found)
+    sys.modules[file.stem] = module
+    found.loader.exec_module(module)
+    return module
 
 
 def names_a_class(spec: str) -> bool:

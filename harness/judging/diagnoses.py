@@ -44,7 +44,7 @@ def float32_inside(j: Judgement, failed: list[Comparison], baseline: str | None)
     return ("the engine computes in float32 internally: its float64 run differs from float64 truth by float32 rounding only, "
             f"spread over every tensor and document, which no logic bug looks like ({worst.arm}: {worst.figures()}). transformers, "
             "for one, computes RMSNorm, the RoPE angles and its loss in float32 even in a float64 model. Run the engine at "
-            "--dtype float32, or declare its internal precision (Capabilities(dtypes=frozenset({'float32'}))) and run with --dtype auto")
+            "--dtype float32, or declare its internal precision (Capabilities(dtypes=frozenset({'float32'}))), which --dtype auto, the default, then runs")
 
 
 def wrong_token_set(j: Judgement, failed: list[Comparison], baseline: str | None) -> str | None:

@@ -28,6 +28,7 @@ from packcheck.harness.report.baseline import compare_runs, margin_text, sort_ke
 from packcheck.harness.report.evidence import arm_evidence
 from packcheck.harness.files import write_atomically
 from packcheck.harness.report.load import Run, describe, format_margin, format_number, load_run, status_counts
+from packcheck.harness.report.scenario_texts import scenario_texts
 
 TEMPLATES = Path(__file__).parent / "templates"
 TOP_COMPARISONS = 8
@@ -197,7 +198,8 @@ def render_html(run_dir: str | Path, baseline_dir: str | Path | None = None) -> 
         provenance=header_provenance(run.provenance, set(verdicts["dtype"]) if not verdicts.empty else set()),
         counts=status_counts(verdicts),
         unfinished=run.unfinished,
-        matrix=_matrix(run),
+        matrix=(matrix := _matrix(run)),
+        scenario_texts=scenario_texts(matrix["scenarios"]),
         details=[_detail(run, v) for v in verdicts.itertuples(index=False) if v.status != "pass"],
         verdicts=_all_verdicts(verdicts),
         baseline=None if baseline_dir is None else compare_runs(run, load_run(baseline_dir)),

@@ -46,7 +46,10 @@ def _baseline_section(run, base_dir: str | Path) -> list[str]:
     """What the HTML's "Against baseline" shows: status changes, and worst error/tolerance that moved 10x or more."""
     base = compare_runs(run, load_run(base_dir))
     prov = base["provenance"]
-    origin = "".join(f" {label} {_code(str(prov[k]))}" for k, label in (("git_commit", "at commit"), ("time", "from")) if prov.get(k))
+    engines = prov.get("engine_commit") or {}  # the engine's commit is what moved between the runs; packcheck's is context
+    origin = "".join(f" at engine commit {_code(commit)} ({_code(spec)})" for spec, commit in engines.items())
+    origin += "".join(f" {label} {_code(str(prov[k]))}" for k, label in (("git_commit", "packcheck commit"), ("time", "from"))
+                      if prov.get(k) and prov[k] != "unknown")
     lines = ["", "### Against baseline", "", f"Baseline {_code(base['directory'])}{origin}.", ""]
     changed = base["changed"]
     lines += [f"**Status changes ({len(changed)})**", ""]
@@ -90,7 +93,9 @@ def render_markdown(run_dir: str | Path, baseline_dir: str | Path | None = None)
     counts = status_counts(verdicts)
     prov = run.provenance
     lines = ["## packcheck", ""]
-    origin = ", ".join(f"{k} {_text(prov[k])}" for k in ("packcheck", "torch", "device_name", "git_commit") if prov.get(k))
+    origin = ", ".join([*(f"engine {_code(spec)} at commit {_code(commit)}" for spec, commit in (prov.get("engine_commit") or {}).items()),
+                        *(f"{k} {_text(prov[k])}" for k in ("packcheck", "torch", "device_name") if prov.get(k)),
+                        *([f"packcheck commit {_text(prov['git_commit'])}"] if prov.get("git_commit") not in (None, "unknown") else [])])
     if origin:
         lines += [origin, ""]
     lines += run_choices(prov)

@@ -16,6 +16,7 @@ from typing import Any
 from packcheck.harness.compare.tolerances import table_json
 from packcheck.harness.contract.case import DEVICES, DTYPES
 from packcheck.harness.engines import engine_names, names_a_class, unknown_engine
+from packcheck.harness.engines.registry import file_spec_made_absolute
 from packcheck.harness.errors import InputError
 from packcheck.harness.models import get_family
 from packcheck.harness.run.calibration import floors_from_report
@@ -64,7 +65,7 @@ def expand_engines(specs: list[str]) -> list[str]:
 
 
 def checked_engines(specs: list[str]) -> list[str]:
-    engines = expand_engines(specs)
+    engines = [file_spec_made_absolute(spec) for spec in expand_engines(specs)]
     known = set(engine_names())
     for spec in engines:
         if not names_a_class(spec) and spec not in known:

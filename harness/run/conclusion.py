@@ -73,6 +73,7 @@ def conclude_pass(scenario: Scenario, run: Execution, judged: Judged | None, ope
     """The pass's conclusion from its outcomes and, where it was judged (judgeable), its judgement."""
     status, diagnosis, comparisons, skipped, notes = PASS, "", [], [], list(opening)
     for outcome in run.outcomes:
+        notes += [Note(f"warning: {warning}\n", outcome.arm) for warning in outcome.warnings]
         if outcome.kind is Kind.SKIPPED:
             skipped.append(outcome.arm)
             notes.append(Note(f"arm {outcome.arm.local!r} skipped: {outcome.reason}\n"))

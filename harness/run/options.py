@@ -39,7 +39,7 @@ OPTIONS = (
            default_text="none; required except by `calibrate --results`"),
     Option(name="family", many=True, means="model families", default_text="every family the engine supports"),
     Option(name="scenario", many=True, means="scenarios", default_text="all"),
-    Option(name="dtype", default="float64",
+    Option(name="dtype", default="auto", default_text="auto, float64 where the engine declares it",
            means="float64 | float32 | bfloat16 | auto: per engine, the most precise dtype its Capabilities.dtypes declare"),
     Option(name="device", default="cpu", means="cpu | cuda"),
     Option(name="attention", default="auto", default_text="auto, the engine's choice", means="attention backend every case asks for"),

@@ -18,6 +18,7 @@ from packcheck.harness.collectives import unused_mesh
 from packcheck.harness.compare import HARNESS, ArmId, Arms, Comparison
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.engines import EngineInfo, InvalidResult, Problem, validate_result
+from packcheck.harness.engines.boundary_weights import boundary_warning
 from packcheck.harness.launch import ERROR as LAUNCH_ERROR
 from packcheck.harness.launch import HANG as LAUNCH_HANG
 from packcheck.harness.launch import INVALID as LAUNCH_INVALID
@@ -46,6 +47,7 @@ class ArmOutcome:
     reason: str = ""  # SKIPPED, UNSUPPORTED: why; REFUSED, ERROR, HANG: what happened, in words
     problems: tuple[Problem, ...] = ()  # INVALID: every way the result breaks the contract
     unused: tuple[str, ...] = ()  # UNUSED_MESH: every part of the mesh the arm did not use
+    warnings: tuple[str, ...] = ()  # RAN: what a valid result suggests is unreported (harness/engines/boundary_weights.py)
 
     @property
     def comparison(self) -> Comparison | None:
@@ -86,4 +88,5 @@ def accept(engine: EngineInfo, arm: ArmId, case: Case, stage: int, outcome: Case
         problems = unused_mesh(case.parallel, int(case.model.config["num_hidden_layers"]), result.collectives or [])
         if problems:
             return ended(Kind.UNUSED_MESH, unused=tuple(problems))
-    return ended(Kind.RAN, result=result)
+    warning = boundary_warning(case, result)
+    return ended(Kind.RAN, result=result, warnings=(warning,) if warning else ())

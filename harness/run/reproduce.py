@@ -1,4 +1,5 @@
-"""The command that reproduces a verdict, runnable as printed from any directory.
+"""The command that reproduces a verdict, runnable as printed from any directory and any shell: it names the
+`packcheck` of the Python installation that ran it by its full path (no activated venv needed).
 
 It names the engine as the user passed it to --engine (a registered name, or `package.module:Class`).
 A `module:Class` engine whose module lives outside the Python installation (a file in the
@@ -22,7 +23,7 @@ def import_root(spec: str) -> Path | None:
     """The folder a `module:Class` spec's top-level module is imported from, when that folder is not
     part of the Python installation (site-packages, the standard library); None otherwise."""
     module, colon, _ = spec.partition(":")
-    if not colon or not module:
+    if not colon or not module or module.endswith(".py"):  # a file spec: its path is absolute (harness/run/choices.py)
         return None
     top = module.split(".")[0]
     try:
@@ -42,8 +43,17 @@ def import_root(spec: str) -> Path | None:
     return root
 
 
+def packcheck_program() -> str:
+    """The `packcheck` of this Python installation by its full path, so that the command runs in a shell where the venv
+    is not activated; where that script is missing (a checkout run without installing), the interpreter runs the CLI."""
+    script = Path(sys.executable).parent / "packcheck"
+    if script.is_file():
+        return shlex.quote(str(script))
+    return f"{shlex.quote(sys.executable)} -m packcheck.harness.cli.main"
+
+
 def reproduce_command(spec: str, arguments: str) -> str:
-    """`packcheck run --engine SPEC ARGUMENTS`, behind a `cd` into the engine's folder where it needs one."""
-    command = f"packcheck run --engine {shlex.quote(spec)} {arguments}"
+    """`/path/to/packcheck run --engine SPEC ARGUMENTS`, behind a `cd` into the engine's folder where it needs one."""
+    command = f"{packcheck_program()} run --engine {shlex.quote(spec)} {arguments}"
     root = import_root(spec)
     return command if root is None else f"cd {shlex.quote(str(root))} && {command}"

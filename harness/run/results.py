@@ -46,6 +46,7 @@ class ResultsFile:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.provenance = {"tolerances": table_json()} | provenance  # a run with --noise-floors records its own
         self.verdicts: list[Verdict] = []
+        self.records: list[dict] = []  # each verdict as JSON, in the order added
         for stale in ("results.json", "report.html", *TABLE_FILES):  # an earlier run's, in a reused --out: never read as this run's
             (self.directory / stale).unlink(missing_ok=True)
         write_atomically(self.lines_path, json.dumps({"schema": SCHEMA, "provenance": provenance}) + "\n")
@@ -60,18 +61,28 @@ class ResultsFile:
 
     def add(self, verdict: Verdict) -> None:
         self.verdicts.append(verdict)
+        self.add_record(record_of(verdict))
+
+    def add_record(self, record: dict) -> None:
+        """One verdict as JSON ({"verdict", "rows"}: record_of), e.g. judged in a pytest-xdist worker of the plugin."""
+        self.records.append(record)
         with open(self.lines_path, "a", encoding="utf-8") as lines:
-            lines.write(json.dumps({"verdict": _finite(verdict.to_json()), "rows": rows_of(verdict)}) + "\n")
+            lines.write(json.dumps(record) + "\n")
             lines.flush()
             os.fsync(lines.fileno())
 
     def write(self, resources: dict | None = None) -> None:
         """The whole table as results.json (at the end of the run, or when it is interrupted); `resources`: the run's
         peak disk and memory (harness/launch/usage.py), where measured."""
-        data = {"schema": SCHEMA, "provenance": self.provenance, "verdicts": [_finite(v.to_json()) for v in self.verdicts],
-                "rows": [row for v in self.verdicts for row in rows_of(v)]} | ({"resources": resources} if resources else {})
+        data = {"schema": SCHEMA, "provenance": self.provenance, "verdicts": [r["verdict"] for r in self.records],
+                "rows": [row for r in self.records for row in r["rows"]]} | ({"resources": resources} if resources else {})
         write_atomically(self.path, json.dumps(data, indent=1))
         write_tables(self.directory, data["verdicts"], data["rows"])  # the same records, one flat table per file
+
+
+def record_of(verdict: Verdict) -> dict:
+    """A verdict as results.jsonl writes it, JSON all through."""
+    return {"verdict": _finite(verdict.to_json()), "rows": rows_of(verdict)}
 
 
 def rows_of(verdict: Verdict) -> list[dict]:

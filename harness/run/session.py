@@ -104,7 +104,8 @@ def why_not_all(verdict: Verdict) -> str:
     if verdict.status == UNSUPPORTED:
         return f": {verdict.reason}"
     skipped, moved = len(verdict.skipped_arms), len(verdict.relocated_arms)
-    return ((f" ({skipped} optional arm{'s' * (skipped > 1)} skipped: see the report)" if skipped else "")
+    named = ", ".join(verdict.skipped_arms)
+    return ((f" (optional arm{'s' * (skipped > 1)} {named} skipped: why is in the report)" if skipped else "")
             + (f" ({moved} arm{'s' * (moved > 1)} on the CPU in float64: more ranks than GPUs)" if moved else ""))
 
 

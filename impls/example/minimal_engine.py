@@ -93,9 +93,14 @@ class MinimalEngine(Engine):
 
     @staticmethod
     def scatter(case: Case, rows: list[Row], lp: torch.Tensor, dlp: torch.Tensor, logprobs: list, weights: list) -> None:
-        """Row positions back to (sample, token): token t of a sample at row position start + t was predicted at start + t - 1."""
+        """Row positions back to (sample, token): token t of a sample at row position start + t was predicted at start + t - 1.
+        Token 0 has no log-prob within its sample (entry 0 stays 0.0), but where the sample does not start the row it was
+        predicted from the document before it: its weight goes in entry 0, non-zero only if a label crossed the boundary
+        (docs/contract.md), which is how mask_alignment tells that bug from the others."""
         for b, row in enumerate(rows):
             for sample, start in zip(row.samples, row.starts(case)):
                 n = len(case.samples[sample].input_ids)
                 logprobs[sample][1:] = lp[b, start:start + n - 1]
                 weights[sample][1:] = dlp[b, start:start + n - 1]
+                if start > 0:
+                    weights[sample][0] = dlp[b, start - 1]

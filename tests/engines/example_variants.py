@@ -45,3 +45,31 @@ class MinimalEngineNoDtype(MinimalEngine):
 
     name = "example.minimal.no-dtype"
     capabilities = replace(MinimalEngine.capabilities, dtypes=frozenset())
+
+
+class MinimalEngineBoundaryLabel(MinimalEngine):
+    """The worked example with a label across a packed boundary: a document's first token is a loss target, predicted
+    from the document before it in the row (tests/test_worked_example.py)."""
+
+    name = "example.minimal.boundary-label"
+
+    @staticmethod
+    def batch(case: Case, rows):
+        input_ids, position_ids, attention_mask, labels, mask = MinimalEngine.batch(case, rows)
+        for b, row in enumerate(rows):
+            for start in row.starts(case)[1:]:  # every document but the row's first
+                mask[b, start] = 1.0
+        return input_ids, position_ids, attention_mask, labels, mask
+
+
+class MinimalEngineBoundaryLabelNoEntry0(MinimalEngineBoundaryLabel):
+    """The boundary-label bug in an adapter that fills dloss_dlogprobs from entry 1 only, as the worked example once did:
+    the validator warns that the loss holds weight it does not report (harness/engines/boundary_weights.py)."""
+
+    name = "example.minimal.boundary-label.no-entry-0"
+
+    @staticmethod
+    def scatter(case: Case, rows, lp, dlp, logprobs, weights) -> None:
+        MinimalEngine.scatter(case, rows, lp, dlp, logprobs, weights)
+        for weight in weights:
+            weight[0] = 0.0

@@ -8,14 +8,19 @@ The venv holds CPU torch, the wheel (and what it depends on) and pytest. Checks,
 scratch directory: `harness`, `impls` and `conformance` are not importable
 (everything is under `packcheck.`); `packcheck run --engine reference` passes every scenario of
 llama and golden_regression of every family (the goldens are found as package data; the whole
-matrix of every family is the tests session's); `pytest --pyargs packcheck.conformance --engine example_pkg:...`
-passes for the worked example, installed as its own package, and fails for its mean-of-means
-variant, on the scenario that catches it. Exit 0 when all hold; every failed check is printed.
+matrix of every family is the tests session's); docs/adapters.md's CI recipe (its `run:` steps, in order, from the
+worked example's own package directory, which registers it as `my_engine` as the docs say) passes with no dtype
+flag and leaves results.json, report.html, summary.md and junit.xml in its run directory; `pytest --pyargs
+packcheck.conformance` fails the example's mean-of-means variant, on the scenario that catches it. Exit 0 when all
+hold; every failed check is printed.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -60,9 +65,61 @@ def write_example_package(root: Path, python: Path) -> Path:
         [project]
         name = "example_pkg"
         version = "0.0.1"
+        [project.entry-points."packcheck.engines"]
+        my_engine = "example_pkg:MinimalEngine"
     '''))
     (package / "example_pkg" / "__init__.py").write_text(source.stdout + VARIANT)
     return package
+
+
+ADAPTERS_DOC = Path(__file__).resolve().parents[2] / "docs" / "adapters.md"
+RECIPE_OUT = "reports/ci"  # the run directory the recipe's pytest line writes and uploads
+
+
+def ci_recipe() -> list[str]:
+    """The `run:` steps of docs/adapters.md's GitHub Actions recipe, in order, as written."""
+    text = ADAPTERS_DOC.read_text()
+    block = re.search(r"```yaml\n# \.github/workflows/packcheck\.yml.*?```", text, re.DOTALL)
+    if block is None:
+        raise SystemExit(f"{ADAPTERS_DOC} has no ```yaml block starting with '# .github/workflows/packcheck.yml'")
+    return re.findall(r"^\s+- run: (.+)$", block.group(0), re.MULTILINE)
+
+
+def offline(step: str, wheel: str) -> str:
+    """A recipe step as this machine runs it: no network, so the CPU torch and packcheck come from local files (the
+    wheel under test for the git URL) and the engine installs without build isolation; the rest verbatim."""
+    if step.startswith("pip install torch"):
+        return f"pip install -q {CPU_TORCH}"
+    if "packcheck @ git+" in step:
+        return re.sub(r'"packcheck @ git\+[^"]+"', shlex.quote(str(Path(wheel).resolve())), step).replace("pip install", "pip install -q")
+    if step == "pip install -e .":
+        return "pip install -q --no-build-isolation --no-deps -e ."
+    return step
+
+
+def run_ci_recipe(wheel: str, venv: Path, package: Path) -> list[str]:
+    """docs/adapters.md's CI steps from the engine's repository (the example package) with the venv's bin first on PATH,
+    as a runner whose setup-python is that venv; what went wrong, in words."""
+    env = {**os.environ, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("PYTHONPATH", None)
+    steps = ci_recipe()
+    if not any(step.startswith("pytest ") and f"--out {RECIPE_OUT}" in step for step in steps):
+        return [f"docs/adapters.md's CI recipe has no `pytest ... --out {RECIPE_OUT}` step (it runs {steps})"]
+    for step in steps:
+        command = offline(step, wheel)
+        print("$", command, flush=True)
+        done = subprocess.run(["bash", "-c", command], cwd=package, env=env, capture_output=True, text=True, check=False)
+        print(done.stdout[-3000:], done.stderr[-2000:], sep="\n", flush=True)
+        if done.returncode != 0:
+            return [f"docs/adapters.md's CI step `{step}` exited {done.returncode}"]
+    out = package / RECIPE_OUT
+    missing = [name for name in ("results.json", "report.html", "summary.md", "junit.xml") if not (out / name).is_file()]
+    if missing:
+        return [f"docs/adapters.md's CI recipe left no {', '.join(missing)} in {out}"]
+    verdicts = json.loads((out / "results.json").read_text())["verdicts"]
+    if not any(v["status"] == "pass" for v in verdicts) or {v["dtype"] for v in verdicts} != {"float32"}:
+        return [f"the recipe's run directory does not hold the example's float32 passes: {[(v['scenario'], v['status'], v['dtype']) for v in verdicts]}"]
+    return []
 
 
 def main(wheel: str) -> int:
@@ -102,12 +159,11 @@ def check(wheel: str, scratch: Path) -> int:
     golden = [v for v in verdicts if v["scenario"] == "golden_regression"]
     if sorted(v["family"] for v in golden) != GOLDEN_FAMILIES or any(v["status"] != "pass" for v in golden):
         problems.append(f"golden_regression did not pass for every family ({GOLDEN_FAMILIES}) from the wheel's package data: {golden}")
+    problems += run_ci_recipe(wheel, venv, package)  # the worked example's whole conformance suite, as the docs' CI runs it
     suite = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q", "--pyargs", "packcheck.conformance"]
-    good = run([*suite, "--engine", "example_pkg:MinimalEngine", "--dtype", "float32"], scratch)
-    if good.returncode != 0 or " passed" not in good.stdout:
-        problems.append(f"the conformance suite did not pass for the worked example (exit {good.returncode})")
-    bad = run([*suite, "--engine", "example_pkg:MeanOfMeans", "--dtype", "float32", "--family", "llama", "-k", "microbatch_invariance"],
-              scratch)
+    elsewhere = scratch / "elsewhere"  # not the folder holding example_pkg's project: that would shadow its editable install
+    elsewhere.mkdir()
+    bad = run([*suite, "--engine", "example_pkg:MeanOfMeans", "--family", "llama", "--scenario", "microbatch_invariance"], elsewhere)
     if bad.returncode != 1 or "FAILED" not in bad.stdout or "microbatch_invariance" not in bad.stdout:
         problems.append(f"the conformance suite did not fail the mean-of-means variant on microbatch_invariance (exit {bad.returncode})")
     for problem in problems:

@@ -1,0 +1,41 @@
+"""One pytest run of the conformance suite is the CI gate and the report (issue 29, item 4): `--out DIR` leaves the
+run directory `packcheck run --out DIR` leaves, `--scenario` narrows every test, and under `--tb=line` each failure
+is one line with its likely cause and the command that reproduces it, a hypothesis property's included."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_one_pytest_run_writes_the_run_directory_and_one_line_per_failure(tmp_path):
+    out = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "conformance", "--engine", "mutant.ga-mean-of-means",
+                           "--family", "llama", "--scenario", "microbatch_invariance", "--scenario", "token_conservation", "--tb=line",
+                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == pytest.ExitCode.TESTS_FAILED, done.stdout[-3000:] + done.stderr[-3000:]
+
+    verdicts = json.loads((out / "results.json").read_text())["verdicts"]
+    assert sorted((v["scenario"], v["status"]) for v in verdicts) == [("microbatch_invariance", "fail"), ("token_conservation", "fail")]
+    assert len((out / "results.jsonl").read_text().splitlines()) == 1 + len(verdicts)
+    assert "mutant.ga-mean-of-means" in (out / "report.html").read_text()
+    assert "microbatch_invariance" in (out / "summary.md").read_text()
+    assert len(ET.parse(out / "junit.xml").findall(".//failure")) == 2
+    assert f"packcheck: 2 verdicts in {out}" in done.stdout
+
+    failures = done.stdout.split("= FAILURES =", 1)[1].split("\n", 1)[1].split("packcheck: 2 verdicts", 1)[0].strip().splitlines()
+    assert len(failures) == 4, failures  # two scenario cells, the partition property in both layouts; one line each
+    for line in failures:
+        assert re.search(r"FAIL(:| for )", line) and "| reproduce: " in line, line
+    assert sum("property" in line and "test_gradient_is_independent_of_the_partition[llama-" in line for line in failures) == 2, failures
+    for noise in ("reproduce_failure", "Comparison(", "assert 'fail' == 'pass'"):
+        assert noise not in done.stdout, noise
+    assert "deselected" in done.stdout.splitlines()[-1], "the RL property test is left out with rl_loss_aggregation"
