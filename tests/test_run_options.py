@@ -103,3 +103,16 @@ def test_only_a_cuda_case_needs_a_cuda_device():
 
     assert device_missing("cpu") is None
     assert device_missing("cuda") == (None if torch.cuda.is_available() else "torch sees no CUDA device")
+
+
+def test_a_repeated_flag_adds_to_it():
+    """`--scenario a --scenario b` means both, as `--scenario a b` does (a repeated flag once kept only the last)."""
+    import argparse
+
+    from packcheck.harness.run.options import add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    repeated = parser.parse_args(["--engine", "reference", "--scenario", "packed_vs_unpacked", "--scenario", "mask_alignment", "token_conservation"])
+    assert repeated.scenario == ["packed_vs_unpacked", "mask_alignment", "token_conservation"]
+    assert parser.parse_args(["--engine", "reference"]).scenario is None

@@ -76,7 +76,8 @@ def add_arguments(parser, *, required: tuple[str, ...] = (), leave_out: tuple[st
     for option in OPTIONS:
         if option.name in leave_out:
             continue
-        extra = dict(nargs="+") if option.many else dict(type=option.type)
+        # extend: `--scenario a b` and `--scenario a --scenario b` both mean a and b (store would keep only b)
+        extra = dict(nargs="+", action="extend") if option.many else dict(type=option.type)
         parser.add_argument(option.flag, default=option.default, required=option.name in required, metavar=option.metavar,
                             help=option.help(), **extra)
 
