@@ -262,6 +262,24 @@ def test_a_newline_in_an_engine_name_cannot_forge_a_console_line(tmp_path):
     assert "\n" not in verdict["engine"]
 
 
+def folder_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def test_what_an_engine_prints_returns_or_notes_is_capped_and_the_cap_is_named(tmp_path):
+    done = packcheck("run", "--engine", HOSTILE + "PrintsALot", HOSTILE + "HugeNotes", HOSTILE + "ExtraTensor", "--family", "llama",
+                     "--scenario", "packed_vs_unpacked", "--save-arms", "all", "--out", str(tmp_path), cwd=tmp_path)
+    results = assert_files_whole(tmp_path)
+    statuses = {spec: [v["status"] for v in verdicts] for spec, verdicts in verdicts_by_engine(results).items()}
+    assert statuses == {HOSTILE + "PrintsALot": ["pass"], HOSTILE + "HugeNotes": ["pass"], HOSTILE + "ExtraTensor": ["fail"]}, done.stderr
+    assert folder_bytes(tmp_path) < 40 * 2**20, "40 MB of prints, 20 MB of notes and a 64 MiB tensor, each kept under its cap"
+    assert (tmp_path / "report.html").stat().st_size < 8 * 2**20
+    saved = "".join(p.read_text() for p in tmp_path.glob("cases/**/result.json"))
+    assert "cap of 64 KiB for StepResult.notes" in saved and "not kept: grads['junk.weight']" in saved
+    logs = [p.read_text(errors="replace") for p in tmp_path.glob("launches/*prints*/**/stdout.log")]
+    assert any(log.startswith("[packcheck: this log went over its cap of 8 MiB") for log in logs)
+
+
 # --------------------------------------------------------------------------------------------
 # A case that stops is named by what stopped it, at once.
 

@@ -21,6 +21,7 @@ from packcheck.harness.engines import problems_from_json
 from packcheck.harness.launch.device_result import is_shared, open_shared
 from packcheck.harness.launch.exit_status import MEANING
 from packcheck.harness.launch.layout import CaseDir, LaunchDir
+from packcheck.harness.launch.log_cap import MARK
 from packcheck.harness.launch.outcome import CaseOutcome, HangReport, RankState
 from packcheck.harness.launch.raised import ErrorKind
 from packcheck.harness.text import safe_text
@@ -156,4 +157,6 @@ def log_tail(launch: LaunchDir, rank: int, lines: int = LOG_TAIL_LINES) -> list[
     path = launch.rank_log(rank)
     if path is None:
         return []
-    return path.read_text(errors="replace").splitlines()[-lines:]
+    text = path.read_text(errors="replace").splitlines()
+    capped = text[:1] if text and text[0].startswith(MARK) and len(text) > lines else []  # the cap, named where it bit
+    return capped + text[-lines:]

@@ -5,7 +5,8 @@ One thread per rank for the whole launch. While a case is armed it stops the pro
   - another rank of the launch failed the case (raised or timed out): "peer_failed";
   - another rank's process ended in the middle of the case without a report (os._exit(0), sys.exit in
     a thread, a signal): "peer_exited", at once rather than at the timeout, naming that rank;
-and at any time when the agent that started this rank is gone. Stopping writes the rank's report
+and at any time when the agent that started this rank is gone. It also keeps the rank's logs under
+their cap (log_cap.py). Stopping writes the rank's report
 into the case directory (why, whether engine.run had returned, the collective log with the call
 it waits in, every thread's Python stack), tells the other ranks through the store, waits a
 moment for their reports so that none is torn down half-written, and ends the process with a
@@ -31,6 +32,7 @@ from typing import NoReturn
 from packcheck.harness.collectives import CollectiveRecorder
 from packcheck.harness.files import write_json_atomically
 from packcheck.harness.launch import exit_status
+from packcheck.harness.launch.log_cap import trim_logs
 from packcheck.harness.launch.layout import CaseDir, LaunchDir
 from packcheck.harness.launch.raised import raised
 from packcheck.harness.launch.rank_sync import RankSync
@@ -133,6 +135,7 @@ class RankWatchdog:
             time.sleep(POLL_SECONDS if self._case is not None else IDLE_POLL_SECONDS)
             if os.getppid() != self._parent:
                 os._exit(exit_status.ORPHANED)
+            trim_logs()
             with self._lock:
                 armed = self._case
                 overdue = armed is not None and time.monotonic() - self._started > self.timeout
