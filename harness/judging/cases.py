@@ -9,7 +9,8 @@ from typing import Sequence
 from packcheck.harness.compare import NOT_ARMS
 from packcheck.harness.contract import Case, Layout, LayoutKind, Partition, Sample
 from packcheck.harness.data.images import with_images
-from packcheck.harness.data.samples import make_samples, scaled
+from packcheck.harness.data.lengths import varied
+from packcheck.harness.data.samples import PACKED_AT, make_samples, scaled
 from packcheck.harness.judging.judgement import Setting
 
 
@@ -30,7 +31,10 @@ def arm(setting: Setting, name: str, samples: Sequence[Sample], layout: Layout, 
 
 
 def samples_for(setting: Setting, spec) -> tuple[Sample, ...]:
-    """The seeded samples of `spec`; for a vision-language family, with 0, 1 or 2 images each (harness/data/images.py)."""
+    """The seeded samples of `spec`, their lengths moved by a seed other than 0 (harness/data/lengths.py); for a
+    vision-language family, with 0, 1 or 2 images each (harness/data/images.py)."""
+    if tuple(spec) in PACKED_AT:
+        spec = varied(spec, PACKED_AT[tuple(spec)], setting.seed)
     return for_model(setting, make_samples(scaled(spec, setting.data_scale), setting.model.vocab_size, seed=setting.seed))
 
 

@@ -43,7 +43,7 @@ def read_outcome(case_dir: CaseDir, case_name: str, launch: LaunchDir, world_siz
     outcome = CaseOutcome(case=case_name, ranks=states, seconds=_ended(reports, launch) - min(started), directory=case_dir.path)
     root = _root_cause(reports)
     if root is not None and root["reason"] == "peer_exited":
-        outcome.error = _exited_text(root["exited_rank"], exits.get(root["exited_rank"], ""), states, launch)
+        outcome.error = _exited_text(root["exited_rank"], exits.get(root["exited_rank"], _unlisted_exit(launch)), states, launch)
     elif root is not None and root["reason"] == "raised":
         outcome.error = _error_text(root, states)
         outcome.error_kind, outcome.error_type = ErrorKind(root["error"]["kind"]), root["error"]["type"]
@@ -110,6 +110,14 @@ def _rank_exits(launch: LaunchDir) -> dict[int, str]:
         return {}
     ranks = json.loads(launch.agent_result.read_text()).get("ranks", {})
     return {int(rank): _exit_text(info) for rank, info in ranks.items()}
+
+
+def _unlisted_exit(launch: LaunchDir) -> str:
+    """How a rank absent from the agent's failure record ended: torch elastic lists every rank that failed (non-zero
+    status, a signal) before it tears the others down, so one that had already ended and is not listed exited with 0."""
+    if not launch.agent_result.exists():
+        return ""
+    return "exit status 0" if json.loads(launch.agent_result.read_text()).get("status") == "failed" else ""
 
 
 def _exit_text(info: dict) -> str:

@@ -30,6 +30,10 @@ def append_mode() -> None:
         os.close(reopened)
 
 
+_dropped = {1: 0, 2: 0}  # bytes of the engine's output cut from each stream so far, said again at the top of each cut
+_head = {1: 0, 2: 0}  # the length of the line naming the cap at the top of each stream's file
+
+
 def trim_logs() -> None:
     """Cut stdout's and stderr's files to their last TAIL_BYTES, behind a line naming the cap, once over CAP_BYTES."""
     for fd in (1, 2):
@@ -42,8 +46,10 @@ def trim_logs() -> None:
                 tail = log.read(TAIL_BYTES)
             tail = tail[tail.find(b"\n") + 1:]  # from the start of a line
             os.ftruncate(fd, 0)
+            _dropped[fd] += size - _head[fd] - len(tail)
             head = (f"{MARK} {CAP_BYTES // 2**20} MiB per rank and stream; packcheck dropped its first "
-                    f"{size - len(tail):,} bytes and kept the last {TAIL_BYTES // 2**20} MiB]\n").encode()
+                    f"{_dropped[fd]:,} bytes and keeps the last {TAIL_BYTES // 2**20} MiB]\n").encode()
+            _head[fd] = len(head)
             os.write(fd, head + tail)
         except OSError:
             continue
