@@ -3,8 +3,8 @@
 Every arm runs in the engine's own processes (harness/launch), so the exit status depends only on
 the verdicts and on packcheck's own errors: 0 every supported case passes, 1 a case fails, errs
 or hangs, 2 a usage error, an engine spec that resolves to nothing, every case unsupported, or an
-interrupted run. Ctrl-C or SIGTERM stops the run: every engine process is killed, and the
-verdicts so far are kept in results.json and the report.
+interrupted run. Ctrl-C or SIGTERM stops the run at any moment, start-up included: every engine
+process is killed, one line says so, and the verdicts so far are kept in results.json and the report.
 """
 
 from __future__ import annotations
