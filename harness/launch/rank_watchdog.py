@@ -32,8 +32,8 @@ from typing import NoReturn
 from packcheck.harness.collectives import CollectiveRecorder
 from packcheck.harness.files import write_json_atomically
 from packcheck.harness.launch import exit_status
-from packcheck.harness.launch.log_cap import trim_logs
 from packcheck.harness.launch.layout import CaseDir, LaunchDir
+from packcheck.harness.launch.log_cap import trim_logs
 from packcheck.harness.launch.raised import raised
 from packcheck.harness.launch.rank_sync import RankSync
 from packcheck.harness.launch.stacks import thread_stacks
