@@ -67,3 +67,18 @@ def test_a_seed_varies_document_lengths_and_keeps_what_scenarios_need():
         before, after = SCENARIOS[name].build(base), SCENARIOS[name].build(other)
         arm = next(iter(before))
         assert [len(s.input_ids) for s in after[arm].samples] != [len(s.input_ids) for s in before[arm].samples], name
+
+
+def test_a_seed_varies_the_shuffled_micro_batches():
+    """microbatch_invariance's shuffled partition was the same at every seed: an engine could key on it."""
+    base = SCENARIOS["microbatch_invariance"].build(Inputs(seed=0).setting("llama", "float64", "cpu"))["shuffled"].partition
+    seen = set()
+    for seed in range(1, 10):
+        case = SCENARIOS["microbatch_invariance"].build(Inputs(seed=seed).setting("llama", "float64", "cpu"))["shuffled"]
+        case.check()
+        partition = case.partition
+        assert sorted(i for mb in partition.micro_batches for i in mb) == list(range(len(case.samples)))
+        assert len(partition.micro_batches) == len(base.micro_batches)
+        seen.add(partition.per_rank)
+    assert base.per_rank not in seen or len(seen) > 1
+    assert len(seen) >= 5, f"only {len(seen)} partitions over 9 seeds"
