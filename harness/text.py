@@ -10,6 +10,7 @@ import hashlib
 import re
 
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # keeps \t and \n
+LINE_BREAKS = re.compile(r"[\t\n\x85\u2028\u2029]")  # also break a line where a one-line text is printed
 LONG = 20_000  # characters kept of a message; a traceback is far shorter, a hostile string may be megabytes
 
 
@@ -21,6 +22,13 @@ def safe_text(value: object, limit: int = LONG) -> str:
     if len(text) > limit:
         text = f"{text[:limit]}... ({len(text) - limit} more characters)"
     return text
+
+
+def safe_line(value: object, limit: int = LONG) -> str:
+    """safe_text on one line: also escapes newlines and tabs, so that a name printed at the start of a log
+    line (an engine's name) cannot begin a line of its own, such as a forged PASS."""
+    text = safe_text(value, limit)
+    return LINE_BREAKS.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
 
 
 def path_name(name: str, limit: int = 80) -> str:

@@ -231,6 +231,78 @@ def test_sigterm_stops_the_run_kills_every_engine_process_and_keeps_the_results(
     assert_nothing_left(out)
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_during_start_up_is_the_same_clean_interrupted_path(tmp_path, sig):
+    """Before the first verdict (the engine still building): one line, exit 2, no traceback, nothing left running
+    (once: exit 143 for SIGTERM, a KeyboardInterrupt traceback and exit 130 for SIGINT)."""
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.Popen([sys.executable, "-m", "packcheck.harness.cli.main", "run", "--engine", HOSTILE + "NeverBuilds",
+                            "--dtype", "auto", "--family", "llama", "--scenario", "packed_vs_unpacked", "--out", str(out)],
+                           cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not list(out.glob("launches/*/launch-*/building.rank0")) and time.monotonic() < deadline:
+        assert run.poll() is None, run.communicate()
+        time.sleep(0.2)
+    time.sleep(0.5)
+    run.send_signal(sig)
+    _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 2, stderr
+    assert f"interrupted ({sig.name}) during start-up" in stderr and "Traceback" not in stderr, stderr
+    assert_nothing_left(out)
+
+
+def test_a_newline_in_an_engine_name_cannot_forge_a_console_line(tmp_path):
+    done = packcheck("run", "--engine", HOSTILE + "ForgesPassLine", "--family", "llama", "--scenario", "packed_vs_unpacked",
+                     "--out", str(tmp_path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert not [line for line in done.stderr.splitlines() if line.startswith("PASS")], done.stderr
+    assert "hostile.newline\\x0aPASS" in done.stderr
+    (verdict,) = json.loads((tmp_path / "results.json").read_text())["verdicts"]
+    assert "\n" not in verdict["engine"]
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def test_what_an_engine_prints_returns_or_notes_is_capped_and_the_cap_is_named(tmp_path):
+    done = packcheck("run", "--engine", HOSTILE + "PrintsALot", HOSTILE + "HugeNotes", HOSTILE + "ExtraTensor", "--family", "llama",
+                     "--scenario", "packed_vs_unpacked", "--save-arms", "all", "--out", str(tmp_path), cwd=tmp_path)
+    results = assert_files_whole(tmp_path)
+    statuses = {spec: [v["status"] for v in verdicts] for spec, verdicts in verdicts_by_engine(results).items()}
+    assert statuses == {HOSTILE + "PrintsALot": ["pass"], HOSTILE + "HugeNotes": ["pass"], HOSTILE + "ExtraTensor": ["fail"]}, done.stderr
+    assert folder_bytes(tmp_path) < 40 * 2**20, "40 MB of prints, 20 MB of notes and a 64 MiB tensor, each kept under its cap"
+    assert (tmp_path / "report.html").stat().st_size < 8 * 2**20
+    saved = "".join(p.read_text() for p in tmp_path.glob("cases/**/result.json"))
+    assert "cap of 64 KiB for StepResult.notes" in saved and "not kept: grads['junk.weight']" in saved
+    logs = [p.read_text(errors="replace") for p in tmp_path.glob("launches/*PrintsALot*/**/stdout.log")]
+    assert any(log.startswith("[packcheck: this log went over its cap of 8 MiB") for log in logs)
+
+
+# --------------------------------------------------------------------------------------------
+# A case that stops is named by what stopped it, at once.
+
+def test_a_rank_that_exits_0_mid_case_is_named_at_once_not_after_the_timeout():
+    started = time.monotonic()
+    verdict = run_scenario(HOSTILE + "ExitsEarlyOnRank1", SCENARIOS["cp_vs_nocp"], "llama", options=RunOptions(timeout=300))
+    assert verdict.status == "error", verdict.message()
+    assert "rank 1 exited (status 0) before the case ended" in verdict.diagnosis, verdict.message()
+    assert time.monotonic() - started < 240, "reported at once, not after the 300 s timeout"
+
+
+def test_a_single_process_hang_is_a_hang_in_the_engine_not_a_collective_deadlock():
+    verdict = run_scenario(HOSTILE + "Hangs", SCENARIOS["packed_vs_unpacked"], "llama", options=RunOptions(timeout=8))
+    assert verdict.status == "hang", verdict.message()
+    assert "no collective involved" in verdict.diagnosis and "deadlock" not in verdict.diagnosis, verdict.diagnosis
+
+
+def test_the_likely_cause_is_the_reason_not_the_arm_header():
+    verdict = run_scenario(HOSTILE + "ExitsHard", SCENARIOS["packed_vs_unpacked"], "llama", options=RunOptions(timeout=60))
+    assert verdict.status == "error", verdict.message()
+    assert not verdict.diagnosis.startswith("the engine crashed: arm ") and "status 0" in verdict.diagnosis, verdict.diagnosis
+
+
 # --------------------------------------------------------------------------------------------
 # Distributed arms must run on their mesh.
 

@@ -3,8 +3,8 @@
 Every arm runs in the engine's own processes (harness/launch), so the exit status depends only on
 the verdicts and on packcheck's own errors: 0 every supported case passes, 1 a case fails, errs
 or hangs, 2 a usage error, an engine spec that resolves to nothing, every case unsupported, or an
-interrupted run. Ctrl-C or SIGTERM stops the run: every engine process is killed, and the
-verdicts so far are kept in results.json and the report.
+interrupted run. Ctrl-C or SIGTERM stops the run at any moment, start-up included: every engine
+process is killed, one line says so, and the verdicts so far are kept in results.json and the report.
 """
 
 from __future__ import annotations
@@ -105,41 +105,66 @@ def raise_interrupted(signum, frame) -> None:
 
 
 def handle(args) -> int:
-    from packcheck.harness.launch import LaunchPool
-    from packcheck.harness.launch.usage import Usage
-    from packcheck.harness.provenance import provenance
-    from packcheck.harness.run.dtype_choice import AUTO
-    from packcheck.harness.run.engine_commit import engine_commits
-    from packcheck.harness.run.out_lock import claim_out
-    from packcheck.harness.run.results import ResultsFile
-    from packcheck.harness.run.conclusion import first_error_line
-    from packcheck.harness.run.session import Matrix, exit_status, run_matrix, where_arms_ran
-
-    choices = checked_choices(args)
-    out = output_directory(args.out)
-    lock = claim_out(out)  # noqa: F841 - held until this run returns
-    enough_disk(choices, out, args.save_arms)
-    usage = Usage(out)
-    pool = LaunchPool(out / "launches", choices.timeout, usage=usage)
-    chosen = auto_dtypes(choices.engines, pool, choices.device) if choices.dtype == AUTO else {}
-    commits = engine_commits(choices.engines)
-    results = ResultsFile(out, provenance(choices.device, ["packcheck", *args.argv]) | choices.provenance()
-                          | ({"engine_commit": commits} if commits else {})
-                          | ({"dtype_choice": {spec: f"{c.dtype} ({c.why})" for spec, c in chosen.items()}} if chosen else {}))
-    matrix = Matrix(engines=choices.engines, families=choices.families, scenarios=choices.scenarios, dtype=choices.dtype,
-                    device=choices.device, attention=choices.attention, save_arms=args.save_arms,
-                    dtype_for={spec: c.dtype for spec, c in chosen.items()}, inputs=choices.inputs, noise_floors=choices.noise_floors)
+    # From the first moment, not just once the verdicts start: a signal while launches start or --dtype auto asks the
+    # engines ends the same way as one between verdicts (one line, exit 2, every engine process killed)
     previous = {sig: signal.signal(sig, raise_interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _handle(args)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def hold_signals() -> None:
+    """After the first signal: the run is already stopping; a second one must not cut its cleanup short."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+
+
+def _handle(args) -> int:
+    pool = None
+    try:
+        from packcheck.harness.launch import LaunchPool
+        from packcheck.harness.launch.usage import Usage
+        from packcheck.harness.provenance import provenance
+        from packcheck.harness.run.conclusion import first_error_line
+        from packcheck.harness.run.dtype_choice import AUTO
+        from packcheck.harness.run.engine_commit import engine_commits
+        from packcheck.harness.run.out_lock import claim_out
+        from packcheck.harness.run.results import ResultsFile
+        from packcheck.harness.run.session import Matrix, exit_status, run_matrix, where_arms_ran
+
+        choices = checked_choices(args)
+        out = output_directory(args.out)
+        lock = claim_out(out)  # noqa: F841 - held until this run returns
+        enough_disk(choices, out, args.save_arms)
+        usage = Usage(out)
+        pool = LaunchPool(out / "launches", choices.timeout, usage=usage)
+        chosen = auto_dtypes(choices.engines, pool, choices.device) if choices.dtype == AUTO else {}
+        commits = engine_commits(choices.engines)
+        results = ResultsFile(out, provenance(choices.device, ["packcheck", *args.argv]) | choices.provenance()
+                              | ({"engine_commit": commits} if commits else {})
+                              | ({"dtype_choice": {spec: f"{c.dtype} ({c.why})" for spec, c in chosen.items()}} if chosen else {}))
+        matrix = Matrix(engines=choices.engines, families=choices.families, scenarios=choices.scenarios, dtype=choices.dtype,
+                        device=choices.device, attention=choices.attention, save_arms=args.save_arms,
+                        dtype_for={spec: c.dtype for spec, c in chosen.items()}, inputs=choices.inputs, noise_floors=choices.noise_floors)
+    except (Interrupted, KeyboardInterrupt) as stop:
+        hold_signals()
+        if pool is not None:
+            pool.kill()
+        print(f"packcheck run: interrupted ({str(stop) or 'SIGINT'}) during start-up, before the first verdict; every engine "
+              "process was killed, nothing was judged", file=sys.stderr)
+        return 2
     interrupted = None
     try:
         run_matrix(matrix, results, pool)
         pool.close()
     except (Interrupted, KeyboardInterrupt) as stop:
+        hold_signals()
         interrupted = str(stop) or "SIGINT"
         pool.kill()
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        hold_signals()  # the files below are written whole, whatever arrives meanwhile
         resources = usage.to_json()  # as the verdicts left them (the report is not counted)
         results.write(resources=resources)
         if not args.no_report and results.verdicts:

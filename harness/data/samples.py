@@ -103,3 +103,7 @@ CP_CUTS_SEQ_LEN = 48
 CP_CUTS = ((12, "all"), (11, "response"), (1, "none"), (20, "turns"), (4, "all"),
            (30, "response"), (7, "all"), (5, "first_target_masked"), (1, "none"),
            (17, "all"), (3, "all"))
+
+# The row length each sample set is packed at (its scenarios' seq_len): --seed moves lengths only inside these rows'
+# quarters (harness/data/lengths.py). A set not named here keeps its lengths at every seed.
+PACKED_AT = {MIXED_DOCUMENTS: 48, SKEWED_LENGTHS: 48, MASK_EDGE_CASES: 40, CONSERVATION: CONSERVATION_SEQ_LEN, CP_CUTS: CP_CUTS_SEQ_LEN}

@@ -16,7 +16,7 @@ from packcheck.harness.engines.capabilities import Capabilities
 from packcheck.harness.engines.findings import KnownFinding
 from packcheck.harness.engines.protocol import Engine
 from packcheck.harness.engines.versions import holds_here
-from packcheck.harness.text import safe_text
+from packcheck.harness.text import safe_line
 
 SCHEMA = "packcheck.engine_info/1"
 NAME_LIMIT = 1000  # characters of an engine's name kept (whole for any sane name; paths use a shortened form, text.path_name)
@@ -43,7 +43,7 @@ class EngineInfo:
         """Raises ValueError (or KeyError/TypeError) naming what is malformed; the caller reports it as the engine's error."""
         if data.get("schema") != SCHEMA:
             raise ValueError(f"an engine description of schema {data.get('schema')!r}, expected {SCHEMA!r}")
-        return cls(spec=str(data["spec"]), name=safe_text(data["name"], NAME_LIMIT), capabilities=Capabilities.from_json(data["capabilities"]),
+        return cls(spec=str(data["spec"]), name=safe_line(data["name"], NAME_LIMIT), capabilities=Capabilities.from_json(data["capabilities"]),
                    known_findings=tuple(KnownFinding.from_json(f) for f in data["known_findings"]),
                    bug=None if data.get("bug") is None else str(data["bug"]))
 
@@ -51,6 +51,6 @@ class EngineInfo:
 def describe(engine: Engine, spec: str) -> EngineInfo:
     """The description of a built engine, in the engine's own process: the known findings of the
     releases installed here (a finding of other releases is not this environment's)."""
-    return EngineInfo(spec=spec, name=safe_text(engine.name, NAME_LIMIT), capabilities=engine.capabilities,
+    return EngineInfo(spec=spec, name=safe_line(engine.name, NAME_LIMIT), capabilities=engine.capabilities,
                       known_findings=tuple(f for f in engine.known_findings if holds_here(f.engine_versions)),
                       bug=getattr(engine, "bug", None))

@@ -4,12 +4,15 @@ and a Case of them in a layout, a partition and the setting's model, dtype and d
 from __future__ import annotations
 
 import dataclasses
+import random
+from itertools import pairwise
 from typing import Sequence
 
 from packcheck.harness.compare import NOT_ARMS
 from packcheck.harness.contract import Case, Layout, LayoutKind, Partition, Sample
 from packcheck.harness.data.images import with_images
-from packcheck.harness.data.samples import make_samples, scaled
+from packcheck.harness.data.lengths import varied
+from packcheck.harness.data.samples import PACKED_AT, make_samples, scaled
 from packcheck.harness.judging.judgement import Setting
 
 
@@ -30,8 +33,30 @@ def arm(setting: Setting, name: str, samples: Sequence[Sample], layout: Layout, 
 
 
 def samples_for(setting: Setting, spec) -> tuple[Sample, ...]:
-    """The seeded samples of `spec`; for a vision-language family, with 0, 1 or 2 images each (harness/data/images.py)."""
+    """The seeded samples of `spec`, their lengths moved by a seed other than 0 (harness/data/lengths.py); for a
+    vision-language family, with 0, 1 or 2 images each (harness/data/images.py)."""
+    if tuple(spec) in PACKED_AT:
+        spec = varied(spec, PACKED_AT[tuple(spec)], setting.seed)
     return for_model(setting, make_samples(scaled(spec, setting.data_scale), setting.model.vocab_size, seed=setting.seed))
+
+
+def seeded_partition(setting: Setting, fixed: Partition) -> Partition:
+    """`fixed` at seed 0; at another seed, as many micro-batches per rank, every sample in one of them, but other
+    samples sharing a micro-batch (and so a packed row), in another order: a partition an engine cannot key on."""
+    if setting.seed == 0:
+        return fixed
+    rng = random.Random(f"partition/{setting.seed}/{fixed.describe()}")
+    indices = [i for rank in fixed.per_rank for mb in rank for i in mb]
+    rng.shuffle(indices)
+    sizes = [len(mb) for rank in fixed.per_rank for mb in rank]
+    rng.shuffle(sizes)
+    cuts = [sum(sizes[:k]) for k in range(len(sizes) + 1)]
+    micro_batches = [tuple(indices[a:b]) for a, b in pairwise(cuts)]
+    per_rank, taken = [], 0
+    for rank in fixed.per_rank:
+        per_rank.append(tuple(micro_batches[taken:taken + len(rank)]))
+        taken += len(rank)
+    return Partition(per_rank=tuple(per_rank))
 
 
 def input_seed(setting: Setting, base: int) -> int:

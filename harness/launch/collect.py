@@ -2,7 +2,9 @@
 
 A case every rank finished is ok: rank 0's StepResult, with every rank's collective log. A case
 that stopped is judged by its root cause, the earliest report that is not a reaction to another
-rank: a rank that raised makes it an error; a rank whose watchdog fired makes it a hang. With no
+rank: a rank that raised makes it an error, and so does a rank whose process ended in the middle of the
+case (its peers' watchdogs say so at once: "rank 1 exited (status 0) before the case ended"); a rank
+whose watchdog fired makes it a hang. With no
 report at all it is a hang if it ran past its timeout (or the parent's guard killed it), else an
 error. A rank that left no report (killed by a signal) is described from the agent's record of
 its exit, its faulthandler stacks and the tail of its stderr.
@@ -19,6 +21,7 @@ from packcheck.harness.engines import problems_from_json
 from packcheck.harness.launch.device_result import is_shared, open_shared
 from packcheck.harness.launch.exit_status import MEANING
 from packcheck.harness.launch.layout import CaseDir, LaunchDir
+from packcheck.harness.launch.log_cap import MARK
 from packcheck.harness.launch.outcome import CaseOutcome, HangReport, RankState
 from packcheck.harness.launch.raised import ErrorKind
 from packcheck.harness.text import safe_text
@@ -39,7 +42,9 @@ def read_outcome(case_dir: CaseDir, case_name: str, launch: LaunchDir, world_siz
     states = tuple(_rank_state(r, reports.get(r), case_dir, exits.get(r, "")) for r in range(world_size))
     outcome = CaseOutcome(case=case_name, ranks=states, seconds=_ended(reports, launch) - min(started), directory=case_dir.path)
     root = _root_cause(reports)
-    if root is not None and root["reason"] == "raised":
+    if root is not None and root["reason"] == "peer_exited":
+        outcome.error = _exited_text(root["exited_rank"], exits.get(root["exited_rank"], _unlisted_exit(launch)), states, launch)
+    elif root is not None and root["reason"] == "raised":
         outcome.error = _error_text(root, states)
         outcome.error_kind, outcome.error_type = ErrorKind(root["error"]["kind"]), root["error"]["type"]
     elif root is not None or killed_by_guard or outcome.seconds >= timeout:
@@ -84,7 +89,7 @@ def _ended(reports: dict[int, dict], launch: LaunchDir) -> float:
 
 
 def _root_cause(reports: dict[int, dict]) -> dict | None:
-    causes = [r for r in reports.values() if r["reason"] in ("raised", "timeout")]
+    causes = [r for r in reports.values() if r["reason"] in ("raised", "timeout", "peer_exited")]
     return min(causes, key=lambda r: r["time"], default=None)
 
 
@@ -107,6 +112,14 @@ def _rank_exits(launch: LaunchDir) -> dict[int, str]:
     return {int(rank): _exit_text(info) for rank, info in ranks.items()}
 
 
+def _unlisted_exit(launch: LaunchDir) -> str:
+    """How a rank absent from the agent's failure record ended: torch elastic lists every rank that failed (non-zero
+    status, a signal) before it tears the others down, so one that had already ended and is not listed exited with 0."""
+    if not launch.agent_result.exists():
+        return ""
+    return "exit status 0" if json.loads(launch.agent_result.read_text()).get("status") == "failed" else ""
+
+
 def _exit_text(info: dict) -> str:
     if info.get("signal"):
         return f"killed by {info['signal']}"
@@ -119,6 +132,17 @@ def _error_text(root: dict, states: tuple[RankState, ...]) -> str:
     lines = [safe_text(f"rank {root['rank']} raised {error['type'].rsplit('.', 1)[-1]}: {error['message']}"),
              safe_text(error["traceback"].rstrip()), "the ranks when it failed:"]
     lines += [f"  {s.describe()}" for s in states]
+    return "\n".join(lines)
+
+
+def _exited_text(rank: int, exit_text: str, states: tuple[RankState, ...], launch: LaunchDir) -> str:
+    how = exit_text.replace("exit status", "status") or "its process ended"
+    lines = [(f"rank {rank} exited ({how}) before the case ended: the engine ended that rank's process inside engine.run "
+              "(os._exit, sys.exit in a thread of its own, a signal) while the other ranks were still in the case"),
+             "the ranks when it exited:"]
+    for s in states:
+        lines.append(f"  {s.describe()}")
+        lines += [f"    | {line}" for line in log_tail(launch, s.rank)] if s.rank == rank else []
     return "\n".join(lines)
 
 
@@ -141,4 +165,6 @@ def log_tail(launch: LaunchDir, rank: int, lines: int = LOG_TAIL_LINES) -> list[
     path = launch.rank_log(rank)
     if path is None:
         return []
-    return path.read_text(errors="replace").splitlines()[-lines:]
+    text = path.read_text(errors="replace").splitlines()
+    capped = text[:1] if text and text[0].startswith(MARK) and len(text) > lines else []  # the cap, named where it bit
+    return capped + text[-lines:]

@@ -24,7 +24,7 @@ OK, ERROR, HANG, UNSUPPORTED, INVALID = "ok", "error", "hang", "unsupported", "i
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RankState:
     rank: int
-    reason: str  # "timeout" | "peer_failed" | "raised" | "no_report" (the rank died or was killed first)
+    reason: str  # "timeout" | "peer_failed" | "peer_exited" | "raised" | "no_report" (the rank died or was killed first)
     engine_returned: bool  # engine.run had returned on this rank: it was waiting for the others
     collectives: tuple[dict, ...] = ()  # this rank's log for the case, up to the moment it stopped
     stacks: str = ""  # Python stacks of its threads when it stopped
@@ -71,6 +71,18 @@ class HangReport:
     def waiting(self) -> dict[int, dict]:
         """rank -> the collective it was blocked in."""
         return {s.rank: s.waiting_in for s in self.ranks if s.waiting_in is not None}
+
+    @property
+    def cause(self) -> str:
+        """The likely cause in one line: a collective that never completed only when some rank was blocked in one."""
+        if self.waiting:
+            return "a collective never completed on some rank (deadlock): see the per-rank states and stacks"
+        if len(self.ranks) == 1:
+            return ("the engine's own code did not return within the timeout (a hang in the engine; a single process, no "
+                    "collective involved): see its stacks")
+        if self.ranks and all(s.reason != "no_report" for s in self.ranks):
+            return "the engine's own code did not return within the timeout on some rank (no collective was pending): see the stacks"
+        return "the case did not finish within the timeout and not every rank reported: see the per-rank states and stacks"
 
     def describe(self, stacks: bool = True) -> str:
         how = "the launch was killed by the parent's guard" if self.killed_by_guard else "the ranks' watchdogs stopped it"

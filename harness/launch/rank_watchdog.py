@@ -3,7 +3,10 @@
 One thread per rank for the whole launch. While a case is armed it stops the process when
   - the case ran past its timeout on this rank (a hung collective, a slow engine): "timeout";
   - another rank of the launch failed the case (raised or timed out): "peer_failed";
-and at any time when the agent that started this rank is gone. Stopping writes the rank's report
+  - another rank's process ended in the middle of the case without a report (os._exit(0), sys.exit in
+    a thread, a signal): "peer_exited", at once rather than at the timeout, naming that rank;
+and at any time when the agent that started this rank is gone. It also keeps the rank's logs under
+their cap (log_cap.py). Stopping writes the rank's report
 into the case directory (why, whether engine.run had returned, the collective log with the call
 it waits in, every thread's Python stack), tells the other ranks through the store, waits a
 moment for their reports so that none is torn down half-written, and ends the process with a
@@ -29,14 +32,16 @@ from typing import NoReturn
 from packcheck.harness.collectives import CollectiveRecorder
 from packcheck.harness.files import write_json_atomically
 from packcheck.harness.launch import exit_status
-from packcheck.harness.launch.layout import CaseDir
+from packcheck.harness.launch.layout import CaseDir, LaunchDir
+from packcheck.harness.launch.log_cap import trim_logs
 from packcheck.harness.launch.raised import raised
 from packcheck.harness.launch.rank_sync import RankSync
 from packcheck.harness.launch.stacks import thread_stacks
 
 POLL_SECONDS = 0.05  # while a case is armed
 IDLE_POLL_SECONDS = 0.25  # between cases, only whether the agent is gone (the rank also dies with it: exit_status.die_with_parent)
-EXIT_STATUS = {"timeout": exit_status.RANK_TIMED_OUT, "peer_failed": exit_status.PEER_FAILED, "raised": exit_status.ENGINE_RAISED}
+EXIT_STATUS = {"timeout": exit_status.RANK_TIMED_OUT, "peer_failed": exit_status.PEER_FAILED, "raised": exit_status.ENGINE_RAISED,
+               "peer_exited": exit_status.PEER_FAILED}
 
 
 class RankWatchdog:
@@ -52,6 +57,8 @@ class RankWatchdog:
         self._started = 0.0
         self._engine_returned = False
         self._stacks_file = None
+        self._exited_rank: int | None = None  # "peer_exited": the rank whose process ended
+        self._peer_pids: dict[int, int] = {}
         self._thread = threading.Thread(target=self._watch, name="packcheck-rank-watchdog", daemon=True)
 
     def start(self) -> RankWatchdog:
@@ -88,11 +95,12 @@ class RankWatchdog:
         self._stopping.acquire()
         self._report_and_exit(reason, error)
 
-    def _stop_if_still_armed(self, case: tuple, reason: str) -> None:
+    def _stop_if_still_armed(self, case: tuple, reason: str, exited_rank: int | None = None) -> None:
         self._stopping.acquire()
         if self._case is not case:  # the main thread finished the case meanwhile
             self._stopping.release()
             return
+        self._exited_rank = exited_rank
         self._report_and_exit(reason, None)
 
     def _report_and_exit(self, reason: str, error: BaseException | None) -> NoReturn:
@@ -109,6 +117,7 @@ class RankWatchdog:
                 "timeout": self.timeout,
                 "engine_returned": self._engine_returned,
                 "first_failed_rank": first_failure,
+                "exited_rank": self._exited_rank,
                 "collectives": self.recorder.snapshot(),
                 "stacks": thread_stacks(),
                 "error": None if error is None else raised(error),
@@ -126,6 +135,7 @@ class RankWatchdog:
             time.sleep(POLL_SECONDS if self._case is not None else IDLE_POLL_SECONDS)
             if os.getppid() != self._parent:
                 os._exit(exit_status.ORPHANED)
+            trim_logs()
             with self._lock:
                 armed = self._case
                 overdue = armed is not None and time.monotonic() - self._started > self.timeout
@@ -140,3 +150,37 @@ class RankWatchdog:
                 self._stop_if_still_armed(armed, "timeout")
             elif failed is not None and failed != self.rank:
                 self._stop_if_still_armed(armed, "peer_failed")
+            elif (exited := self._exited_peer(armed[1])) is not None:
+                self._stop_if_still_armed(armed, "peer_exited", exited)
+
+    def _exited_peer(self, case_dir: CaseDir) -> int | None:
+        """A rank of this launch whose process has ended while it had neither finished this case nor reported on it."""
+        launch = LaunchDir(case_dir.path.parent.parent)
+        for rank in range(self.world_size):
+            if rank == self.rank:
+                continue
+            if rank not in self._peer_pids:
+                try:
+                    self._peer_pids[rank] = int(launch.pid(rank).read_text())
+                except (OSError, ValueError):
+                    continue
+            if not _alive(self._peer_pids[rank]) and not case_dir.done(rank).exists() and not case_dir.report(rank).exists():
+                return rank
+        return None
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie its agent has not collected yet has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: whether the pid exists at all
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True

@@ -39,8 +39,10 @@ import torch.distributed as dist
 from packcheck.harness.collectives import CollectiveRecorder, install_recorder
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.engines import Engine, InvalidResult, UnsupportedCase, describe, problems_json, resolve_engine, validate_result
+from packcheck.harness.engines.caps import capped_notes, tensors_worth_keeping
 from packcheck.harness.files import write_json_atomically
 from packcheck.harness.launch import exit_status
+from packcheck.harness.launch.log_cap import append_mode
 from packcheck.harness.launch.device_result import share, shareable
 from packcheck.harness.launch.job import Job
 from packcheck.harness.launch.layout import CaseDir, LaunchDir
@@ -62,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     launch = LaunchDir(os.path.dirname(os.path.abspath(job_path)))
     rank, world_size, local_rank = (int(os.environ[k]) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"))
     exit_status.die_with_parent()
+    append_mode()  # the watchdog keeps this rank's logs under their cap
     write_json_atomically(launch.pid(rank), os.getpid())  # markers the parent polls: never seen half-written
     try:
         engine, recorder, watchdog, sync = _start(job, launch, rank, world_size, local_rank)
@@ -153,11 +156,12 @@ def _run_case(index: int, case_dir: CaseDir, engine: Engine, rank: int, recorder
 
 def _save_result(engine: str, case: Case, result: object, case_dir: CaseDir) -> None:
     """Rank 0's result on disk, or every way it breaks the contract (invalid.json): what it cannot
-    be saved as is never handed to the parent."""
+    be saved as is never handed to the parent. Notes over their cap are replaced by a sentence naming it (engines/caps.py)."""
+    result = capped_notes(result)
     try:
         result = validate_result(engine, case, result)
     except InvalidResult as invalid:
-        _keep_invalid(result, case_dir)
+        _keep_invalid(case, result, case_dir)
         write_json_atomically(case_dir.invalid, problems_json([replace(p, sentence=safe_text(p.sentence, 2000)) for p in invalid.problems]))
         return
     result.collectives = None  # the parent fills in every rank's recorded log
@@ -167,12 +171,14 @@ def _save_result(engine: str, case: Case, result: object, case_dir: CaseDir) -> 
         result.save(case_dir.result)
 
 
-def _keep_invalid(result: object, case_dir: CaseDir) -> None:
+def _keep_invalid(case: Case, result: object, case_dir: CaseDir) -> None:
     """An invalid result that is still a StepResult of tensors (NaN values, say) is kept beside invalid.json, for
-    the run's saved arms and the report; one that cannot be saved is simply not kept."""
+    the run's saved arms and the report, without tensors no comparison can use (engines/caps.py); one that cannot
+    be saved is simply not kept."""
     if not isinstance(result, StepResult):
         return
     try:
+        result = tensors_worth_keeping(case, result)
         result.collectives = None
         result.save(case_dir.result)
     except Exception:  # noqa: BLE001 - whatever the engine put in it, invalid.json says what is wrong

@@ -24,7 +24,7 @@ from packcheck.harness.run.results import ResultsFile, arms_directory
 from packcheck.harness.run.scenario_runner import RunOptions, did_not_start, run_scenario
 from packcheck.harness.run.verdict import ERROR, UNSUPPORTED, Verdict
 from packcheck.harness.scenarios import Scenario
-from packcheck.harness.text import safe_text
+from packcheck.harness.text import safe_line, safe_text
 
 
 @dataclass(kw_only=True)
@@ -69,7 +69,7 @@ def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: Text
             cells = [(family, scenario) for family in matrix.families_of(engine) for scenario in matrix.scenarios]
             progress.recount(expected, len(cells))
             for family, scenario in cells:
-                progress.start(safe_text(spec if engine is None else engine.name, 200), family, scenario.name)
+                progress.start(safe_line(spec if engine is None else engine.name, 200), family, scenario.name)
                 if engine is None:
                     verdict = not_started(matrix, spec, family, scenario, failure)
                 else:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from packcheck.harness.compare import Arms, compare_results
 from packcheck.harness.contract import UNPACKED, ParallelPlan, Partition, packed
 from packcheck.harness.data.samples import SKEWED_LENGTHS
-from packcheck.harness.judging.cases import arm, samples_for
+from packcheck.harness.judging.cases import arm, samples_for, seeded_partition
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.judging.router_diagnosis import router_diagnosis
@@ -46,7 +46,8 @@ def arms_for_partition(setting: Setting, partition: Partition, layout=None) -> d
 def build(setting: Setting) -> dict:
     samples = samples_for(setting, SKEWED_LENGTHS)
     arms = {REFERENCE_ARM: arm(setting, REFERENCE_ARM, samples, packed(SEQ_LEN))}
-    arms |= {name: arm(setting, name, samples, packed(SEQ_LEN), partition) for name, partition in PARTITIONS.items()}
+    partitions = PARTITIONS | {"shuffled": seeded_partition(setting, PARTITIONS["shuffled"])}  # another at each --seed
+    arms |= {name: arm(setting, name, samples, packed(SEQ_LEN), partition) for name, partition in partitions.items()}
     arms["one_unpacked"] = arm(setting, "one_unpacked", samples, UNPACKED)
     arms["uneven_unpacked"] = arm(setting, "uneven_unpacked", samples, UNPACKED, PARTITIONS["uneven"])
     arms[DP_ARM] = arm(setting, DP_ARM, samples, packed(SEQ_LEN), DP_PARTITION, parallel=ParallelPlan(dp=2))

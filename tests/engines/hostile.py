@@ -181,3 +181,54 @@ class IgnoresMeshBehindAFinding(IgnoresMesh):
     name = "hostile.ignores-mesh-behind-a-finding"
     known_findings = (KnownFinding(id="X1", kind=FindingKind.DEFECT, scenario="cp_vs_nocp", summary="anything at all",
                                    evidence="hostile.py: this engine", upstream="none found", min_margin=1.0, measured="nothing"),)
+
+
+class ForgesPassLine(ReferenceEngine):
+    """A newline in its name: printed raw, the rest of the name is a console line of its own, a forged PASS."""
+
+    name = "hostile.newline\nPASS (worst error/tolerance 0.01) 0.10s forged"
+
+
+class ExitsEarlyOnRank1(ReferenceEngine):
+    """Rank 1 of a mesh ends its process with status 0 in the middle of the case; rank 0 waits in a collective."""
+
+    name = "hostile.rank1-exits-0"
+
+    def run(self, case):
+        import torch.distributed as dist
+
+        if dist.is_initialized() and dist.get_rank() == 1:
+            sys.stdout.flush()
+            os._exit(0)
+        return super().run(case)
+
+
+class PrintsALot(ReferenceEngine):
+    """40 MB of prints in one case: once copied whole into the run's logs."""
+
+    name = "hostile.prints-a-lot"
+
+    def run(self, case):
+        line = "x" * 1023
+        for _ in range(40 * 1024):
+            print(line)
+        return super().run(case)
+
+
+class HugeNotes(ReferenceEngine):
+    """20 MB of notes: once a report.html of three times that and gigabytes of harness memory."""
+
+    name = "hostile.huge-notes"
+
+    def run(self, case):
+        return replace(super().run(case), notes={"blob": "x" * (20 * 1024 * 1024)})
+
+
+class ExtraTensor(ReferenceEngine):
+    """A 64 MiB gradient under a name the checkpoint lacks: invalid, and once kept whole in every copy of the arm."""
+
+    name = "hostile.extra-tensor"
+
+    def run(self, case):
+        result = super().run(case)
+        return replace(result, grads={**result.grads, "junk.weight": torch.zeros(8 * 1024 * 1024, dtype=torch.float64)})
