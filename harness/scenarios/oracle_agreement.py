@@ -1,0 +1,84 @@
+"""oracle_agreement: the engine's step equals the float64 reference's on the same case: the absolute check every engine gets.
+
+Every other scenario compares arms of one engine with each other, so a model that is wrong the same way in every
+arm (a RoPE base that is not the checkpoint's, a missing norm, log-probs with no model behind them) passes them
+all; golden_regression sees it only for an engine with an optimizer step at the goldens' inputs, gradient_oracle
+only for one that reports dloss_dlogprobs. Here the engine runs one packed arm (two uneven micro-batches, the
+contract's SFT loss, no optimizer step, nothing optional reported) and ORACLE_ENGINE runs the same case (the
+checkpoint, samples, layout and partition of this run's --model and --seed) in float64 on the CPU; the engine's
+log-probs, loss, loss-token count, weights and every gradient are judged against it.
+
+The samples are the goldens' document lengths with tokens and masks of their own seed (input_seed), so no
+stored golden is ever the answer to this case: an engine that returns a stored golden fails here at every input
+(docs/isolation.md). A family the reference cannot model leaves this verdict unsupported, and the run says it
+had no absolute check (harness/run/absolute.py).
+"""
+
+from __future__ import annotations
+
+from packcheck.harness.compare import ArmId, Arms, Role, Tolerance, compare_results
+from packcheck.harness.contract import Partition, packed
+from packcheck.harness.data.samples import MIXED_DOCUMENTS, make_samples, scaled
+from packcheck.harness.golden import GoldenProblem
+from packcheck.harness.judging.cases import arm, for_model, input_seed
+from packcheck.harness.judging.diagnoses import shared_diagnosis
+from packcheck.harness.judging.judgement import Judgement, Setting
+from packcheck.harness.judging.truth import truth_tolerance
+from packcheck.harness.scenarios.base import Before, Scenario, Stage, from_setting
+from packcheck.harness.scenarios.building import failing
+
+ARM = "packed"
+SEQ_LEN = 48
+PARTITION = Partition.single_rank([(0, 1, 2, 3), (4, 5, 6, 7, 8, 9)])  # uneven micro-batches, as the goldens'
+TOKEN_SEED = 28_001  # not 0: the goldens' tokens are seed 0's, and this case must never be one of them
+
+
+def build(setting: Setting) -> dict:
+    samples = for_model(setting, make_samples(scaled(MIXED_DOCUMENTS, setting.data_scale), setting.model.vocab_size,
+                                              seed=input_seed(setting, TOKEN_SEED)))
+    return {ARM: arm(setting, ARM, samples, packed(SEQ_LEN), PARTITION)}
+
+
+def oracle(setting: Setting, before: Before) -> dict:
+    """The engine's own case, run by the reference in float64 on the CPU (only for an engine arm that ran)."""
+    return {name: case.with_(name=str(ArmId(name).oracle), dtype="float64", device="cpu", attention="auto", optimizer=None)
+            for name, case in before.cases.items() if name in before.results}
+
+
+def tolerance(j: Judgement) -> Tolerance:
+    """As gradient_oracle's: the table in float64, else the family's golden noise floor; the table where it has none."""
+    try:
+        return truth_tolerance(j.setting.family, j.setting.dtype, j.tolerance)
+    except GoldenProblem:
+        return j.tolerance
+
+
+def judge(j: Judgement) -> list:
+    tol = tolerance(j)
+    return [row for name, result in j.results.items() if name in j.oracle
+            for row in compare_results(Arms(name, ArmId(name).oracle), result, j.oracle[name], tol, j.locate(name))]
+
+
+def diagnose(j: Judgement, failed: list) -> str:
+    if shared := shared_diagnosis(j, failed):
+        return shared
+    if failing(failed, "logprobs"):
+        return ("the engine's forward differs from the float64 reference's on the same checkpoint and rows: the model math "
+                "(RoPE base or positions, norms, attention, the loaded weights, or log-probs not computed by the model at all) "
+                "differs in every arm, which the scenarios comparing the engine's arms with each other cannot see")
+    if failing(failed, "loss") or failing(failed, "num_loss_tokens"):
+        return ("the log-probs agree with the reference but the loss or its token count does not: the loss is normalised or "
+                "counted differently (two micro-batches of uneven token counts: a per-micro-batch mean?)")
+    worst = max(failing(failed, "grad") or failed, key=lambda c: c.margin)
+    return ("the forward and the loss agree with the reference but the gradients do not: the backward is wrong or the "
+            f"gradients are not the loss's (scaled, hooked, or made up); worst {worst.item} ({worst.metric} {worst.observed:.3g})")
+
+
+ORACLE_AGREEMENT = Scenario(
+    name="oracle_agreement",
+    invariant="log-probs, loss, count and every gradient equal the float64 reference's run of the engine's own case",
+    catches=("rope-theta-default",),
+    stages=(from_setting(build), Stage(build=oracle, role=Role.ORACLE)),
+    judge=judge,
+    diagnose=diagnose,
+)
