@@ -215,6 +215,7 @@ _skip_reasons: list[str] = []
 def pytest_runtest_logreport(report):
     if CELL_MARKER in report.keywords and (report.when == "call" or (report.when == "setup" and report.skipped)):
         _cell_outcomes.append("xfailed" if hasattr(report, "wasxfail") else report.outcome)
+        _absolute_cells.extend(cell for name, cell in report.user_properties if name == ABSOLUTE_CELL)
         if report.skipped and isinstance(report.longrepr, tuple):  # (path, line, "Skipped: reason")
             _skip_reasons.append(str(report.longrepr[2]).removeprefix("Skipped: "))
 
@@ -235,9 +236,35 @@ def record_verdict(request):
     return functools.partial(run_directory.record, request.node)
 
 
+# the same for an absolute check (harness/run/absolute.py): (engine, family, scenario, status) of every cell judged,
+# carried by the test report (user_properties reach the controller under xdist, as the outcomes do)
+ABSOLUTE_CELL = "packcheck_cell_status"
+_absolute_cells: list[tuple[str, str, str, str]] = []
+
+
+def record_cell(node, engine: str, family: str, scenario: str, status: str) -> None:
+    """A conformance cell's verdict ("xfail": a known finding reproduced as pinned), for the session's absolute-check rule."""
+    node.user_properties.append((ABSOLUTE_CELL, (engine, family, scenario, status)))
+
+
+def absolute_check(session) -> None:
+    """A session that judged an absolute scenario and had none pass for an engine and family is not green, unless
+    --relative-only; the terminal summary says which."""
+    from packcheck.harness.run.absolute import absolute_summary, unanchored
+
+    relative_only = session.config.getoption("--relative-only")
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and (said := absolute_summary(_absolute_cells, relative_only)):
+        reporter.write_line(f"packcheck: {said}", red=not relative_only)
+    if unanchored(_absolute_cells) and not relative_only and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_sessionfinish(session, exitstatus):
     if not hasattr(session.config, "workerinput") and session.config.getoption("packcheck_out") and run_directory.collected:
         session.config.stash[RUN_DIRECTORY_LINE] = run_directory.write_run_directory(session.config, run_provenance(session.config))
+    if not hasattr(session.config, "workerinput"):
+        absolute_check(session)
     if _cell_outcomes and all(outcome == "skipped" for outcome in _cell_outcomes) and exitstatus == 0:
         engine = session.config.getoption("--engine")
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")

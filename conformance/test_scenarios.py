@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import pytest
 
+from packcheck.conformance.plugin import record_cell
 from packcheck.harness.engines import finding_for
 from packcheck.harness.run.verdict import UNSUPPORTED
 
 
 @pytest.mark.packcheck_cell
-def test_scenario(verdict_of, record_verdict, engine, scenario, family, dtype, device, attention):
+def test_scenario(request, verdict_of, record_verdict, engine, scenario, family, dtype, device, attention):
     verdict = verdict_of(engine.spec, scenario.name, family, dtype, device, attention)
     record_verdict(verdict)
+    finding = finding_for(engine.known_findings, scenario.name, family)
+    record_cell(request.node, engine.spec, family, scenario.name, "xfail" if finding is not None and verdict.known_finding else verdict.status)
     if verdict.status == UNSUPPORTED:
         pytest.skip(f"unsupported: {verdict.detail}")
-    finding = finding_for(engine.known_findings, scenario.name, family)
     # pytest.fail without a traceback: the message is the report, its first line the whole story under --tb=line
     if finding is None:
         if verdict.status != "pass":

@@ -36,7 +36,8 @@ exit status:
   0  every supported case passes
   1  a case fails, errors or hangs
   2  a usage error (bad option, unknown name, an engine that does not start), every case
-     unsupported, an interrupted run, or an internal error
+     unsupported, no absolute check passed for an engine and family (--relative-only
+     accepts that), an interrupted run, or an internal error
 
 `packcheck COMMAND --help` describes each command. Docs: README.md, docs/adapters.md, docs/report.md.
 """

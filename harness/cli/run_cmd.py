@@ -2,8 +2,9 @@
 
 Every arm runs in the engine's own processes (harness/launch), so the exit status depends only on
 the verdicts and on packcheck's own errors: 0 every supported case passes, 1 a case fails, errs
-or hangs, 2 a usage error, an engine spec that resolves to nothing, every case unsupported, or an
-interrupted run. Ctrl-C or SIGTERM stops the run at any moment, start-up included: every engine
+or hangs, 2 a usage error, an engine spec that resolves to nothing, every case unsupported, no
+absolute check passed for an engine and family (harness/run/absolute.py; --relative-only accepts
+that), or an interrupted run. Ctrl-C or SIGTERM stops the run at any moment, start-up included: every engine
 process is killed, one line says so, and the verdicts so far are kept in results.json and the report.
 """
 
@@ -127,6 +128,7 @@ def _handle(args) -> int:
         from packcheck.harness.launch import LaunchPool
         from packcheck.harness.launch.usage import Usage
         from packcheck.harness.provenance import provenance
+        from packcheck.harness.run.absolute import absolute_summary, unanchored
         from packcheck.harness.run.conclusion import first_error_line
         from packcheck.harness.run.dtype_choice import AUTO
         from packcheck.harness.run.engine_commit import engine_commits
@@ -193,4 +195,8 @@ def _handle(args) -> int:
         print(f"packcheck run: error: every case was unsupported by the engine: nothing was tested. Most common reason "
               f"({times} of {len(verdicts)}): {reason}{hint}", file=sys.stderr)
         return 2
-    return exit_status(verdicts)
+    cells = [(v.engine, v.family, v.scenario, v.status) for v in verdicts]
+    if said := absolute_summary(cells, choices.relative_only):
+        print(f"packcheck run: {said}", file=sys.stderr)
+    status = exit_status(verdicts)
+    return 2 if status == 0 and unanchored(cells) and not choices.relative_only else status

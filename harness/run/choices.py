@@ -41,6 +41,7 @@ class RunChoices:
     inputs: Inputs
     noise_floors: dict[str, dict[str, float]] = field(default_factory=dict)  # dtype -> field -> floor; {}: the shipped
     noise_floors_file: str | None = None
+    relative_only: bool = False  # --relative-only: a run with no absolute check passed may still be green (harness/run/absolute.py)
 
     def provenance(self) -> dict:
         """What results.json records of these choices: the dtype, the inputs, and a run's own floors with the table they make."""
@@ -92,4 +93,4 @@ def checked(values: Mapping[str, Any], timeout_flag: str = "--timeout") -> RunCh
     floors_file = values["noise_floors"]
     return RunChoices(engines=engines, families=families, scenarios=scenarios, dtype=dtype, device=device, attention=values["attention"],
                       timeout=timeout, inputs=inputs, noise_floors=floors_from_report(floors_file) if floors_file else {},
-                      noise_floors_file=floors_file)
+                      noise_floors_file=floors_file, relative_only=bool(values.get("relative_only")))

@@ -1,5 +1,5 @@
 """The run options, defined once: what a run takes (engines, families, scenarios, dtype, device, attention,
-timeout, model, seed, data scale, noise floors), with each one's type, default and help text.
+timeout, model, seed, data scale, noise floors, relative-only), with each one's type, default and help text.
 
 `packcheck run` and `packcheck calibrate` add them to their argparse parsers (`add_arguments`), the pytest
 plugin to its "packcheck" group (`add_to_group`), both from `OPTIONS`; the plugin spells two of them its
@@ -25,6 +25,7 @@ class Option:
     many: bool = False  # a list: `--family a b` on the command line, `--family a --family b` in pytest
     metavar: str | None = None
     flag: str = ""  # its spelling where not --<name with dashes>: the plugin's --arm-timeout
+    switch: bool = False  # takes no value: given means True (--relative-only)
 
     def __post_init__(self) -> None:
         if not self.flag:
@@ -54,6 +55,9 @@ OPTIONS = (
     Option(name="noise_floors", metavar="CALIBRATION_JSON", default_text="the shipped, docs/gpu.md",
            means="judge float32/bfloat16 with 4x the floors `packcheck calibrate` measured on your model and machine "
                  "(its calibration.json) instead of the shipped ones"),
+    Option(name="relative_only", switch=True, default=False,
+           means="accept a run in which no absolute check (oracle_agreement, golden_regression, gradient_oracle) passed for an "
+                 "engine and family: without it such a run is not green (exit 2), with it the summary still says so"),
 )
 
 # Where the plugin differs, and why: it tests one engine (the reference by default), and --timeout is pytest-timeout's,
@@ -77,8 +81,9 @@ def add_arguments(parser, *, required: tuple[str, ...] = (), leave_out: tuple[st
         if option.name in leave_out:
             continue
         # extend: `--scenario a b` and `--scenario a --scenario b` both mean a and b (store would keep only b)
-        extra = dict(nargs="+", action="extend") if option.many else dict(type=option.type)
-        parser.add_argument(option.flag, default=option.default, required=option.name in required, metavar=option.metavar,
+        extra = (dict(nargs="+", action="extend", metavar=option.metavar) if option.many else dict(action="store_true") if option.switch
+                 else dict(type=option.type, metavar=option.metavar))
+        parser.add_argument(option.flag, default=option.default, required=option.name in required,
                             help=option.help(), **extra)
 
 
@@ -86,9 +91,9 @@ def add_to_group(group) -> None:
     """The plugin's options on pytest's "packcheck" option group; their dests carry a prefix, because other plugins
     take plain names like `timeout`."""
     for option in plugin_options():
-        extra = dict(action="append") if option.many else dict(type=option.type)
-        group.addoption(option.flag, dest=f"packcheck_{option.name}", default=option.default, metavar=option.metavar or option.name.upper(),
-                        help=option.help(), **extra)
+        metavar = dict(metavar=option.metavar or option.name.upper())
+        extra = dict(action="append", **metavar) if option.many else dict(action="store_true") if option.switch else dict(type=option.type, **metavar)
+        group.addoption(option.flag, dest=f"packcheck_{option.name}", default=option.default, help=option.help(), **extra)
 
 
 def plugin_values(getoption: Callable[[str], Any]) -> dict[str, Any]:

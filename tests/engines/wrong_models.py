@@ -1,0 +1,69 @@
+"""Engines whose model is wrong the same way in every arm, declaring nothing optional (no optimizer step, no
+dloss_dlogprobs): once green without an absolute check (issue 28). tests/test_absolute_check.py runs them."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+
+from packcheck.harness.contract import Case, StepResult
+from packcheck.harness.engines import Capabilities
+from packcheck.harness.golden import GoldenProblem, load_golden
+from packcheck.impls.mutants.rope_theta_default import RopeThetaDefault
+from packcheck.impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.parallel.mesh import Mesh
+
+PLAIN = dataclasses.replace(ReferenceEngine.capabilities, optimizer_step=False, reports=frozenset())
+
+
+def plain(result: StepResult | None) -> StepResult | None:
+    """The result with nothing the engine does not declare."""
+    return None if result is None else dataclasses.replace(result, dloss_dlogprobs=None, params_after=None, aux_loss=None,
+                                                             router_tokens_per_expert=None)
+
+
+class WrongRope(RopeThetaDefault):
+    """An adapter whose RoPE base is not the checkpoint's (mutant.rope-theta-default), with no optimizer step and no
+    dloss_dlogprobs: golden_regression and gradient_oracle cannot judge it."""
+
+    name = "wrong.rope-theta"
+    capabilities: Capabilities = PLAIN
+
+    def train(self, case: Case, mesh: Mesh) -> StepResult | None:
+        return plain(super().train(case, mesh))
+
+
+class NoModel(ReferenceEngine):
+    """No model at all: each token's log-prob is a function of its id, every gradient is one fixed tensor; the loss and
+    the count are the contract's for those log-probs (the reference's weights, so the shapes and counts are right)."""
+
+    name = "wrong.no-model"
+    capabilities: Capabilities = PLAIN
+
+    def train(self, case: Case, mesh: Mesh) -> StepResult | None:
+        result = super().train(case, mesh)
+        if result is None:
+            return None
+        vocab = case.model.vocab_size
+        logprobs = [torch.where(lp == 0, lp, -math.log(vocab) - 0.01 * (torch.tensor(s.input_ids, dtype=lp.dtype) % 7))
+                    for lp, s in zip(result.logprobs, case.samples)]
+        loss = float(sum((w.double() * lp.double()).sum() for w, lp in zip(result.dloss_dlogprobs, logprobs)))
+        grads = {name: torch.full_like(g, 1e-3) for name, g in result.grads.items()}
+        return plain(dataclasses.replace(result, logprobs=logprobs, loss=loss, grads=grads))
+
+
+class ReadsGolden(WrongRope):
+    """The wrong-RoPE adapter that returns the stored golden (package data) for the golden's own case, and takes an
+    optimizer step so that golden_regression judges it."""
+
+    name = "wrong.reads-golden"
+    capabilities: Capabilities = dataclasses.replace(PLAIN, optimizer_step=True, reports=frozenset({"params_after"}))
+
+    def train(self, case: Case, mesh: Mesh) -> StepResult | None:
+        try:
+            result = load_golden(case.model.family, case)
+        except GoldenProblem:  # not the golden's case: the engine's own (wrong) answer
+            result = RopeThetaDefault.train(self, case, mesh)
+        return None if result is None else dataclasses.replace(plain(result), params_after=result.params_after)

@@ -1,0 +1,49 @@
+"""No green run without an absolute check (issue 28): engines whose model is wrong the same way in every arm and
+that declare nothing optional (tests/engines/wrong_models.py) fail `packcheck run`, at the default inputs and at
+--seed 3, and the reference passes the same run.
+
+The runs name the absolute scenarios only (golden_regression, gradient_oracle, oracle_agreement): the relative
+ones pass these engines by construction, which is the bug. Before oracle_agreement and the absolute-check rule,
+the same runs without oracle_agreement exited 0 for all three engines (the wrong-RoPE and model-less engines:
+both absolute scenarios unsupported; the golden reader: golden_regression passed at seed 0, unsupported at seed 3).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from packcheck.harness.run.absolute import absolute_summary, unanchored
+from tests.test_hostile_engines import packcheck
+
+WRONG = "tests.engines.wrong_models:"
+ABSOLUTE_RUN = ("--family", "llama", "--scenario", "golden_regression", "gradient_oracle", "oracle_agreement", "--no-report",
+                "--save-arms", "none")
+
+pytestmark = pytest.mark.xdist_group("hostile")
+
+
+@pytest.mark.parametrize("seed", ["0", "3"])
+@pytest.mark.parametrize("engine", ["WrongRope", "NoModel", "ReadsGolden"])
+def test_a_model_wrong_in_every_arm_fails_the_run(tmp_path, engine, seed):
+    done = packcheck("run", "--engine", WRONG + engine, "--seed", seed, *ABSOLUTE_RUN, "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "oracle_agreement ... FAIL" in done.stderr, done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("seed", ["0", "3"])
+def test_the_reference_passes_the_absolute_run(tmp_path, seed):
+    done = packcheck("run", "--engine", "reference", "--seed", seed, *ABSOLUTE_RUN, "--out", str(tmp_path / "out"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "no absolute check passed" not in done.stderr
+
+
+def test_a_run_with_no_absolute_pass_is_not_green_unless_asked_for():
+    only_relative = [("e", "llama", "packed_vs_unpacked", "pass"), ("e", "llama", "oracle_agreement", "unsupported"),
+                     ("e", "llama", "golden_regression", "unsupported")]
+    assert unanchored(only_relative) == [("e", "llama", "oracle_agreement unsupported, golden_regression unsupported")]
+    assert "not green (exit 2)" in absolute_summary(only_relative, relative_only=False)
+    assert "accepted: --relative-only" in absolute_summary(only_relative, relative_only=True)
+    anchored = [*only_relative, ("e", "qwen3", "oracle_agreement", "pass"), ("e", "llama", "gradient_oracle", "pass")]
+    assert unanchored(anchored) == [] and absolute_summary(anchored, relative_only=False) == ""
+    assert unanchored([("e", "llama", "golden_regression", "xfail")]) == []  # a known finding, reproduced as pinned
+    assert absolute_summary([("e", "llama", "packed_vs_unpacked", "pass")], relative_only=False).startswith("relative-only run")
