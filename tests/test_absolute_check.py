@@ -2,10 +2,11 @@
 that declare nothing optional (tests/engines/wrong_models.py) fail `packcheck run`, at the default inputs and at
 --seed 3, and the reference passes the same run.
 
-The runs name the absolute scenarios only (golden_regression, gradient_oracle, oracle_agreement): the relative
-ones pass these engines by construction, which is the bug. Before oracle_agreement and the absolute-check rule,
-the same runs without oracle_agreement exited 0 for all three engines (the wrong-RoPE and model-less engines:
-both absolute scenarios unsupported; the golden reader: golden_regression passed at seed 0, unsupported at seed 3).
+The runs take one relative scenario (packed_vs_unpacked, which these engines pass by construction: the bug) and
+the absolute ones (golden_regression, gradient_oracle, oracle_agreement). Before oracle_agreement and the
+absolute-check rule, the same runs without oracle_agreement exited 0 for all three engines (the wrong-RoPE and
+model-less engines: both absolute scenarios unsupported; the golden reader: golden_regression passed at seed 0,
+unsupported at seed 3).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from packcheck.harness.run.absolute import absolute_summary, unanchored
 from tests.test_hostile_engines import packcheck
 
 WRONG = "tests.engines.wrong_models:"
-ABSOLUTE_RUN = ("--family", "llama", "--scenario", "golden_regression", "gradient_oracle", "oracle_agreement", "--no-report",
+ABSOLUTE_RUN = ("--family", "llama", "--scenario", "packed_vs_unpacked", "golden_regression", "gradient_oracle", "oracle_agreement", "--no-report",
                 "--save-arms", "none")
 
 pytestmark = pytest.mark.xdist_group("hostile")
