@@ -11,11 +11,16 @@ unsupported at seed 3).
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from packcheck.harness.run.absolute import absolute_summary, unanchored
 from tests.test_hostile_engines import packcheck
 
+ROOT = Path(__file__).parent.parent
 WRONG = "tests.engines.wrong_models:"
 ABSOLUTE_RUN = ("--family", "llama", "--scenario", "packed_vs_unpacked", "golden_regression", "gradient_oracle", "oracle_agreement", "--no-report",
                 "--save-arms", "none")
@@ -48,3 +53,25 @@ def test_a_run_with_no_absolute_pass_is_not_green_unless_asked_for():
     assert unanchored(anchored) == [] and absolute_summary(anchored, relative_only=False) == ""
     assert unanchored([("e", "llama", "golden_regression", "xfail")]) == []  # a known finding, reproduced as pinned
     assert absolute_summary([("e", "llama", "packed_vs_unpacked", "pass")], relative_only=False).startswith("relative-only run")
+
+
+RELATIVE_AND_GOLDEN = ("--family", "llama", "--scenario", "token_conservation", "golden_regression", "--no-report", "--save-arms", "none")
+
+
+def test_relative_only_accepts_a_run_with_no_absolute_pass_and_says_so(tmp_path):
+    """golden_regression is unsupported (no optimizer step), token_conservation passes: exit 2 unless --relative-only."""
+    refused = packcheck("run", "--engine", WRONG + "WrongRope", *RELATIVE_AND_GOLDEN, "--out", str(tmp_path / "a"), cwd=tmp_path)
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    assert "no absolute check passed for wrong.rope-theta on llama (golden_regression unsupported)" in refused.stderr
+    accepted = packcheck("run", "--engine", WRONG + "WrongRope", *RELATIVE_AND_GOLDEN, "--relative-only", "--out", str(tmp_path / "b"),
+                         cwd=tmp_path)
+    assert accepted.returncode == 0, accepted.stderr[-3000:]
+    assert "accepted: --relative-only" in accepted.stderr
+
+
+def test_the_conformance_suite_is_not_green_without_an_absolute_pass():
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "conformance/test_scenarios.py", "--family", "llama",
+                           "--engine", WRONG + "WrongRope", "-k", "token_conservation or golden_regression"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 1, done.stdout[-3000:]
+    assert "1 passed, 1 skipped" in done.stdout and "packcheck: no absolute check passed for" in done.stdout, done.stdout[-3000:]

@@ -35,7 +35,7 @@ from packcheck.harness.run.inputs import Inputs
 ARMS = {"packed_vs_unpacked": 3, "document_isolation": 3, "microbatch_invariance": 7, "mask_alignment": 4, "token_conservation": 4,
         "golden_regression": 1, "cp_vs_nocp": 9, "dp_cp_reduction": 5, "rl_loss_aggregation": 45, "rl_step0_ratio": 9,
         "linear_attention_reset": 6, "vlm_collective_symmetry": 3, "optimizer_step": 8, "gradient_oracle": 4,
-        "oracle_agreement": 2}
+        "oracle_agreement": 4}
 ARMS_UNKNOWN = 45  # a scenario not measured (a new one, or a user's): as many as the largest
 FACTOR = 1.5
 LARGE = 1 << 30  # a run that needs more says so before it starts

@@ -3,10 +3,11 @@
 Every other scenario compares arms of one engine with each other, so a model that is wrong the same way in every
 arm (a RoPE base that is not the checkpoint's, a missing norm, log-probs with no model behind them) passes them
 all; golden_regression sees it only for an engine with an optimizer step at the goldens' inputs, gradient_oracle
-only for one that reports dloss_dlogprobs. Here the engine runs one packed arm (two uneven micro-batches, the
-contract's SFT loss, no optimizer step, nothing optional reported) and ORACLE_ENGINE runs the same case (the
-checkpoint, samples, layout and partition of this run's --model and --seed) in float64 on the CPU; the engine's
-log-probs, loss, loss-token count, weights and every gradient are judged against it.
+only for one that reports dloss_dlogprobs. Here the engine runs a packed and an unpacked arm (two uneven
+micro-batches, the contract's SFT loss, no optimizer step, nothing optional reported; either may be declined,
+not both) and ORACLE_ENGINE runs each same case (the checkpoint, samples, layout and partition of this run's
+--model and --seed) in float64 on the CPU; the engine's log-probs, loss, loss-token count, weights and every
+gradient are judged against it.
 
 The samples are the goldens' document lengths with tokens and masks of their own seed (input_seed), so no
 stored golden is ever the answer to this case: an engine that returns a stored golden fails here at every input
@@ -17,7 +18,7 @@ had no absolute check (harness/run/absolute.py).
 from __future__ import annotations
 
 from packcheck.harness.compare import ArmId, Arms, Role, Tolerance, compare_results
-from packcheck.harness.contract import Partition, packed
+from packcheck.harness.contract import UNPACKED, Partition, packed
 from packcheck.harness.data.samples import MIXED_DOCUMENTS, make_samples, scaled
 from packcheck.harness.golden import GoldenProblem
 from packcheck.harness.judging.cases import arm, for_model, input_seed
@@ -27,7 +28,6 @@ from packcheck.harness.judging.truth import truth_tolerance
 from packcheck.harness.scenarios.base import Before, Scenario, Stage, from_setting
 from packcheck.harness.scenarios.building import failing
 
-ARM = "packed"
 SEQ_LEN = 48
 PARTITION = Partition.single_rank([(0, 1, 2, 3), (4, 5, 6, 7, 8, 9)])  # uneven micro-batches, as the goldens'
 TOKEN_SEED = 28_001  # not 0: the goldens' tokens are seed 0's, and this case must never be one of them
@@ -36,7 +36,8 @@ TOKEN_SEED = 28_001  # not 0: the goldens' tokens are seed 0's, and this case mu
 def build(setting: Setting) -> dict:
     samples = for_model(setting, make_samples(scaled(MIXED_DOCUMENTS, setting.data_scale), setting.model.vocab_size,
                                               seed=input_seed(setting, TOKEN_SEED)))
-    return {ARM: arm(setting, ARM, samples, packed(SEQ_LEN), PARTITION)}
+    return {"packed": arm(setting, "packed", samples, packed(SEQ_LEN), PARTITION),
+            "unpacked": arm(setting, "unpacked", samples, UNPACKED, PARTITION)}
 
 
 def oracle(setting: Setting, before: Before) -> dict:
@@ -81,4 +82,5 @@ ORACLE_AGREEMENT = Scenario(
     stages=(from_setting(build), Stage(build=oracle, role=Role.ORACLE)),
     judge=judge,
     diagnose=diagnose,
+    optional_arms=frozenset({"packed", "unpacked"}),
 )
