@@ -11,6 +11,7 @@ unsupported at seed 3).
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -75,3 +76,27 @@ def test_the_conformance_suite_is_not_green_without_an_absolute_pass():
                           cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 1, done.stdout[-3000:]
     assert "1 passed, 1 skipped" in done.stdout and "packcheck: no absolute check passed for" in done.stdout, done.stdout[-3000:]
+
+
+def test_a_case_the_reference_cannot_model_is_unsupported_and_says_why():
+    """An engine's family the reference does not declare: the oracle arm is declined in the reference's words, so the
+    verdict is unsupported (never a pass) and its reason says nothing judges the engine absolutely."""
+    from packcheck.harness.compare import ArmId, Role
+    from packcheck.harness.engines import resolve_engine
+    from packcheck.harness.run.execution import run_stage
+    from packcheck.harness.run.outcomes import Kind
+    from packcheck.harness.run.inputs import Inputs
+    from packcheck.harness.scenarios import SCENARIOS
+
+    scenario = SCENARIOS["oracle_agreement"]
+    case = scenario.build(Inputs().setting("llama", "float64", "cpu"))["packed"]
+    unknown = case.with_(model=dataclasses.replace(case.model, family="mamba9"))
+
+    class Reference:  # the oracle's capabilities, as the run sees them (EngineInfo), with no process behind them
+        name = "reference"
+        unsupported_reason = resolve_engine("reference").capabilities.unsupported_reason
+
+    (outcome,) = run_stage(Reference(), scenario, {ArmId("packed", Role.ORACLE): unknown}, 1, pool=None)
+    assert outcome.kind is Kind.UNSUPPORTED
+    assert outcome.reason.startswith("the oracle engine 'reference' cannot run the engine's case, so nothing judges it absolutely")
+    assert "family 'mamba9'" in outcome.reason
