@@ -18,7 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from packcheck.harness.compare import ArmId, Role
+from packcheck.harness.engines import resolve_engine
 from packcheck.harness.run.absolute import absolute_summary, unanchored
+from packcheck.harness.run.execution import run_stage
+from packcheck.harness.run.inputs import Inputs
+from packcheck.harness.run.outcomes import Kind
+from packcheck.harness.scenarios import SCENARIOS
 from tests.test_hostile_engines import packcheck
 
 ROOT = Path(__file__).parent.parent
@@ -81,13 +87,6 @@ def test_the_conformance_suite_is_not_green_without_an_absolute_pass():
 def test_a_case_the_reference_cannot_model_is_unsupported_and_says_why():
     """An engine's family the reference does not declare: the oracle arm is declined in the reference's words, so the
     verdict is unsupported (never a pass) and its reason says nothing judges the engine absolutely."""
-    from packcheck.harness.compare import ArmId, Role
-    from packcheck.harness.engines import resolve_engine
-    from packcheck.harness.run.execution import run_stage
-    from packcheck.harness.run.outcomes import Kind
-    from packcheck.harness.run.inputs import Inputs
-    from packcheck.harness.scenarios import SCENARIOS
-
     scenario = SCENARIOS["oracle_agreement"]
     case = scenario.build(Inputs().setting("llama", "float64", "cpu"))["packed"]
     unknown = case.with_(model=dataclasses.replace(case.model, family="mamba9"))
