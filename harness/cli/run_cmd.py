@@ -199,4 +199,4 @@ def _handle(args) -> int:
     if said := absolute_summary(cells, choices.relative_only):
         print(f"packcheck run: {said}", file=sys.stderr)
     status = exit_status(verdicts)
-    return 2 if status == 0 and unanchored(cells) and not choices.relative_only else status
+    return 2 if status == 0 and unanchored(cells) and not choices.relative_only else status  # as "nothing was tested"

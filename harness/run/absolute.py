@@ -36,6 +36,6 @@ def absolute_summary(cells: Sequence[tuple[str, str, str, str]], relative_only: 
         return ""
     named = "; ".join(f"{engine} on {family} ({why})" for engine, family, why in missing)
     verdict = ("accepted: --relative-only" if relative_only
-               else "the run is not green (exit 2); --relative-only accepts a run checked only for self-consistency")
+               else "the run is not green; --relative-only accepts a run checked only for self-consistency")
     return (f"no absolute check passed for {named}: the engine was checked only against itself, and a model wrong the same "
             f"way in every arm passes that; {verdict}")
