@@ -94,6 +94,7 @@ def test_relative_only_accepts_a_run_with_no_absolute_pass_and_says_so(tmp_path)
                          cwd=tmp_path)
     assert accepted.returncode == 0, accepted.stderr[-3000:]
     assert "accepted: --relative-only" in accepted.stderr
+    assert json.loads((tmp_path / "b" / "results.json").read_text())["provenance"]["relative_only"] is True, "the report can say so"
 
 
 def test_the_conformance_suite_is_not_green_without_an_absolute_pass():

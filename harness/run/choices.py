@@ -44,8 +44,9 @@ class RunChoices:
     relative_only: bool = False  # --relative-only: a run with no absolute check passed may still be green (harness/run/absolute.py)
 
     def provenance(self) -> dict:
-        """What results.json records of these choices: the dtype, the inputs, and a run's own floors with the table they make."""
-        made = {"dtype": self.dtype, "inputs": self.inputs.to_json()}
+        """What results.json records of these choices: the dtype, the inputs, --relative-only where given, and a run's own
+        floors with the table they make."""
+        made = {"dtype": self.dtype, "inputs": self.inputs.to_json()} | ({"relative_only": True} if self.relative_only else {})
         if not self.noise_floors:
             return made
         return made | {"tolerances": table_json(self.noise_floors), "noise_floors": str(Path(self.noise_floors_file).resolve())}
