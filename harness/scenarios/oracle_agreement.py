@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from packcheck.harness.compare import ArmId, Arms, Role, Tolerance, compare_results
 from packcheck.harness.contract import UNPACKED, Partition, packed
-from packcheck.harness.data.samples import MIXED_DOCUMENTS, make_samples, scaled
+from packcheck.harness.data.lengths import varied
+from packcheck.harness.data.samples import MIXED_DOCUMENTS, PACKED_AT, make_samples, scaled
 from packcheck.harness.golden import GoldenProblem
 from packcheck.harness.judging.cases import arm, for_model, input_seed
 from packcheck.harness.judging.diagnoses import shared_diagnosis
@@ -34,7 +35,8 @@ TOKEN_SEED = 28_001  # not 0: the goldens' tokens are seed 0's, and this case mu
 
 
 def build(setting: Setting) -> dict:
-    samples = for_model(setting, make_samples(scaled(MIXED_DOCUMENTS, setting.data_scale), setting.model.vocab_size,
+    spec = varied(MIXED_DOCUMENTS, PACKED_AT[MIXED_DOCUMENTS], setting.seed)  # lengths moved by --seed, as samples_for's
+    samples = for_model(setting, make_samples(scaled(spec, setting.data_scale), setting.model.vocab_size,
                                               seed=input_seed(setting, TOKEN_SEED)))
     return {"packed": arm(setting, "packed", samples, packed(SEQ_LEN), PARTITION),
             "unpacked": arm(setting, "unpacked", samples, UNPACKED, PARTITION)}
