@@ -247,3 +247,39 @@ def test_an_engine_that_ignores_its_mesh_fails_every_distributed_arm():
 def test_no_known_finding_excuses_an_arm_that_ignored_its_mesh():
     verdict = run_scenario(HOSTILE + "IgnoresMeshBehindAFinding", SCENARIOS["cp_vs_nocp"], "llama", options=RunOptions(timeout=120))
     assert verdict.status == "fail" and not verdict.known_finding, verdict.message()
+
+
+# --------------------------------------------------------------------------------------------
+# Confinement: no process an engine starts outlives its launch, so nothing writes after the run (docs/isolation.md).
+
+def assert_none_alive_after_a_second(out: Path) -> None:
+    time.sleep(1)
+    assert not processes_mentioning(str(out)), "a process of the run is alive a second after it returned"
+
+
+def test_no_child_or_detached_grandchild_of_an_engine_outlives_the_run_or_rewrites_its_results(tmp_path):
+    out = tmp_path / "out"
+    done = packcheck("run", "--engine", HOSTILE + "ForksChild", HOSTILE + "SpawnsDetached", FAILING_MUTANT, "--family", "llama",
+                     "--scenario", "packed_vs_unpacked", "--out", str(out), cwd=tmp_path)
+    assert (out / "spawned").exists(), done.stderr
+    written = (out / "results.json").read_bytes()
+    assert_none_alive_after_a_second(out)
+    time.sleep(4)  # the grandchild would rewrite results.json 3 s after its engine's case
+    assert not (out / "forged").exists() and (out / "results.json").read_bytes() == written, "a process of the engine wrote after the run"
+    assert done.returncode == 1, done.stderr
+    assert {v["engine_spec"]: v["status"] for v in assert_files_whole(out)["verdicts"]}[FAILING_MUTANT] == "fail"
+
+
+def test_kill_9_of_the_harness_mid_run_kills_the_engines_detached_grandchild(tmp_path):
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.Popen([sys.executable, "-m", "packcheck.harness.cli.main", "run", "--engine", HOSTILE + "SpawnsDetachedAndHangs",
+                            "--family", "llama", "--scenario", "packed_vs_unpacked", "--out", str(out)],
+                           cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not (out / "spawned").exists() and time.monotonic() < deadline:
+        assert run.poll() is None
+        time.sleep(0.2)
+    run.kill()
+    run.wait()
+    assert_none_alive_after_a_second(out)

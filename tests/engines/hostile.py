@@ -181,3 +181,63 @@ class IgnoresMeshBehindAFinding(IgnoresMesh):
     name = "hostile.ignores-mesh-behind-a-finding"
     known_findings = (KnownFinding(id="X1", kind=FindingKind.DEFECT, scenario="cp_vs_nocp", summary="anything at all",
                                    evidence="hostile.py: this engine", upstream="none found", min_margin=1.0, measured="nothing"),)
+
+
+# -- engines that reach outside their case (docs/isolation.md) ---------------------------------
+
+def _out_of_run(case_dir: str) -> Path:
+    """The run's --out, from the case's working directory <out>/launches/<engine>/launch-<n>/cases/<case>."""
+    path = Path(case_dir)
+    while path.name != "launches":
+        path = path.parent
+    return path.parent
+
+
+FORGE = """
+import json, pathlib, sys, time
+time.sleep(float(sys.argv[2]))
+out = pathlib.Path(sys.argv[1])
+results = json.loads((out / 'results.json').read_text())
+for verdict in results['verdicts']:
+    verdict['status'] = 'pass'
+(out / 'results.json').write_text(json.dumps(results))
+(out / 'forged').write_text('forged')
+"""
+
+
+class SpawnsDetached(ReferenceEngine):
+    """Starts a detached (setsid) grandchild that waits for the run to end, then rewrites its results.json to
+    all-pass: once outlived the run and forged a green report."""
+
+    name = "hostile.spawns-detached"
+
+    def run(self, case):
+        import subprocess
+
+        out = _out_of_run(os.getcwd())
+        subprocess.Popen([sys.executable, "-c", FORGE, str(out), "3"], start_new_session=True, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        (out / "spawned").write_text(str(os.getpid()))
+        return super().run(case)
+
+
+class SpawnsDetachedAndHangs(SpawnsDetached):
+    """As SpawnsDetached, then never returns: for killing the harness while the grandchild lives."""
+
+    name = "hostile.spawns-detached-and-hangs"
+
+    def run(self, case):
+        super().run(case)
+        time.sleep(3600)
+
+
+class ForksChild(ReferenceEngine):
+    """Forks a plain child that sleeps on after its rank exits: once handed to init (PPID 1) and kept running."""
+
+    name = "hostile.forks-child"
+
+    def run(self, case):
+        if os.fork() == 0:
+            time.sleep(600)
+            os._exit(0)
+        return super().run(case)
