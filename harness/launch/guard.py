@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import IO
 
-from packcheck.harness.launch import warden
+from packcheck.harness.launch.warden import SCRIPT, kill_tree
 
 
 class GuardedProcess:
@@ -27,7 +27,7 @@ class GuardedProcess:
     def __init__(self, command: list[str], env: dict[str, str], log: Path, marker: str):
         self.marker = marker  # a string in every launched process's command line (the job path)
         self._log: IO = open(log, "w")  # noqa: SIM115 - open for the life of the process
-        self.process = subprocess.Popen([sys.executable, warden.__file__, *command], env=env, stdout=self._log,
+        self.process = subprocess.Popen([sys.executable, SCRIPT, *command], env=env, stdout=self._log,
                                         stderr=subprocess.STDOUT, start_new_session=True)
 
     def poll(self) -> int | None:
@@ -49,7 +49,7 @@ class GuardedProcess:
         """SIGKILL the warden's tree (the agent, the ranks and all they started) and every rank named in `pid_files`
         that still belongs to this launch."""
         if self.process.poll() is None:  # else its pid may be another process's by now
-            warden.kill_tree(self.process.pid, include_root=True)
+            kill_tree(self.process.pid, include_root=True)
         for path in pid_files:
             try:
                 pid = int(path.read_text())

@@ -22,12 +22,16 @@ from pathlib import Path
 
 from packcheck.harness.contract import Case
 from packcheck.harness.engines import EngineInfo
+from packcheck.harness.golden import golden_dir
+from packcheck.harness.golden.seal import pin as pin_goldens
+from packcheck.harness.golden.seal import unpin as unpin_goldens
 from packcheck.harness.launch.capacity import cannot_host, visible_gpus
 from packcheck.harness.launch.launch import STARTUP_SECONDS, Launch, LaunchFailed
 from packcheck.harness.launch.outcome import OK, CaseOutcome
 from packcheck.harness.launch.raised import ErrorKind
 from packcheck.harness.launch.tidy import discard
 from packcheck.harness.launch.usage import Usage
+from packcheck.harness.models import pin_cache, unpin_cache
 from packcheck.harness.text import path_name
 
 KEEP = 3  # live launches: an engine's world 1, 2 and 4 on a CPU machine
@@ -45,6 +49,11 @@ class LaunchPool:
         self._failed: dict[Key, LaunchFailed] = {}
         self._info: dict[tuple[str, str], EngineInfo | LaunchFailed] = {}
         self._previous: dict[Key, CaseOutcome] = {}  # the last outcome per key, to note a fresh launch after a failure
+        # what the run compares with and starts from, held before any engine process exists (docs/isolation.md)
+        pin_goldens(golden_dir())
+        pin_cache()
+        self._pinned = True
+        self.damage: list[str] = []  # after close or kill: each golden or cached checkpoint an engine changed, named
 
     def __enter__(self) -> LaunchPool:
         return self
@@ -136,12 +145,20 @@ class LaunchPool:
         for launch in self._live.values():
             launch.close()
         self._live.clear()
+        self._unpin()
 
     def kill(self) -> None:
         """End every live launch now (an interrupted run): agents and ranks are killed, nothing is left behind."""
         for launch in self._live.values():
             launch.kill()
         self._live.clear()
+        self._unpin()
+
+    def _unpin(self) -> None:
+        """No engine process is left: what an engine changed of the goldens and the cache is named and restored."""
+        if self._pinned:
+            self._pinned = False
+            self.damage += unpin_goldens() + unpin_cache()
 
     def _launch(self, key: Key) -> Launch:
         if key in self._live and self._live[key].alive:

@@ -24,6 +24,7 @@ PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 PARENT_PID = "PACKCHECK_PARENT_PID"  # as exit_status.PARENT_PID: the pid of the process that started this one
 ORPHANED = 90  # as exit_status.ORPHANED: the harness was gone before this process could ask to die with it
 STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+SCRIPT = __file__  # run as a script, not with -m: no package import, so no engine code and no torch
 
 
 def descendants(root: int) -> set[int]:
