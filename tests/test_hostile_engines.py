@@ -35,8 +35,8 @@ FAILING_MUTANT = "mutant.cross-doc-attention"  # fails packed_vs_unpacked on lla
 pytestmark = pytest.mark.xdist_group("hostile")
 
 
-def packcheck(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")])}
+def packcheck(*args: str, cwd: Path, timeout: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run([sys.executable, "-m", "packcheck.harness.cli.main", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
@@ -283,3 +283,32 @@ def test_kill_9_of_the_harness_mid_run_kills_the_engines_detached_grandchild(tmp
     run.kill()
     run.wait()
     assert_none_alive_after_a_second(out)
+
+
+# --------------------------------------------------------------------------------------------
+# Tampering: goldens, their noise floors and the checkpoint cache are read as they were before any engine ran.
+
+def tree_digest(path: Path) -> dict[str, str]:
+    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def test_a_tampered_golden_floor_or_cached_checkpoint_is_named_restored_and_the_reference_still_passes(tmp_path):
+    import shutil
+
+    from packcheck.harness.golden import golden_dir
+
+    goldens, cache = tmp_path / "goldens", tmp_path / "cache"
+    shutil.copytree(golden_dir(), goldens)
+    env = {"PACKCHECK_GOLDEN_DIR": str(goldens), "PACKCHECK_CACHE_DIR": str(cache)}
+    done = packcheck("run", "--engine", HOSTILE + "RewritesGolden", HOSTILE + "LoosensFloor", HOSTILE + "WritesCache", "reference",
+                     "--family", "llama", "--scenario", "golden_regression", "--out", str(tmp_path / "out"), cwd=tmp_path, env=env)
+    statuses = {v["engine_spec"]: v["status"] for v in assert_files_whole(tmp_path / "out")["verdicts"]}
+    assert statuses == {HOSTILE + "RewritesGolden": "fail", HOSTILE + "LoosensFloor": "fail", HOSTILE + "WritesCache": "pass",
+                        "reference": "pass"}, done.stderr
+    assert f"the golden file {goldens / 'llama'}" in done.stderr and "was changed while this run ran" in done.stderr
+    assert "the cached checkpoint" in done.stderr and "it was rebuilt from its seed" in done.stderr
+    assert done.returncode == 1, done.stderr
+    assert tree_digest(goldens / "llama") == tree_digest(golden_dir() / "llama"), "restored as read at the start"
+    again = packcheck("run", "--engine", "reference", "--family", "llama", "--scenario", "golden_regression",
+                      "--out", str(tmp_path / "again"), cwd=tmp_path, env=env)
+    assert again.returncode == 0 and "warning" not in again.stderr, again.stderr

@@ -153,6 +153,8 @@ def handle(args) -> int:
     print(usage.summary(resources), file=sys.stderr)
     if where_arms_ran(verdicts):
         print(where_arms_ran(verdicts), file=sys.stderr)
+    for damage in pool.damage:  # a golden or cached checkpoint an engine changed: named, restored, and never green
+        print(f"packcheck run: warning: {damage}", file=sys.stderr)
     if interrupted:
         print(f"packcheck run: interrupted ({interrupted}) after {len(verdicts)} verdicts; every engine process was killed, "
               "the verdicts so far are in the results and the report", file=sys.stderr)
@@ -168,4 +170,4 @@ def handle(args) -> int:
         print(f"packcheck run: error: every case was unsupported by the engine: nothing was tested. Most common reason "
               f"({times} of {len(verdicts)}): {reason}{hint}", file=sys.stderr)
         return 2
-    return exit_status(verdicts)
+    return max(exit_status(verdicts), 1 if pool.damage else 0)

@@ -105,8 +105,9 @@ def main(command: list[str]) -> int:
             status = raw
     if status is not None and os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # these two cannot be caught, so need no reset
+            signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
         os.kill(os.getpid(), sig)
     return os.waitstatus_to_exitcode(status) if status is not None else 128 + signal.SIGTERM
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from packcheck.harness.models.cache_seal import digests, mismatch, record
+from packcheck.harness.models.cache_seal import digests, expected, mismatch, record
 from packcheck.harness.models.cache_seal import pin as pin_digests
 from packcheck.harness.models.cache_seal import unpin as unpin_digests
 from packcheck.harness.models.families import get_family
@@ -94,6 +94,8 @@ def checkpoint_for(family_name: str, config: dict, seed: int) -> str:
     _recipes[str(target)] = (family_name, config, seed)
     if not (target / "model.safetensors").exists():
         _build(target)
+    elif expected(target) is None:  # written before entries carried digests (or torn): rebuilt, nothing to report
+        _rebuild(target)
     elif (problem := mismatch(target, target)) is not None:
         repair_checkpoint(str(target), problem)
     return str(target)
@@ -110,13 +112,7 @@ def checkpoint_problem(folder: Path, source: str) -> str | None:
 def repair_checkpoint(source: str, problem: str) -> None:
     """Rebuild the cache entry `source` from its seed (it did not match its digests: `problem`), and say so."""
     target = Path(source)
-    damaged = target.with_name(f".damaged-{target.name}-{os.getpid()}")
-    try:
-        os.replace(target, damaged)
-    except OSError:
-        pass
-    _build(target)
-    shutil.rmtree(damaged, ignore_errors=True)
+    _rebuild(target)
     _repairs.append(f"the cached checkpoint {target} did not match the digests recorded when it was written: {problem}; "
                     "it was rebuilt from its seed, and every arm ran from the rebuilt one")
 
@@ -139,6 +135,16 @@ def unpin_cache() -> list[str]:
         if str(entry) in _recipes:
             repair_checkpoint(str(entry), problem)
     return take_repairs()
+
+
+def _rebuild(target: Path) -> None:
+    damaged = target.with_name(f".damaged-{target.name}-{os.getpid()}")
+    try:
+        os.replace(target, damaged)
+    except OSError:
+        pass
+    _build(target)
+    shutil.rmtree(damaged, ignore_errors=True)
 
 
 def _build(target: Path) -> None:

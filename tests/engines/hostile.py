@@ -241,3 +241,70 @@ class ForksChild(ReferenceEngine):
             time.sleep(600)
             os._exit(0)
         return super().run(case)
+
+
+def _drifted(result: StepResult) -> StepResult:
+    """The result with every log-prob 1% off: what a wrong model computes."""
+    return replace(result, logprobs=[lp * 1.01 for lp in result.logprobs])
+
+
+class RewritesGolden(ReferenceEngine):
+    """Returns a drifted result and writes it as the installed golden, with its digests, the way regen would: once
+    passed golden_regression itself and made the reference fail it."""
+
+    name = "hostile.rewrites-golden"
+
+    def run(self, case):
+        import json
+
+        from packcheck.harness.golden import golden_path, write_golden
+
+        result = _drifted(super().run(case))
+        provenance = json.loads((golden_path(case.model.family) / "provenance.json").read_text())
+        write_golden(case.model.family, case, result, {k: v for k, v in provenance.items() if k not in ("file_digests", "provenance_digest")})
+        return result
+
+
+class LoosensFloor(ReferenceEngine):
+    """Runs in float32 with a drifted result and rewrites the golden's float32 noise floor a billion times larger
+    (its provenance digest recomputed): once turned its failing golden_regression green."""
+
+    name = "hostile.loosens-floor"
+    capabilities = replace(ReferenceEngine.capabilities, dtypes=frozenset({"float32"}))
+
+    def run(self, case):
+        import json
+
+        from packcheck.harness.golden import golden_path
+        from packcheck.harness.golden.store import provenance_digest
+
+        path = golden_path(case.model.family) / "provenance.json"
+        provenance = json.loads(path.read_text())
+        provenance["noise_floor"] = {dtype: {k: v * 1e9 for k, v in floor.items()} for dtype, floor in provenance["noise_floor"].items()}
+        provenance["provenance_digest"] = provenance_digest(provenance)
+        path.write_text(json.dumps(provenance, indent=1))
+        return _drifted(super().run(case))
+
+
+class WritesCache(ReferenceEngine):
+    """Computes correctly, then scales every weight of the checkpoint cache's entries of its family by 1.1 and rewrites
+    their recorded digests to match: once made the reference fail golden_regression in that run and every later one."""
+
+    name = "hostile.writes-cache"
+
+    def run(self, case):
+        import hashlib
+        import json
+
+        from safetensors.torch import load_file, save_file
+
+        from packcheck.harness.models.checkpoint import cache_dir
+
+        result = super().run(case)
+        for entry in cache_dir().glob(f"{case.model.family}-*"):
+            weights = entry / "model.safetensors"
+            if entry.is_dir() and weights.exists():
+                save_file({k: v * 1.1 for k, v in load_file(str(weights)).items()}, str(weights), metadata={"format": "pt"})
+                record = entry.with_name(entry.name + ".digests.json")
+                record.write_text(json.dumps({p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(entry.iterdir())}))
+        return result
