@@ -94,8 +94,8 @@ def checkpoint_for(family_name: str, config: dict, seed: int) -> str:
     _recipes[str(target)] = (family_name, config, seed)
     if not (target / "model.safetensors").exists():
         _build(target)
-    elif expected(target) is None:  # written before entries carried digests (or torn): rebuilt, nothing to report
-        _rebuild(target)
+    elif expected(target) is None:  # written before entries carried digests: checked against its seed once
+        _adopt(target)
     elif (problem := mismatch(target, target)) is not None:
         repair_checkpoint(str(target), problem)
     return str(target)
@@ -113,7 +113,7 @@ def repair_checkpoint(source: str, problem: str) -> None:
     """Rebuild the cache entry `source` from its seed (it did not match its digests: `problem`), and say so."""
     target = Path(source)
     _rebuild(target)
-    _repairs.append(f"the cached checkpoint {target} did not match the digests recorded when it was written: {problem}; "
+    _repairs.append(f"the cached checkpoint {target} is not the one written from its seed: {problem}; "
                     "it was rebuilt from its seed, and every arm ran from the rebuilt one")
 
 
@@ -135,6 +135,22 @@ def unpin_cache() -> list[str]:
         if str(entry) in _recipes:
             repair_checkpoint(str(entry), problem)
     return take_repairs()
+
+
+def _adopt(target: Path) -> None:
+    """Record digests for an entry that has none, after checking it against a fresh build from its seed (the entry is
+    left in place when it matches: another run may be copying it); a mismatch is a repair."""
+    family_name, config, seed = _recipes[str(target)]
+    scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
+    try:
+        write_checkpoint(family_name, config, seed, scratch)
+        fresh, found = digests(scratch), digests(target)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if fresh.get("model.safetensors") == found.get("model.safetensors"):  # config.json names the transformers that wrote it
+        record(target, found)
+    else:
+        repair_checkpoint(str(target), f"{target / 'model.safetensors'} differs from a fresh build from its seed (no digests were recorded)")
 
 
 def _rebuild(target: Path) -> None:
