@@ -197,11 +197,15 @@ FORGE = """
 import json, pathlib, sys, time
 time.sleep(float(sys.argv[2]))
 out = pathlib.Path(sys.argv[1])
+while not (out / 'results.json').exists():  # written when the run ends
+    time.sleep(0.1)
+time.sleep(0.5)
 results = json.loads((out / 'results.json').read_text())
 for verdict in results['verdicts']:
     verdict['status'] = 'pass'
 (out / 'results.json').write_text(json.dumps(results))
 (out / 'forged').write_text('forged')
+time.sleep(600)
 """
 
 
