@@ -16,8 +16,9 @@ digests it held before any engine process existed (or computed itself, for an en
 an engine that rewrites weights and digests together changes nothing the run reads.
 
 Cost: a full sha256 of every file, once per entry and run and once per launch's private copy
-(harness/launch/private_checkpoint.py). At the tiny size that is under a millisecond; at 0.6b (3 GiB of float32
-weights) about 1.5-2 s per pass at ~2 GB/s, against the 8 s the copy itself takes.
+(harness/launch/private_checkpoint.py). At the tiny size that is under a millisecond; at 0.6b (3.2 GB of float32
+weights) 6.5 s per pass at the 0.5 GB/s measured on the loaded 2-core CI machine (docs/isolation.md), against the
+8 s the copy itself takes.
 """
 
 from __future__ import annotations
