@@ -271,6 +271,15 @@ def test_no_child_or_detached_grandchild_of_an_engine_outlives_the_run_or_rewrit
     assert {v["engine_spec"]: v["status"] for v in assert_files_whole(out)["verdicts"]}[FAILING_MUTANT] == "fail"
 
 
+def test_a_grandchild_of_an_engine_that_killed_its_warden_ends_with_the_run(tmp_path):
+    out = tmp_path / "out"
+    done = packcheck("run", "--engine", HOSTILE + "KillsItsWarden", "--family", "llama", "--scenario", "packed_vs_unpacked",
+                     "--out", str(out), cwd=tmp_path)
+    assert (out / "spawned").exists(), done.stderr
+    assert_none_alive_after_a_second(out)
+    assert done.returncode == 1, done.stderr
+
+
 def test_kill_9_of_the_harness_mid_run_kills_the_engines_detached_grandchild(tmp_path):
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")])}

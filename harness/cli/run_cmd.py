@@ -107,6 +107,7 @@ def raise_interrupted(signum, frame) -> None:
 def handle(args) -> int:
     from packcheck.harness.launch import LaunchPool
     from packcheck.harness.launch.usage import Usage
+    from packcheck.harness.launch.warden import adopt_orphans, end_orphans
     from packcheck.harness.provenance import provenance
     from packcheck.harness.run.dtype_choice import AUTO
     from packcheck.harness.run.engine_commit import engine_commits
@@ -118,6 +119,7 @@ def handle(args) -> int:
     choices = checked_choices(args)
     out = output_directory(args.out)
     lock = claim_out(out)  # noqa: F841 - held until this run returns
+    adopt_orphans()
     enough_disk(choices, out, args.save_arms)
     usage = Usage(out)
     pool = LaunchPool(out / "launches", choices.timeout, usage=usage)
@@ -138,6 +140,7 @@ def handle(args) -> int:
         interrupted = str(stop) or "SIGINT"
         pool.kill()
     finally:
+        end_orphans()  # whatever outlived a warden killed under it (docs/isolation.md)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         resources = usage.to_json()  # as the verdicts left them (the report is not counted)

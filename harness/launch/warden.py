@@ -73,6 +73,24 @@ def kill_tree(root: int, include_root: bool = False) -> int:
     return len(stopped)
 
 
+def adopt_orphans() -> None:
+    """Make the calling process (the harness of `packcheck run`) a subreaper too: a process whose warden died under it
+    (killed by a person, the OOM killer or the engine itself) is handed to the harness, which ends it with the run."""
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def end_orphans() -> int:
+    """Kill and reap every process still below the caller (the run is over: no launch is live); returns how many."""
+    killed = kill_tree(os.getpid())
+    while True:
+        try:
+            if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                break
+        except ChildProcessError:
+            break
+    return killed
+
+
 def _prctl(option: int, value: int) -> None:
     try:
         ctypes.CDLL(None, use_errno=True).prctl(option, value)

@@ -312,3 +312,20 @@ class WritesCache(ReferenceEngine):
                 record = entry.with_name(entry.name + ".digests.json")
                 record.write_text(json.dumps({p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(entry.iterdir())}))
         return result
+
+
+class KillsItsWarden(SpawnsDetached):
+    """Starts the detached grandchild, then SIGKILLs its launch's warden (the agent's parent): its launch dies with it,
+    and the grandchild is handed up to the harness, not to the warden."""
+
+    name = "hostile.kills-its-warden"
+
+    def run(self, case):
+        import signal
+
+        super().run(case)
+        agent = os.getppid()
+        with open(f"/proc/{agent}/stat") as stat:
+            text = stat.read()
+        os.kill(int(text[text.rindex(")") + 2:].split()[1]), signal.SIGKILL)
+        time.sleep(3600)
