@@ -9,6 +9,10 @@ first), so the arms of an engine share its processes' start-up, and no engine's 
 in the harness's process or in another engine's. An engine that cannot start is remembered: its
 further arms get the same error without another try.
 
+Before it starts its first engine process, the pool reads the goldens (noise floors included) and the checkpoint
+cache's digests into memory for the run; when its last launch has ended (`close`, `kill`), `damage` names each golden
+or cache entry an engine changed meanwhile, and each is restored (docs/isolation.md).
+
 Disk stays bounded (harness/launch/tidy.py): a case's folder goes when the caller says the verdict that used it
 is decided (`discard_cases`), a launch's checkpoint copy when the launch closes. With a `Usage`, the pool samples
 the ranks' memory after every case and the disk before each cleanup (harness/launch/usage.py).
