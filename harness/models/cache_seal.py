@@ -40,11 +40,22 @@ def record_path(entry: Path) -> Path:
 
 
 def digests(folder: Path) -> dict[str, str]:
+    """sha256 per file; of a safetensors file, of its header with sorted keys and then its data: safetensors writes its
+    metadata in no fixed order (two writes of the same tensors in one process differed), the tensors' bytes in one."""
     found = {}
     for path in sorted(folder.iterdir()):
         if path.is_file():
             sha = hashlib.sha256()
             with open(path, "rb") as handle:
+                if path.suffix == ".safetensors":
+                    size = int.from_bytes(handle.read(8), "little")
+                    try:
+                        header = json.loads(handle.read(size))
+                    except ValueError:
+                        header = None  # not a safetensors file (anymore): hashed as it is, and so differs
+                        handle.seek(0)
+                    if header is not None:
+                        sha.update(json.dumps(header, sort_keys=True).encode())
                 while chunk := handle.read(CHUNK):
                     sha.update(chunk)
             found[path.name] = sha.hexdigest()

@@ -91,7 +91,7 @@ def checkpoint_for(family_name: str, config: dict, seed: int) -> str:
     it; an entry whose files no longer match them (harness/models/cache_seal.py) is named and rebuilt from its seed."""
     key = zlib.crc32(json.dumps([CHECKPOINT_FORMAT, family_name, config, seed], sort_keys=True).encode())
     target = cache_dir() / f"{family_name}-{seed}-{key:08x}"
-    _recipes[str(target)] = (family_name, config, seed)
+    _recipes[str(target)] = (family_name, json.loads(json.dumps(config)), seed)  # as keyed: a caller may change its dict later
     if not (target / "model.safetensors").exists():
         _build(target)
     elif expected(target) is None:  # written before entries carried digests: checked against its seed once
