@@ -11,6 +11,7 @@ from safetensors.torch import load_file, save_file
 
 from packcheck.harness.cli.main import main
 from packcheck.harness.engines import resolve_engine
+from packcheck.harness.golden.store import provenance_digest
 from packcheck.harness.run.scenario_runner import run_scenario
 from packcheck.harness.scenarios import SCENARIOS
 
@@ -76,7 +77,8 @@ def test_a_golden_for_another_case_is_stale(golden_dir):
     regen()
     provenance_path = golden_dir / "llama" / "provenance.json"
     provenance = json.loads(provenance_path.read_text())
-    provenance_path.write_text(json.dumps(provenance | {"case_digest": "0000000000000000"}))
+    stale = provenance | {"case_digest": "0000000000000000"}  # as regen writes it for another case: its own digest matches
+    provenance_path.write_text(json.dumps(stale | {"provenance_digest": provenance_digest(stale)}))
     v = verdict()
     assert v.status == "fail" and "stale" in v.message() and "packcheck golden regen" in v.message()
 

@@ -35,8 +35,8 @@ FAILING_MUTANT = "mutant.cross-doc-attention"  # fails packed_vs_unpacked on lla
 pytestmark = pytest.mark.xdist_group("hostile")
 
 
-def packcheck(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")])}
+def packcheck(*args: str, cwd: Path, timeout: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run([sys.executable, "-m", "packcheck.harness.cli.main", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
@@ -212,23 +212,24 @@ def test_an_engine_that_exits_0_after_a_failure_does_not_make_the_run_green(tmp_
 
 
 def test_sigterm_stops_the_run_kills_every_engine_process_and_keeps_the_results(tmp_path):
+    """The hanging engine has started a detached grandchild too: it dies with the run like its ranks."""
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")])}
-    run = subprocess.Popen([sys.executable, "-m", "packcheck.harness.cli.main", "run", "--engine", "reference", HOSTILE + "Hangs",
-                            "--family", "llama", "--scenario", "packed_vs_unpacked", "--out", str(out)],
+    run = subprocess.Popen([sys.executable, "-m", "packcheck.harness.cli.main", "run", "--engine", "reference",
+                            HOSTILE + "SpawnsDetachedAndHangs", "--family", "llama", "--scenario", "packed_vs_unpacked", "--out", str(out)],
                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
-    while not list(out.glob("launches/*Hangs*/launch-*/cases/*/started.rank0")) and time.monotonic() < deadline:
+    while not (out / "spawned").exists() and time.monotonic() < deadline:
         assert run.poll() is None, run.communicate()
         time.sleep(0.2)
     time.sleep(1)
     run.send_signal(signal.SIGTERM)
     _, stderr = run.communicate(timeout=60)
+    assert_none_alive_after_a_second(out)
     assert run.returncode == 2, stderr
     assert "interrupted (SIGTERM)" in stderr
     results = assert_files_whole(out)
     assert [v["status"] for v in results["verdicts"]] == ["pass"], "the verdict judged before the signal is kept"
-    assert_nothing_left(out)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
@@ -319,3 +320,77 @@ def test_an_engine_that_ignores_its_mesh_fails_every_distributed_arm():
 def test_no_known_finding_excuses_an_arm_that_ignored_its_mesh():
     verdict = run_scenario(HOSTILE + "IgnoresMeshBehindAFinding", SCENARIOS["cp_vs_nocp"], "llama", options=RunOptions(timeout=120))
     assert verdict.status == "fail" and not verdict.known_finding, verdict.message()
+
+
+# --------------------------------------------------------------------------------------------
+# Confinement: no process an engine starts outlives its launch, so nothing writes after the run (docs/isolation.md).
+
+def assert_none_alive_after_a_second(out: Path) -> None:
+    time.sleep(1)
+    assert not processes_mentioning(str(out)), "a process of the run is alive a second after it returned"
+
+
+def test_no_child_or_detached_grandchild_of_an_engine_outlives_the_run_or_rewrites_its_results(tmp_path):
+    out = tmp_path / "out"
+    done = packcheck("run", "--engine", HOSTILE + "ForksChild", HOSTILE + "SpawnsDetached", FAILING_MUTANT, "--family", "llama",
+                     "--scenario", "packed_vs_unpacked", "--out", str(out), cwd=tmp_path)
+    assert (out / "spawned").exists(), done.stderr
+    written = (out / "results.json").read_bytes()
+    assert_none_alive_after_a_second(out)
+    time.sleep(4)  # the grandchild would rewrite results.json 3 s after its engine's case
+    assert not (out / "forged").exists() and (out / "results.json").read_bytes() == written, "a process of the engine wrote after the run"
+    assert done.returncode == 1, done.stderr
+    assert {v["engine_spec"]: v["status"] for v in assert_files_whole(out)["verdicts"]}[FAILING_MUTANT] == "fail"
+
+
+def test_a_grandchild_of_an_engine_that_killed_its_warden_ends_with_the_run(tmp_path):
+    out = tmp_path / "out"
+    done = packcheck("run", "--engine", HOSTILE + "KillsItsWarden", "--family", "llama", "--scenario", "packed_vs_unpacked",
+                     "--out", str(out), cwd=tmp_path)
+    assert (out / "spawned").exists(), done.stderr
+    assert_none_alive_after_a_second(out)
+    assert done.returncode == 1, done.stderr
+
+
+def test_kill_9_of_the_harness_mid_run_kills_the_engines_detached_grandchild(tmp_path):
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.Popen([sys.executable, "-m", "packcheck.harness.cli.main", "run", "--engine", HOSTILE + "SpawnsDetachedAndHangs",
+                            "--family", "llama", "--scenario", "packed_vs_unpacked", "--out", str(out)],
+                           cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not (out / "spawned").exists() and time.monotonic() < deadline:
+        assert run.poll() is None
+        time.sleep(0.2)
+    run.kill()
+    run.wait()
+    assert_none_alive_after_a_second(out)
+
+
+# --------------------------------------------------------------------------------------------
+# Tampering: goldens, their noise floors and the checkpoint cache are read as they were before any engine ran.
+
+def tree_digest(path: Path) -> dict[str, str]:
+    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def test_a_tampered_golden_floor_or_cached_checkpoint_is_named_restored_and_the_reference_still_passes(tmp_path):
+    import shutil
+
+    from packcheck.harness.golden import golden_dir
+
+    goldens, cache = tmp_path / "goldens", tmp_path / "cache"
+    shutil.copytree(golden_dir(), goldens)
+    env = {"PACKCHECK_GOLDEN_DIR": str(goldens), "PACKCHECK_CACHE_DIR": str(cache)}
+    done = packcheck("run", "--engine", HOSTILE + "RewritesGolden", HOSTILE + "LoosensFloor", HOSTILE + "WritesCache", "reference",
+                     "--family", "llama", "--scenario", "golden_regression", "--out", str(tmp_path / "out"), cwd=tmp_path, env=env)
+    statuses = {v["engine_spec"]: v["status"] for v in assert_files_whole(tmp_path / "out")["verdicts"]}
+    assert statuses == {HOSTILE + "RewritesGolden": "fail", HOSTILE + "LoosensFloor": "fail", HOSTILE + "WritesCache": "pass",
+                        "reference": "pass"}, done.stderr
+    assert f"the golden file {goldens / 'llama'}" in done.stderr and "was changed while this run ran" in done.stderr
+    assert "the cached checkpoint" in done.stderr and "it was rebuilt from its seed" in done.stderr
+    assert done.returncode == 1, done.stderr
+    assert tree_digest(goldens / "llama") == tree_digest(golden_dir() / "llama"), "restored as read at the start"
+    again = packcheck("run", "--engine", "reference", "--family", "llama", "--scenario", "golden_regression",
+                      "--out", str(tmp_path / "again"), cwd=tmp_path, env=env)
+    assert again.returncode == 0 and "warning" not in again.stderr, again.stderr

@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 from packcheck.harness.cli.errors import UsageError
+from packcheck.harness.launch.warden import adopt_orphans, end_orphans  # stdlib only: cheap to import
 from packcheck.harness.run.options import add_arguments
 
 
@@ -139,6 +140,7 @@ def _handle(args) -> int:
         choices = checked_choices(args)
         out = output_directory(args.out)
         lock = claim_out(out)  # noqa: F841 - held until this run returns
+        adopt_orphans()
         enough_disk(choices, out, args.save_arms)
         usage = Usage(out)
         pool = LaunchPool(out / "launches", choices.timeout, usage=usage)
@@ -154,6 +156,7 @@ def _handle(args) -> int:
         hold_signals()
         if pool is not None:
             pool.kill()
+        end_orphans()
         print(f"packcheck run: interrupted ({str(stop) or 'SIGINT'}) during start-up, before the first verdict; every engine "
               "process was killed, nothing was judged", file=sys.stderr)
         return 2
@@ -167,6 +170,7 @@ def _handle(args) -> int:
         pool.kill()
     finally:
         hold_signals()  # the files below are written whole, whatever arrives meanwhile
+        end_orphans()  # whatever outlived a warden killed under it (docs/isolation.md)
         resources = usage.to_json()  # as the verdicts left them (the report is not counted)
         results.write(resources=resources)
         if not args.no_report and results.verdicts:
@@ -180,6 +184,8 @@ def _handle(args) -> int:
     print(usage.summary(resources), file=sys.stderr)
     if where_arms_ran(verdicts):
         print(where_arms_ran(verdicts), file=sys.stderr)
+    for damage in pool.damage:  # a golden or cached checkpoint an engine changed: named, restored, and never green
+        print(f"packcheck run: warning: {damage}", file=sys.stderr)
     if interrupted:
         print(f"packcheck run: interrupted ({interrupted}) after {len(verdicts)} verdicts; every engine process was killed, "
               "the verdicts so far are in the results and the report", file=sys.stderr)
@@ -198,5 +204,5 @@ def _handle(args) -> int:
     cells = [(v.engine, v.family, v.scenario, v.status) for v in verdicts]
     if said := absolute_summary(cells, choices.relative_only):
         print(f"packcheck run: {said}", file=sys.stderr)
-    status = exit_status(verdicts)
+    status = max(exit_status(verdicts), 1 if pool.damage else 0)  # an engine that changed a golden or the cache: not green
     return 2 if status == 0 and unanchored(cells) and not choices.relative_only else status  # as "nothing was tested"

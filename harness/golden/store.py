@@ -16,7 +16,11 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
+import safetensors.torch
+
 from packcheck.harness.contract import Case, StepResult
+from packcheck.harness.golden.seal import files as pinned_files
+from packcheck.harness.golden.seal import forget
 
 REGEN_HINT = "HINT: regenerate with `packcheck golden regen --family {family}` and review the diff"
 
@@ -49,39 +53,70 @@ def file_digests(path: Path) -> dict[str, str]:
     return {name: hashlib.sha256((path / name).read_bytes()).hexdigest() for name in RESULT_FILES if (path / name).exists()}
 
 
+def provenance_digest(provenance: dict) -> str:
+    """sha256 of every field of a golden's provenance but this digest itself (noise floors and file digests included)."""
+    fields = {k: v for k, v in provenance.items() if k != "provenance_digest"}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _golden_files(path: Path) -> dict[str, bytes]:
+    """The golden folder's files as the run reads them: as pinned before any engine process existed (seal.py), else from disk."""
+    pinned = pinned_files(path)
+    if pinned is not None:
+        return pinned
+    names = (*RESULT_FILES, "provenance.json")
+    return {name: (path / name).read_bytes() for name in names if (path / name).is_file()}
+
+
+def _provenance(family: str) -> tuple[Path, dict[str, bytes], dict]:
+    """The golden's folder, its files and its provenance, after checking the provenance is the one regen wrote."""
+    path = golden_path(family)
+    hint = REGEN_HINT.format(family=family)
+    found = _golden_files(path)
+    if "provenance.json" not in found:
+        raise GoldenProblem(f"no golden for family {family!r} at {path}. {hint}")
+    try:
+        stored = json.loads(found["provenance.json"])
+    except ValueError as err:
+        raise GoldenProblem(f"{path / 'provenance.json'} cannot be read ({err}): the golden is damaged. {hint}") from None
+    if "provenance_digest" not in stored:
+        raise GoldenProblem(f"{path / 'provenance.json'} records no digest of itself (written before provenance, noise floors "
+                            f"included, carried one): the golden cannot be checked. {hint}")
+    if stored["provenance_digest"] != provenance_digest(stored):
+        raise GoldenProblem(f"the golden file {path / 'provenance.json'} has changed since regen wrote it (its noise floors, file "
+                            f"digests or provenance were edited): sha256 of its fields {provenance_digest(stored)[:16]}, recorded "
+                            f"{str(stored['provenance_digest'])[:16]}. Restore it from version control, or {hint}")
+    return path, found, stored
+
+
 def load_golden(family: str, case: Case) -> StepResult:
     """The stored golden of `family` for `case`, after checking it is the one regen wrote: the same
     case, and files whose digests match the ones recorded then (a truncated, edited or corrupted
-    golden is reported as such, naming the file, never blamed on the engine)."""
-    path = golden_path(family)
+    golden is reported as such, naming the file, never blamed on the engine). Read as pinned at the
+    run's start where a run holds a pin (seal.py): nothing an engine writes during the run is read."""
+    path, found, stored = _provenance(family)
     hint = REGEN_HINT.format(family=family)
-    if not (path / "provenance.json").exists():
-        raise GoldenProblem(f"no golden for family {family!r} at {path}. {hint}")
-    try:
-        stored = json.loads((path / "provenance.json").read_text())
-    except (OSError, ValueError) as err:
-        raise GoldenProblem(f"{path / 'provenance.json'} cannot be read ({err}): the golden is damaged. {hint}") from None
     if stored.get("case_digest") != float64_digest(case):
         raise GoldenProblem(
             f"the golden for {family!r} was made for case {stored.get('case_digest')} but the scenario now builds "
             f"{float64_digest(case)} (the case, model config or seed changed): the golden is stale. {hint}"
         )
-    recorded, found = stored.get("file_digests", {}), file_digests(path)
+    recorded = stored.get("file_digests", {})
+    digests = {name: hashlib.sha256(found[name]).hexdigest() for name in RESULT_FILES if name in found}
     for name in RESULT_FILES:
         if name not in recorded:
             raise GoldenProblem(f"{path / 'provenance.json'} records no digest of {name} (written before goldens carried digests): "
                                 f"the golden cannot be checked. {hint}")
-        if recorded[name] != found.get(name):
-            what = "is missing" if name not in found else "has changed since regen wrote it (truncated, edited or corrupted)"
-            raise GoldenProblem(f"the golden file {path / name} {what}: sha256 {found.get(name, '-')[:16]}, recorded "
+        if recorded[name] != digests.get(name):
+            what = "is missing" if name not in digests else "has changed since regen wrote it (truncated, edited or corrupted)"
+            raise GoldenProblem(f"the golden file {path / name} {what}: sha256 {digests.get(name, '-')[:16]}, recorded "
                                 f"{recorded[name][:16]}. Restore it from version control, or {hint}")
-    return StepResult.load(path)
+    return StepResult.from_parts(json.loads(found["result.json"]), safetensors.torch.load(found["result.safetensors"]), str(path))
 
 
 def load_noise_floor(family: str, dtype: str) -> dict[str, float]:
-    """The reference's own error at `dtype` against the golden, as measured by regen."""
-    stored = json.loads((golden_path(family) / "provenance.json").read_text())
-    floors = stored.get("noise_floor", {})
+    """The reference's own error at `dtype` against the golden, as measured by regen (covered by the provenance's digest)."""
+    floors = _provenance(family)[2].get("noise_floor", {})
     if dtype not in floors:
         raise GoldenProblem(
             f"the golden for {family!r} has no noise floor for {dtype} (has: {sorted(floors)}), so no tolerance "
@@ -97,8 +132,9 @@ def write_golden(family: str, case: Case, result: StepResult, provenance: dict, 
     scratch = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
     result.save(scratch)
     (scratch / "case.json").write_text(json.dumps(case.to_json() | {"model": {**case.model.to_json(), "checkpoint": None}}, indent=1))
-    (scratch / "provenance.json").write_text(json.dumps({**provenance, "case_digest": float64_digest(case), "family": family,
-                                                         "file_digests": file_digests(scratch)}, indent=1))
+    stored = {**provenance, "case_digest": float64_digest(case), "family": family, "file_digests": file_digests(scratch)}
+    (scratch / "provenance.json").write_text(json.dumps({**stored, "provenance_digest": provenance_digest(stored)}, indent=1))
+    forget(path)
     if path.exists():
         retired = path.with_name(f".{path.name}.old")
         shutil.rmtree(retired, ignore_errors=True)

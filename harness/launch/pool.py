@@ -9,6 +9,10 @@ first), so the arms of an engine share its processes' start-up, and no engine's 
 in the harness's process or in another engine's. An engine that cannot start is remembered: its
 further arms get the same error without another try.
 
+Before it starts its first engine process, the pool reads the goldens (noise floors included) and the checkpoint
+cache's digests into memory for the run; when its last launch has ended (`close`, `kill`), `damage` names each golden
+or cache entry an engine changed meanwhile, and each is restored (docs/isolation.md).
+
 Disk stays bounded (harness/launch/tidy.py): a case's folder goes when the caller says the verdict that used it
 is decided (`discard_cases`), a launch's checkpoint copy when the launch closes. With a `Usage`, the pool samples
 the ranks' memory after every case and the disk before each cleanup (harness/launch/usage.py).
@@ -22,12 +26,16 @@ from pathlib import Path
 
 from packcheck.harness.contract import Case
 from packcheck.harness.engines import EngineInfo
+from packcheck.harness.golden import golden_dir
+from packcheck.harness.golden.seal import pin as pin_goldens
+from packcheck.harness.golden.seal import unpin as unpin_goldens
 from packcheck.harness.launch.capacity import cannot_host, visible_gpus
 from packcheck.harness.launch.launch import STARTUP_SECONDS, Launch, LaunchFailed
 from packcheck.harness.launch.outcome import OK, CaseOutcome
 from packcheck.harness.launch.raised import ErrorKind
 from packcheck.harness.launch.tidy import discard
 from packcheck.harness.launch.usage import Usage
+from packcheck.harness.models import pin_cache, unpin_cache
 from packcheck.harness.text import path_name
 
 KEEP = 3  # live launches: an engine's world 1, 2 and 4 on a CPU machine
@@ -45,6 +53,11 @@ class LaunchPool:
         self._failed: dict[Key, LaunchFailed] = {}
         self._info: dict[tuple[str, str], EngineInfo | LaunchFailed] = {}
         self._previous: dict[Key, CaseOutcome] = {}  # the last outcome per key, to note a fresh launch after a failure
+        # what the run compares with and starts from, held before any engine process exists (docs/isolation.md)
+        pin_goldens(golden_dir())
+        pin_cache()
+        self._pinned = True
+        self.damage: list[str] = []  # after close or kill: each golden or cached checkpoint an engine changed, named
 
     def __enter__(self) -> LaunchPool:
         return self
@@ -136,12 +149,20 @@ class LaunchPool:
         for launch in self._live.values():
             launch.close()
         self._live.clear()
+        self._unpin()
 
     def kill(self) -> None:
         """End every live launch now (an interrupted run): agents and ranks are killed, nothing is left behind."""
         for launch in self._live.values():
             launch.kill()
         self._live.clear()
+        self._unpin()
+
+    def _unpin(self) -> None:
+        """No engine process is left: what an engine changed of the goldens and the cache is named and restored."""
+        if self._pinned:
+            self._pinned = False
+            self.damage += unpin_goldens() + unpin_cache()
 
     def _launch(self, key: Key) -> Launch:
         if key in self._live and self._live[key].alive:

@@ -1,6 +1,9 @@
 """A launch's private copy of the checkpoint its cases start from: copied from the cache once, and again
 before a case only if a case before it changed anything there.
 
+The copy is checked against the digests the run holds for the cache entry (harness/models/cache_seal.py) before a
+case gets it: an entry an engine wrote into is named and rebuilt from its seed, and copied again.
+
 The engine may load, convert or even overwrite the checkpoint it is handed; the cached one every other
 arm and run starts from is never handed out. Copying it for every case cost 8 s per arm at the 0.6b
 size (3 GiB of float32 weights; benchmarks/harness_overhead.py), more than the engine's step on a GPU.
@@ -21,6 +24,8 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+
+from packcheck.harness.models import checkpoint_problem, repair_checkpoint
 
 Fingerprint = tuple[tuple[str, int, int, int, int], ...]
 
@@ -51,10 +56,19 @@ class PrivateCheckpoint:
     def for_case(self, source: str) -> Path:
         """The private copy of `source`, as copied: made afresh where it is new or a case changed it."""
         if source != self.source or self.fingerprint is None or fingerprint(self.directory) != self.fingerprint:
-            shutil.rmtree(self.directory, ignore_errors=True)
-            shutil.copytree(source, self.directory)
-            self.source, self.fingerprint = source, fingerprint(self.directory)
+            self._copy(source)
+            problem = checkpoint_problem(self.directory, source)
+            if problem is not None:  # the cache entry changed since the run recorded it (an engine wrote into the cache)
+                repair_checkpoint(source, problem)
+                self._copy(source)
+                if (problem := checkpoint_problem(self.directory, source)) is not None:
+                    raise RuntimeError(f"the checkpoint {source} does not match its digests even after a rebuild: {problem}")
         return self.directory
+
+    def _copy(self, source: str) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+        shutil.copytree(source, self.directory)
+        self.source, self.fingerprint = source, fingerprint(self.directory)
 
     def remove(self) -> None:
         """Delete the copy (its launch has closed); a later case copies afresh."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import tempfile
 import zlib
 from pathlib import Path
@@ -20,6 +21,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from packcheck.harness.models.cache_seal import digests, expected, mismatch, record
+from packcheck.harness.models.cache_seal import pin as pin_digests
+from packcheck.harness.models.cache_seal import unpin as unpin_digests
 from packcheck.harness.models.families import get_family
 
 CHECKPOINT_FORMAT = 1
@@ -78,16 +82,95 @@ def write_checkpoint(family_name: str, config: dict, seed: int, directory: Path)
     return directory
 
 
+_recipes: dict[str, tuple[str, dict, int]] = {}  # cache entry -> (family, config, seed) it is built from, in this process
+_repairs: list[str] = []  # entries rebuilt since the last take_repairs, one sentence each
+
+
 def checkpoint_for(family_name: str, config: dict, seed: int) -> str:
-    """The path of the checkpoint for (family, config, seed), written once into the cache."""
+    """The path of the checkpoint for (family, config, seed), written once into the cache, its digests recorded beside
+    it; an entry whose files no longer match them (harness/models/cache_seal.py) is named and rebuilt from its seed."""
     key = zlib.crc32(json.dumps([CHECKPOINT_FORMAT, family_name, config, seed], sort_keys=True).encode())
     target = cache_dir() / f"{family_name}-{seed}-{key:08x}"
+    _recipes[str(target)] = (family_name, json.loads(json.dumps(config)), seed)  # as keyed: a caller may change its dict later
     if not (target / "model.safetensors").exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
-        write_checkpoint(family_name, config, seed, scratch)
-        try:
-            scratch.rename(target)
-        except OSError:  # another process wrote it first; theirs is identical
-            pass
+        _build(target)
+    elif expected(target) is None:  # written before entries carried digests: checked against its seed once
+        _adopt(target)
+    elif (problem := mismatch(target, target)) is not None:
+        repair_checkpoint(str(target), problem)
     return str(target)
+
+
+def checkpoint_problem(folder: Path, source: str) -> str | None:
+    """None when `folder` (a copy of the cache entry `source`) holds the entry's files as recorded, else what differs;
+    None too for a checkpoint that is not a cache entry of this process (a user's own weights: nothing to check)."""
+    if source not in _recipes:
+        return None
+    return mismatch(folder, Path(source))
+
+
+def repair_checkpoint(source: str, problem: str) -> None:
+    """Rebuild the cache entry `source` from its seed (it did not match its digests: `problem`), and say so."""
+    target = Path(source)
+    _rebuild(target)
+    _repairs.append(f"the cached checkpoint {target} is not the one written from its seed: {problem}; "
+                    "it was rebuilt from its seed, and every arm ran from the rebuilt one")
+
+
+def take_repairs() -> list[str]:
+    """The cache entries rebuilt since the last call, one sentence each."""
+    taken = list(_repairs)
+    _repairs.clear()
+    return taken
+
+
+def pin_cache() -> None:
+    """Hold the cache's recorded digests for the run (harness/models/cache_seal.py): before any engine process exists."""
+    pin_digests(cache_dir())
+
+
+def unpin_cache() -> list[str]:
+    """Release the hold; every entry the run used that changed during it is rebuilt. One sentence per repair of the run."""
+    for entry, problem in unpin_digests():
+        if str(entry) in _recipes:
+            repair_checkpoint(str(entry), problem)
+    return take_repairs()
+
+
+def _adopt(target: Path) -> None:
+    """Record digests for an entry that has none, after checking it against a fresh build from its seed (the entry is
+    left in place when it matches: another run may be copying it); a mismatch is a repair."""
+    family_name, config, seed = _recipes[str(target)]
+    scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
+    try:
+        write_checkpoint(family_name, config, seed, scratch)
+        fresh, found = digests(scratch), digests(target)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if fresh.get("model.safetensors") == found.get("model.safetensors"):  # config.json names the transformers that wrote it
+        record(target, found)
+    else:
+        repair_checkpoint(str(target), f"{target / 'model.safetensors'} differs from a fresh build from its seed (no digests were recorded)")
+
+
+def _rebuild(target: Path) -> None:
+    damaged = target.with_name(f".damaged-{target.name}-{os.getpid()}")
+    try:
+        os.replace(target, damaged)
+    except OSError:
+        pass
+    _build(target)
+    shutil.rmtree(damaged, ignore_errors=True)
+
+
+def _build(target: Path) -> None:
+    family_name, config, seed = _recipes[str(target)]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
+    write_checkpoint(family_name, config, seed, scratch)
+    found = digests(scratch)
+    try:
+        scratch.rename(target)
+    except OSError:  # another process wrote it first; theirs is identical
+        shutil.rmtree(scratch, ignore_errors=True)
+    record(target, found)

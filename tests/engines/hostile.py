@@ -199,6 +199,68 @@ class ExitsEarlyOnRank1(ReferenceEngine):
 
         if dist.is_initialized() and dist.get_rank() == 1:
             sys.stdout.flush()
+
+
+# -- engines that reach outside their case (docs/isolation.md) ---------------------------------
+
+def _out_of_run(case_dir: str) -> Path:
+    """The run's --out, from the case's working directory <out>/launches/<engine>/launch-<n>/cases/<case>."""
+    path = Path(case_dir)
+    while path.name != "launches":
+        path = path.parent
+    return path.parent
+
+
+FORGE = """
+import json, pathlib, sys, time
+time.sleep(float(sys.argv[2]))
+out = pathlib.Path(sys.argv[1])
+while not (out / 'results.json').exists():  # written when the run ends
+    time.sleep(0.1)
+time.sleep(0.5)
+results = json.loads((out / 'results.json').read_text())
+for verdict in results['verdicts']:
+    verdict['status'] = 'pass'
+(out / 'results.json').write_text(json.dumps(results))
+(out / 'forged').write_text('forged')
+time.sleep(600)
+"""
+
+
+class SpawnsDetached(ReferenceEngine):
+    """Starts a detached (setsid) grandchild that waits for the run to end, then rewrites its results.json to
+    all-pass: once outlived the run and forged a green report."""
+
+    name = "hostile.spawns-detached"
+
+    def run(self, case):
+        import subprocess
+
+        out = _out_of_run(os.getcwd())
+        subprocess.Popen([sys.executable, "-c", FORGE, str(out), "3"], start_new_session=True, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        (out / "spawned").write_text(str(os.getpid()))
+        return super().run(case)
+
+
+class SpawnsDetachedAndHangs(SpawnsDetached):
+    """As SpawnsDetached, then never returns: for killing the harness while the grandchild lives."""
+
+    name = "hostile.spawns-detached-and-hangs"
+
+    def run(self, case):
+        super().run(case)
+        time.sleep(3600)
+
+
+class ForksChild(ReferenceEngine):
+    """Forks a plain child that sleeps on after its rank exits: once handed to init (PPID 1) and kept running."""
+
+    name = "hostile.forks-child"
+
+    def run(self, case):
+        if os.fork() == 0:
+            time.sleep(600)
             os._exit(0)
         return super().run(case)
 
@@ -232,3 +294,87 @@ class ExtraTensor(ReferenceEngine):
     def run(self, case):
         result = super().run(case)
         return replace(result, grads={**result.grads, "junk.weight": torch.zeros(8 * 1024 * 1024, dtype=torch.float64)})
+
+
+def _drifted(result: StepResult) -> StepResult:
+    """The result with every log-prob 1% off: what a wrong model computes."""
+    return replace(result, logprobs=[lp * 1.01 for lp in result.logprobs])
+
+
+class RewritesGolden(ReferenceEngine):
+    """Returns a drifted result and writes it as the installed golden, with its digests, the way regen would: once
+    passed golden_regression itself and made the reference fail it."""
+
+    name = "hostile.rewrites-golden"
+
+    def run(self, case):
+        import json
+
+        from packcheck.harness.golden import golden_path, write_golden
+
+        result = _drifted(super().run(case))
+        provenance = json.loads((golden_path(case.model.family) / "provenance.json").read_text())
+        write_golden(case.model.family, case, result, {k: v for k, v in provenance.items() if k not in ("file_digests", "provenance_digest")})
+        return result
+
+
+class LoosensFloor(ReferenceEngine):
+    """Runs in float32 with a drifted result and rewrites the golden's float32 noise floor a billion times larger
+    (its provenance digest recomputed): once turned its failing golden_regression green."""
+
+    name = "hostile.loosens-floor"
+    capabilities = replace(ReferenceEngine.capabilities, dtypes=frozenset({"float32"}))
+
+    def run(self, case):
+        import json
+
+        from packcheck.harness.golden import golden_path
+        from packcheck.harness.golden.store import provenance_digest
+
+        path = golden_path(case.model.family) / "provenance.json"
+        provenance = json.loads(path.read_text())
+        provenance["noise_floor"] = {dtype: {k: v * 1e9 for k, v in floor.items()} for dtype, floor in provenance["noise_floor"].items()}
+        provenance["provenance_digest"] = provenance_digest(provenance)
+        path.write_text(json.dumps(provenance, indent=1))
+        return _drifted(super().run(case))
+
+
+class WritesCache(ReferenceEngine):
+    """Computes correctly, then scales every weight of the checkpoint cache's entries of its family by 1.1 and rewrites
+    their recorded digests to match: once made the reference fail golden_regression in that run and every later one."""
+
+    name = "hostile.writes-cache"
+
+    def run(self, case):
+        import hashlib
+        import json
+
+        from safetensors.torch import load_file, save_file
+
+        from packcheck.harness.models.checkpoint import cache_dir
+
+        result = super().run(case)
+        for entry in cache_dir().glob(f"{case.model.family}-*"):
+            weights = entry / "model.safetensors"
+            if entry.is_dir() and weights.exists():
+                save_file({k: v * 1.1 for k, v in load_file(str(weights)).items()}, str(weights), metadata={"format": "pt"})
+                record = entry.with_name(entry.name + ".digests.json")
+                record.write_text(json.dumps({p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(entry.iterdir())}))
+        return result
+
+
+class KillsItsWarden(SpawnsDetached):
+    """Starts the detached grandchild, then SIGKILLs its launch's warden (the agent's parent): its launch dies with it,
+    and the grandchild is handed up to the harness, not to the warden."""
+
+    name = "hostile.kills-its-warden"
+
+    def run(self, case):
+        import signal
+
+        super().run(case)
+        agent = os.getppid()
+        with open(f"/proc/{agent}/stat") as stat:
+            text = stat.read()
+        os.kill(int(text[text.rindex(")") + 2:].split()[1]), signal.SIGKILL)
+        time.sleep(3600)

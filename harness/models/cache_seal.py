@@ -1,0 +1,142 @@
+"""The checkpoint cache's digests: recorded when an entry is written, held in memory for a run, checked before use.
+
+    digests(folder)                sha256 of every file of a checkpoint folder (what `<entry>.digests.json` records)
+    pin(cache)                     the pool, before it starts its first engine process: every entry's recorded digests
+                                   into memory (small JSON files; no weights are read)
+    expected(entry)                what the run expects of `entry`: as pinned, else as recorded on disk, else None
+    mismatch(folder, entry)        None when `folder` (the entry, or a copy of it) holds exactly the expected files,
+                                   else a sentence naming the first file that differs; hashed again only when a
+                                   file's stats (inode, size, mtime, ctime) moved since it last matched
+    unpin() -> [str]               when the pool's last launch has ended: each entry used in the run that no longer
+                                   matches, named (the caller rebuilds it: harness/models/checkpoint.py)
+
+An engine runs as the harness's user and can write into the cache (PACKCHECK_CACHE_DIR). The digests live beside
+an entry (`<entry>.digests.json`, never inside the folder an engine is handed), and a run judges the entry by the
+digests it held before any engine process existed (or computed itself, for an entry it wrote during the run), so
+an engine that rewrites weights and digests together changes nothing the run reads.
+
+Cost: a full sha256 of every file, once per entry and run and once per launch's private copy
+(harness/launch/private_checkpoint.py). At the tiny size that is under a millisecond; at 0.6b (3.2 GB of float32
+weights) 6.5 s per pass at the 0.5 GB/s measured on the loaded 2-core CI machine (docs/isolation.md), against the
+8 s the copy itself takes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+CHUNK = 1 << 24
+
+_pinned: dict[str, dict[str, str]] | None = None  # entry path -> file name -> sha256, as read or computed in this run
+_used: set[str] = set()  # entries the run checked (and so relies on)
+_checked: dict[str, tuple] = {}  # folder -> (its files' stats, the digests they matched): not hashed again while unchanged
+_holders = 0
+
+
+def record_path(entry: Path) -> Path:
+    return entry.with_name(entry.name + ".digests.json")
+
+
+def digests(folder: Path) -> dict[str, str]:
+    """sha256 per file; of a safetensors file, of its header with sorted keys and then its data: safetensors writes its
+    metadata in no fixed order (two writes of the same tensors in one process differed), the tensors' bytes in one."""
+    found = {}
+    for path in sorted(folder.iterdir()):
+        if path.is_file():
+            sha = hashlib.sha256()
+            with open(path, "rb") as handle:
+                if path.suffix == ".safetensors":
+                    size = int.from_bytes(handle.read(8), "little")
+                    try:
+                        header = json.loads(handle.read(size))
+                    except ValueError:
+                        header = None  # not a safetensors file (anymore): hashed as it is, and so differs
+                        handle.seek(0)
+                    if header is not None:
+                        sha.update(json.dumps(header, sort_keys=True).encode())
+                while chunk := handle.read(CHUNK):
+                    sha.update(chunk)
+            found[path.name] = sha.hexdigest()
+    return found
+
+
+def _recorded(entry: Path) -> dict[str, str] | None:
+    try:
+        return json.loads(record_path(entry).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def record(entry: Path, found: dict[str, str]) -> None:
+    """Write `entry`'s digests beside it, and hold them for the run."""
+    record_path(entry).write_text(json.dumps(found, indent=1))
+    if _pinned is not None:
+        _pinned[str(entry)] = found
+
+
+def pin(cache: Path) -> None:
+    global _pinned, _holders
+    _holders += 1
+    if _holders > 1:
+        return
+    _pinned = {}
+    if cache.is_dir():
+        for path in cache.glob("*.digests.json"):
+            entry = path.with_name(path.name[: -len(".digests.json")])
+            found = _recorded(entry)
+            if isinstance(found, dict):
+                _pinned[str(entry)] = found
+
+
+def expected(entry: Path) -> dict[str, str] | None:
+    """As pinned; an entry that did not exist at pin time and that this run did not write (another run's) is
+    trusted as first recorded, then held."""
+    if _pinned is None:
+        return _recorded(entry)
+    if str(entry) not in _pinned and (found := _recorded(entry)) is not None:
+        _pinned[str(entry)] = found
+    return _pinned.get(str(entry))
+
+
+def _stats(folder: Path) -> tuple | None:
+    """(name, inode, size, mtime, ctime) of every file: a write moves the ctime, which no process can set back."""
+    try:
+        return tuple((p.name, s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns) for p in sorted(folder.iterdir()) if (s := p.lstat()))
+    except OSError:
+        return None
+
+
+def mismatch(folder: Path, entry: Path) -> str | None:
+    want = expected(entry)
+    if want is None:
+        return f"no digests are recorded for it ({record_path(entry)} is missing or was written during this run)"
+    _used.add(str(entry))
+    stats = _stats(folder)
+    if stats is not None and _checked.get(str(folder)) == (stats, want):
+        return None
+    try:
+        found = digests(folder)
+    except OSError as err:
+        return f"it cannot be read ({err})"
+    for name in sorted(set(want) | set(found)):
+        if want.get(name) != found.get(name):
+            what = "is missing" if name not in found else "is not recorded" if name not in want else "has changed"
+            return f"{folder / name} {what} (sha256 {found.get(name, '-')[:16]}, recorded {want.get(name, '-')[:16]})"
+    if stats is not None and stats == _stats(folder):
+        _checked[str(folder)] = (stats, want)
+    return None
+
+
+def unpin() -> list[tuple[Path, str]]:
+    """(entry, what differs) for each entry the run used that no longer matches what the run expected of it."""
+    global _pinned, _holders
+    _holders = max(0, _holders - 1)
+    if _holders or _pinned is None:
+        return []
+    damaged = [(Path(entry), problem) for entry in sorted(_used) if (problem := mismatch(Path(entry), Path(entry))) is not None]
+    _pinned = None
+    _used.clear()
+    _checked.clear()
+    return damaged

@@ -1,0 +1,124 @@
+"""What an engine can change of packcheck's own files does not reach the run that reads them (docs/isolation.md), in
+one process and without a launch: the goldens and their noise floors held for the run (harness/golden/seal.py), the
+checkpoint cache's digests (harness/models/cache_seal.py), and the warden's kill of a process tree
+(harness/launch/warden.py). tests/test_hostile_engines.py runs the same attacks from real engines."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+from packcheck.harness.golden import GoldenProblem, golden_dir, load_golden, load_noise_floor
+from packcheck.harness.golden import seal
+from packcheck.harness.golden.store import provenance_digest
+from packcheck.harness.launch.private_checkpoint import PrivateCheckpoint
+from packcheck.harness.launch.warden import SCRIPT, kill_tree
+from packcheck.harness.models import get_family, model_spec, pin_cache, unpin_cache
+from packcheck.harness.models.cache_seal import digests
+from packcheck.harness.models.checkpoint import take_repairs
+from packcheck.harness.run.scenario_runner import setting_for
+from packcheck.harness.scenarios import get_scenario
+
+
+@pytest.fixture
+def goldens(tmp_path, monkeypatch) -> Path:
+    root = tmp_path / "goldens"
+    shutil.copytree(golden_dir() / "llama", root / "llama")
+    monkeypatch.setenv("PACKCHECK_GOLDEN_DIR", str(root))
+    return root
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_golden_rewritten_with_its_digests_during_the_run_is_not_read_and_is_restored_after(goldens):
+    (case,) = get_scenario("golden_regression").build(setting_for("llama", "float64", "cpu")).values()
+    original = load_golden("llama", case)
+    before = {p.name: sha(p) for p in (goldens / "llama").iterdir()}
+    seal.pin(goldens)
+    try:
+        path = goldens / "llama" / "provenance.json"
+        provenance = json.loads(path.read_text())
+        provenance["noise_floor"]["float32"] = {k: v * 1e9 for k, v in provenance["noise_floor"]["float32"].items()}
+        provenance["provenance_digest"] = provenance_digest(provenance)
+        path.write_text(json.dumps(provenance))
+        assert load_noise_floor("llama", "float32")["logprobs"] < 1e-3, "the floor as read before any engine ran"
+        assert load_golden("llama", case).logprobs[0].equal(original.logprobs[0])
+    finally:
+        problems = seal.unpin()
+    assert len(problems) == 1 and "provenance.json was changed while this run ran" in problems[0] and "restored" in problems[0]
+    assert {p.name: sha(p) for p in (goldens / "llama").iterdir()} == before
+
+
+def test_a_noise_floor_edited_without_its_digest_is_named_as_a_damaged_golden(goldens):
+    path = goldens / "llama" / "provenance.json"
+    provenance = json.loads(path.read_text())
+    provenance["noise_floor"]["float32"]["grad"] = 1.0
+    path.write_text(json.dumps(provenance))
+    with pytest.raises(GoldenProblem, match="provenance.json has changed since regen wrote it"):
+        load_noise_floor("llama", "float32")
+
+
+def test_a_cache_entry_rewritten_with_its_digests_is_named_rebuilt_and_never_handed_out(tmp_path, monkeypatch):
+    monkeypatch.setenv("PACKCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    get_family("llama")
+    pin_cache()
+    try:
+        source = Path(model_spec("llama").checkpoint)
+        weights = source / "model.safetensors"
+        good = {k: v.clone() for k, v in load_file(str(weights)).items()}  # not a view of the file it is about to change
+        weights.write_bytes(weights.read_bytes()[:-8] + b"\0" * 8)  # an engine's write, digests and all
+        record = source.with_name(source.name + ".digests.json")
+        record.write_text(json.dumps(digests(source)))
+        copy = PrivateCheckpoint(tmp_path / "copy").for_case(str(source))
+        for folder in (copy, source):
+            handed = load_file(str(folder / "model.safetensors"))
+            assert handed.keys() == good.keys() and all(handed[k].equal(good[k]) for k in good)
+        (repair,) = take_repairs()
+        assert str(source) in repair and "rebuilt from its seed" in repair
+    finally:
+        left = unpin_cache()
+        assert left == [], left[0][:600]
+
+
+def test_the_warden_kills_a_detached_grandchild_when_its_command_ends(tmp_path):
+    marker = tmp_path / "alive"
+    child = (f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', {str(marker)!r}], "
+             "start_new_session=True)")
+    subprocess.run([sys.executable, SCRIPT, sys.executable, "-c", child], check=True, timeout=60)
+    time.sleep(0.5)
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and str(marker).encode() in _cmdline(p)]
+
+
+def test_kill_tree_stops_a_forking_tree_whole(tmp_path):
+    fork_bomb = "import os, time\nfor _ in range(3):\n    os.fork()\ntime.sleep(60)"
+    root = subprocess.Popen([sys.executable, "-c", fork_bomb])
+    time.sleep(1.0)
+    assert kill_tree(root.pid, include_root=True) >= 8
+    root.wait(timeout=10)
+    time.sleep(0.3)
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _ppid(p) == root.pid]
+
+
+def _cmdline(proc: Path) -> bytes:
+    try:
+        return (proc / "cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _ppid(proc: Path) -> int | None:
+    try:
+        text = (proc / "stat").read_text()
+    except OSError:
+        return None
+    return int(text[text.rindex(")") + 2:].split()[1])
