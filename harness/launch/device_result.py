@@ -29,9 +29,6 @@ from packcheck.harness.contract.result import read_meta
 DESCRIPTORS = "result.device.json"
 HOST_TENSORS = "result.host.safetensors"  # what the engine returned on the host (log-probs, often): small, through the disk
 SCHEMA = "packcheck.device_result/1"
-# Gradients and parameters are what is large, and they meet only each other (and a golden, moved to them) in a
-# judge; the per-token and per-expert tensors are small and meet the harness's own host tensors in every judge.
-STAYS_ON_DEVICE = ("grad.", "param.")
 # At most this share of the GPU holds the harness's copies of a verdict's results (0.6b: 12 arms of 1.4 GiB on an
 # H200). Holding all of rl_loss_aggregation's (25.9 GiB) ran the reference's next arm out of memory (2026-12-02,
 # docs/gpu.md): the rest waits on the host, and its comparisons run there.
@@ -54,6 +51,9 @@ def share(result: StepResult, directory: Path) -> None:
     storages: dict[int, int] = {}
     shared, tensors = [], {}
     everything = result.tensors()
+    # gradients and parameters are what is large, and they meet only each other (and a golden) in a judge; the
+    # per-token and per-expert tensors are small and meet the harness's own host tensors in every judge
+    large = {id(t) for t in (*result.grads.values(), *(result.params_after or {}).values())}
     save_file({k: t.detach().contiguous() for k, t in everything.items() if not t.is_cuda}, str(directory / HOST_TENSORS))
     for name, tensor in everything.items():
         if not tensor.is_cuda:
@@ -64,7 +64,7 @@ def share(result: StepResult, directory: Path) -> None:
         if key not in storages:
             storages[key] = len(shared)
             shared.append(_share_storage(storage))
-        tensors[name] = {"storage": storages[key], "dtype": str(tensor.dtype).removeprefix("torch."),
+        tensors[name] = {"storage": storages[key], "stays_on_device": id(everything[name]) in large, "dtype": str(tensor.dtype).removeprefix("torch."),
                          "shape": list(tensor.shape), "stride": list(tensor.stride()), "offset": tensor.storage_offset()}
     (directory / DESCRIPTORS).write_text(json.dumps({"schema": SCHEMA, "storages": shared, "tensors": tensors}))
     (directory / "result.json").write_text(json.dumps(result.meta(), indent=1))
@@ -81,7 +81,7 @@ def open_shared(directory: Path) -> StepResult:
         storage = storages[place["storage"]]
         view = torch.empty(0, dtype=getattr(torch, place["dtype"]), device=storage.device)
         view.set_(storage, place["offset"], place["shape"], place["stride"])
-        tensors[name] = _own_copy(view) if name.startswith(STAYS_ON_DEVICE) else view.cpu()
+        tensors[name] = _own_copy(view) if place["stays_on_device"] else view.cpu()
     torch.cuda.current_stream().synchronize()  # the copies are made before the rank's memory is let go
     return StepResult.from_parts(read_meta(directory), tensors, str(directory))
 
