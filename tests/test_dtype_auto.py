@@ -27,10 +27,10 @@ def test_auto_without_a_known_dtype_names_the_field(declared):
 
 
 def test_run_auto_judges_each_engine_at_its_choice(tmp_path, capsys):
-    # the worked example declares float32 only, the reference float64 first; golden_regression is cheap for the
-    # reference and unsupported (an optimizer step) for the example, which is still recorded at its dtype
+    # the worked example declares float32 only, the reference float64 first; oracle_agreement is cheap and an absolute
+    # check, so the run can be green (golden_regression alone is unsupported for the example: no optimizer step)
     code = main(["run", "--engine", "reference", "packcheck.impls.example.minimal_engine:MinimalEngine", "--dtype", "auto",
-                 "--family", "llama", "--scenario", "golden_regression", "--out", str(tmp_path), "--no-report"])
+                 "--family", "llama", "--scenario", "oracle_agreement", "--out", str(tmp_path), "--no-report"])
     err = capsys.readouterr().err
     assert code == 0, err
     assert "engine example.minimal: dtype float32 (--dtype auto: the most precise" in err

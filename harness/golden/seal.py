@@ -33,16 +33,15 @@ def _read(folder: Path) -> dict[str, bytes]:
 
 
 def pin(root: Path) -> None:
-    """Read every golden under `root` (one folder per family) into memory, unless a pin is already held."""
+    """Read every golden under `root` (one folder per family) into memory, each folder once while a pin is held."""
     global _pinned, _holders
     _holders += 1
-    if _holders > 1:
-        return
-    _pinned = {}
-    if root.is_dir():
+    if _pinned is None:
+        _pinned = {}
+    if root.is_dir():  # a nested pin of another root (a test's copy of the goldens) reads that root's folders too
         for folder in sorted(root.iterdir()):
             if folder.is_dir() and not folder.name.startswith(".") and not folder.name.endswith(".obtained"):
-                _pinned[folder.resolve()] = _read(folder)
+                _pinned.setdefault(folder.resolve(), _read(folder))
 
 
 def files(path: Path) -> dict[str, bytes] | None:

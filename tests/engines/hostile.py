@@ -199,6 +199,39 @@ class ExitsEarlyOnRank1(ReferenceEngine):
 
         if dist.is_initialized() and dist.get_rank() == 1:
             sys.stdout.flush()
+            os._exit(0)
+        return super().run(case)
+
+
+class PrintsALot(ReferenceEngine):
+    """40 MB of prints in one case: once copied whole into the run's logs."""
+
+    name = "hostile.prints-a-lot"
+
+    def run(self, case):
+        line = "x" * 1023
+        for _ in range(40 * 1024):
+            print(line)
+        return super().run(case)
+
+
+class HugeNotes(ReferenceEngine):
+    """20 MB of notes: once a report.html of three times that and gigabytes of harness memory."""
+
+    name = "hostile.huge-notes"
+
+    def run(self, case):
+        return replace(super().run(case), notes={"blob": "x" * (20 * 1024 * 1024)})
+
+
+class ExtraTensor(ReferenceEngine):
+    """A 64 MiB gradient under a name the checkpoint lacks: invalid, and once kept whole in every copy of the arm."""
+
+    name = "hostile.extra-tensor"
+
+    def run(self, case):
+        result = super().run(case)
+        return replace(result, grads={**result.grads, "junk.weight": torch.zeros(8 * 1024 * 1024, dtype=torch.float64)})
 
 
 # -- engines that reach outside their case (docs/isolation.md) ---------------------------------
@@ -263,37 +296,6 @@ class ForksChild(ReferenceEngine):
             time.sleep(600)
             os._exit(0)
         return super().run(case)
-
-
-class PrintsALot(ReferenceEngine):
-    """40 MB of prints in one case: once copied whole into the run's logs."""
-
-    name = "hostile.prints-a-lot"
-
-    def run(self, case):
-        line = "x" * 1023
-        for _ in range(40 * 1024):
-            print(line)
-        return super().run(case)
-
-
-class HugeNotes(ReferenceEngine):
-    """20 MB of notes: once a report.html of three times that and gigabytes of harness memory."""
-
-    name = "hostile.huge-notes"
-
-    def run(self, case):
-        return replace(super().run(case), notes={"blob": "x" * (20 * 1024 * 1024)})
-
-
-class ExtraTensor(ReferenceEngine):
-    """A 64 MiB gradient under a name the checkpoint lacks: invalid, and once kept whole in every copy of the arm."""
-
-    name = "hostile.extra-tensor"
-
-    def run(self, case):
-        result = super().run(case)
-        return replace(result, grads={**result.grads, "junk.weight": torch.zeros(8 * 1024 * 1024, dtype=torch.float64)})
 
 
 def _drifted(result: StepResult) -> StepResult:
