@@ -45,11 +45,14 @@ def trim_logs() -> None:
                 log.seek(size - TAIL_BYTES)
                 tail = log.read(TAIL_BYTES)
             tail = tail[tail.find(b"\n") + 1:]  # from the start of a line
-            os.ftruncate(fd, 0)
             _dropped[fd] += size - _head[fd] - len(tail)
             head = (f"{MARK} {CAP_BYTES // 2**20} MiB per rank and stream; packcheck dropped its first "
                     f"{_dropped[fd]:,} bytes and keeps the last {TAIL_BYTES // 2**20} MiB]\n").encode()
             _head[fd] = len(head)
-            os.write(fd, head + tail)
+            # written over the start through a descriptor of its own, then cut there: the engine's descriptors append,
+            # so what it prints meanwhile lands past the cut (lost) or after it, never before the line naming the cap
+            with open(path, "r+b") as log:
+                log.write(head + tail)
+                log.truncate()
         except OSError:
             continue
