@@ -98,6 +98,9 @@ SOURCE_CHECKOUTS = {"prime_rl": ("PACKCHECK_PRIME_RL_SRC", "git clone https://gi
 # The light adapters CI runs. Their extras pin the same transformers (5.24.0), so CI runs them in one environment
 # (`nox -s engines`): two fewer venvs of torch and transformers, minutes of the CI budget.
 CI_ADAPTERS = ("hf_trainer", "trl", "ringmaster_cp")
+# engines no absolute scenario can judge yet, run relative-only on purpose (docs/isolation.md, "The absolute check")
+RELATIVE_ONLY = {"trl_grpo": "a policy loss on unpacked rows only: oracle_agreement judges the SFT step, and golden_regression "
+                             "and gradient_oracle need what it does not declare"}
 nox.options.sessions = ["tests", "package", "engines"]
 
 
@@ -116,7 +119,7 @@ def adapter_engines(adapter: str, variants: bool) -> dict[str, str]:
 def conformance_commands(session: nox.Session, engines: dict[str, str], arm_timeout: int = 120) -> list[list[str]]:
     # world-4 launches of a real engine need more than the default 30 s per arm on 2 cores
     return [["pytest", "--pyargs", "packcheck.conformance", "--engine", engine, "--dtype", dtype, "--arm-timeout", str(arm_timeout),
-             *session.posargs] for engine, dtype in engines.items()]
+             *(["--relative-only"] if engine in RELATIVE_ONLY else []), *session.posargs] for engine, dtype in engines.items()]
 
 
 def conformance_of(session: nox.Session, engines: dict[str, str]) -> None:
