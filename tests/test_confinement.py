@@ -33,6 +33,10 @@ def goldens(tmp_path, monkeypatch) -> Path:
     root = tmp_path / "goldens"
     shutil.copytree(golden_dir() / "llama", root / "llama")
     monkeypatch.setenv("PACKCHECK_GOLDEN_DIR", str(root))
+    # this test's pin is the outermost, whatever an earlier test in the same worker left held (a pin left by a pool
+    # that was not closed: to find; seen under xdist in CI, 2026-12-02)
+    monkeypatch.setattr(seal, "_pinned", None)
+    monkeypatch.setattr(seal, "_holders", 0)
     return root
 
 
