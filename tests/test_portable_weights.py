@@ -1,0 +1,66 @@
+"""The bfloat16 checkpoints of the large presets (`--model 8b`): values drawn by harness/models/portable_normal.py,
+the same bits on every device, so a GPU draws 8B of them in seconds and gives the checkpoint a CPU would.
+
+What is checked here on the CPU: the int64 tensor hash equals the hash on Python integers (wrapping multiplication,
+the logical shift made from torch's arithmetic one), a value depends on its (key, index) only (not on the chunking
+nor on the count drawn), the values are a unit normal to within Irwin-Hall's approximation, and a tiny model written
+in this format loads into the reference as any checkpoint. That a GPU draws the same bits is checked on the GPU by
+benchmarks/gpu_8b.sh (`same_bits_on_cuda`)."""
+
+from __future__ import annotations
+
+import torch
+from safetensors import safe_open
+
+from packcheck.harness.models import checkpoint as ckpt
+from packcheck.harness.models import get_family, portable_normal
+from packcheck.harness.models.portable_normal import MASK64, _signed, splitmix64, splitmix64_int
+
+
+def test_the_tensor_hash_is_splitmix64_on_unsigned_integers():
+    inputs = [0, 1, 2, 3, 2**31 - 1, 2**32, 2**62 + 7, 2**63 - 1, 2**63, 2**63 + 5, 2**64 - 1, 0x9E3779B97F4A7C15, 12345678901234567]
+    got = splitmix64(torch.tensor([_signed(v) for v in inputs], dtype=torch.int64)).tolist()
+    assert [v & MASK64 for v in got] == [splitmix64_int(v) for v in inputs]
+    assert splitmix64_int(0) == 0xE220A8397B1DCDAF  # the published first output of splitmix64 seeded with 0
+
+
+def test_a_value_depends_on_its_key_and_index_only(monkeypatch):
+    whole = portable_normal.portable_normal(11, 300)
+    monkeypatch.setattr(portable_normal, "CHUNK", 64)  # drawn 64 at a time: the same values
+    assert torch.equal(portable_normal.portable_normal(11, 300), whole)
+    assert torch.equal(portable_normal.portable_normal(11, 10), whole[:10])
+    assert not torch.equal(portable_normal.portable_normal(12, 300), whole), "another key, other values"
+    step = 2.0**-16
+    assert torch.equal(torch.round(whole / step) * step, whole), "every value a multiple of 2^-16: exact, no rounding anywhere"
+
+
+def test_the_values_are_a_unit_normal():
+    values = portable_normal.portable_normal(3, 200_000)
+    assert abs(values.mean().item()) < 0.01 and abs(values.std().item() - 1) < 0.01
+    assert values.abs().max().item() <= 6
+    within_one = (values.abs() < 1).double().mean().item()
+    assert abs(within_one - 0.6827) < 0.005, within_one
+
+
+def test_a_bfloat16_checkpoint_holds_the_portable_values_and_loads_into_the_reference(tmp_path):
+    from packcheck.impls.reference.model import CausalLM
+
+    config = get_family("qwen3").config()
+    ckpt.write_checkpoint("qwen3", config, 1234, tmp_path, "bfloat16")
+    with safe_open(str(tmp_path / "model.safetensors"), "pt") as f:
+        assert f.metadata()["packcheck_weights"] == "bfloat16"
+        names = list(f.keys())
+        tensors = {name: f.get_tensor(name) for name in names}
+    assert {t.dtype for t in tensors.values()} == {torch.bfloat16}
+    for name in ("model.layers.0.mlp.up_proj.weight", "model.norm.weight", "model.embed_tokens.weight"):
+        want = ckpt.portable_tensor(name, tuple(tensors[name].shape), 1234).to(torch.float32).to(torch.bfloat16)
+        assert torch.equal(tensors[name], want), name
+    assert abs(tensors["model.norm.weight"].double().mean().item() - 1) < 0.1, "norms drawn around 1 as in float32 checkpoints"
+    model = CausalLM.from_checkpoint(str(tmp_path), torch.float64)
+    assert torch.equal(model.lm_head.weight, tensors["lm_head.weight"].double()), "bfloat16 values are exact in float64"
+
+
+def test_the_float32_format_keeps_its_cache_key_and_the_bfloat16_one_has_its_own():
+    config = get_family("llama").config()
+    assert ckpt.checkpoint_path("llama", config, 1234) == ckpt.checkpoint_path("llama", config, 1234, "float32")
+    assert ckpt.checkpoint_path("llama", config, 1234, "bfloat16") != ckpt.checkpoint_path("llama", config, 1234)
