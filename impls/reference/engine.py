@@ -8,6 +8,7 @@ calls `run`; rank 0 returns the result.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import ClassVar
 
@@ -24,7 +25,8 @@ from packcheck.impls.reference.parallel.ring import ring_backend
 from packcheck.impls.reference.parallel.sharded_tower import shard_tower
 from packcheck.impls.reference.parallel.ulysses import ulysses_backend
 from packcheck.impls.reference.step.pipeline import REFERENCE, Pipeline
-from packcheck.impls.reference.step.train_step import train_step
+from packcheck.impls.reference.step.memory_plan import NONE, MemoryPlan, device_bytes, memory_plan, plannable
+from packcheck.impls.reference.step.train_step import build_micro_batches, train_step
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}
 ALL_LAYOUTS = frozenset(LayoutKind)
@@ -109,4 +111,17 @@ class ReferenceEngine(Engine):
         if case.parallel.dp_style == "shard" and mesh.dp > 1:  # FSDP2; "replicate" and None: DDP
             shard_model(model, mesh)
         attention = CONTEXT_PARALLEL[case.parallel.cp_style](mesh) if case.parallel.cp > 1 else self.attention_backend(case)
-        return train_step(model, case, self.pipeline, attention, mesh)
+        micro_batches = build_micro_batches(case, self.pipeline, mesh)
+        pipeline = self.memory_plan(model, case, mesh, micro_batches).apply(model, self.pipeline)
+        return train_step(model, case, pipeline, attention, mesh, micro_batches)
+
+    @staticmethod
+    def memory_plan(model: torch.nn.Module, case: Case, mesh: Mesh, micro_batches) -> MemoryPlan:
+        """Whether this rank's step fits its device as it is (step/memory_plan.py); a step that does not is said on stderr."""
+        if not plannable(model):
+            return NONE
+        tokens = max((p.input_ids_BT.numel() for forwards in micro_batches for p in forwards), default=0)
+        plan = memory_plan(model.config, DTYPES[case.dtype].itemsize, device_bytes(mesh.device), tokens)
+        if plan.saving:
+            print(f"reference: {case.name}: {plan.describe()}", file=sys.stderr, flush=True)
+        return plan
