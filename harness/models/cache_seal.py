@@ -69,11 +69,21 @@ def _recorded(entry: Path) -> dict[str, str] | None:
         return None
 
 
-def record(entry: Path, found: dict[str, str]) -> None:
-    """Write `entry`'s digests beside it, and hold them for the run."""
+def hashed(folder: Path) -> tuple[dict[str, str], tuple | None]:
+    """digests(folder), and its files' stats when they did not move while it was hashed (else None)."""
+    before = _stats(folder)
+    found = digests(folder)
+    return found, before if before is not None and before == _stats(folder) else None
+
+
+def record(entry: Path, found: dict[str, str], stats: tuple | None = None) -> None:
+    """Write `entry`'s digests beside it, and hold them for the run. `stats`: its files' stats when `found` was hashed
+    (hashed(); a folder renamed into place keeps its files' stats): the next check does not hash 16 GB again at 8B."""
     record_path(entry).write_text(json.dumps(found, indent=1))
     if _pinned is not None:
         _pinned[str(entry)] = found
+    if stats is not None and stats == _stats(entry):
+        _checked[str(entry)] = (stats, found)
 
 
 def pin(cache: Path) -> None:

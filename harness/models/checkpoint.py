@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from packcheck.harness.models.cache_seal import digests, expected, mismatch, record
+from packcheck.harness.models.cache_seal import digests, expected, hashed, mismatch, record
 from packcheck.harness.models.cache_seal import pin as pin_digests
 from packcheck.harness.models.cache_seal import unpin as unpin_digests
 from packcheck.harness.models.families import get_family
@@ -209,9 +209,10 @@ def _build(target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
     write_checkpoint(family_name, config, seed, scratch, weights)
-    found = digests(scratch)
+    found, stats = hashed(scratch)
     try:
         scratch.rename(target)
     except OSError:  # another process wrote it first; theirs is identical
         shutil.rmtree(scratch, ignore_errors=True)
-    record(target, found)
+        stats = None
+    record(target, found, stats)

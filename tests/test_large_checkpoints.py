@@ -64,3 +64,23 @@ def test_the_float32_format_keeps_its_cache_key_and_the_bfloat16_one_has_its_own
     config = get_family("llama").config()
     assert ckpt.checkpoint_path("llama", config, 1234) == ckpt.checkpoint_path("llama", config, 1234, "float32")
     assert ckpt.checkpoint_path("llama", config, 1234, "bfloat16") != ckpt.checkpoint_path("llama", config, 1234)
+
+
+def test_a_checkpoint_just_written_is_not_hashed_again_until_its_files_move(tmp_path, monkeypatch):
+    """At 8B a sha256 pass over the 16 GB file takes 8-16 s (docs/gpu.md): the entry is hashed once when written, and
+    checked again by its files' stats; a file that changes is hashed again, named, and rebuilt (the negative control)."""
+    from packcheck.harness.models import cache_seal
+
+    monkeypatch.setenv("PACKCHECK_CACHE_DIR", str(tmp_path))
+    calls = []
+    real = cache_seal.digests
+    monkeypatch.setattr(cache_seal, "digests", lambda folder: calls.append(folder) or real(folder))
+    config = get_family("llama").config()
+    entry = ckpt.checkpoint_for("llama", config, 99, "bfloat16")
+    assert len(calls) == 1, calls
+    assert ckpt.checkpoint_for("llama", config, 99, "bfloat16") == entry and len(calls) == 1, "checked by stats, not hashed"
+    with open(f"{entry}/model.safetensors", "r+b") as file:
+        file.seek(-2, 2)
+        file.write(b"\x00\x01")
+    ckpt.checkpoint_for("llama", config, 99, "bfloat16")
+    assert len(calls) >= 2 and any("not the one written from its seed" in r for r in ckpt.take_repairs())
