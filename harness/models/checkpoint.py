@@ -14,6 +14,7 @@ import json
 import math
 import os
 import shutil
+import struct
 import tempfile
 import zlib
 from pathlib import Path
@@ -58,6 +59,22 @@ def parameter_shapes(family_name: str, config: dict) -> dict[str, tuple[int, ...
     with torch.device("meta"):
         model = model_cls(hf_config)
     return {name: tuple(p.shape) for name, p in model.named_parameters()}
+
+
+def parameter_count(checkpoint: str | Path) -> int:
+    """Elements in the checkpoint's safetensors files, from their headers (nothing is loaded)."""
+    total = 0
+    for path in sorted(Path(checkpoint).glob("*.safetensors")):
+        with open(path, "rb") as file:
+            (length,) = struct.unpack("<Q", file.read(8))
+            header = json.loads(file.read(length))
+        for name, entry in header.items():
+            if name != "__metadata__":
+                count = 1
+                for size in entry["shape"]:
+                    count *= size
+                total += count
+    return total
 
 
 def seeded_tensor(name: str, shape: tuple[int, ...], seed: int) -> torch.Tensor:

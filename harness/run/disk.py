@@ -19,10 +19,8 @@ the check never refuses a machine that can run packcheck.
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +28,7 @@ from pathlib import Path
 from packcheck.harness.errors import InputError
 from packcheck.harness.launch.pool import KEEP
 from packcheck.harness.launch.usage import human
-from packcheck.harness.models.checkpoint import WEIGHTS, cache_dir, parameter_shapes
+from packcheck.harness.models.checkpoint import WEIGHTS, cache_dir, parameter_count, parameter_shapes
 from packcheck.harness.models.sizes import planned_checkpoint
 from packcheck.harness.run.inputs import Inputs
 
@@ -60,22 +58,6 @@ class Need:
 def free_bytes(directory: Path) -> int:
     """Free space under `directory` for this user (statvfs f_bavail)."""
     return shutil.disk_usage(directory).free
-
-
-def parameter_count(checkpoint: str | Path) -> int:
-    """Elements in the checkpoint's safetensors files, from their headers (nothing is loaded)."""
-    total = 0
-    for path in sorted(Path(checkpoint).glob("*.safetensors")):
-        with open(path, "rb") as file:
-            (length,) = struct.unpack("<Q", file.read(8))
-            header = json.loads(file.read(length))
-        for name, entry in header.items():
-            if name != "__metadata__":
-                count = 1
-                for size in entry["shape"]:
-                    count *= size
-                total += count
-    return total
 
 
 def checkpoint_bytes(checkpoint: str | Path) -> int:
