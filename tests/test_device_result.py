@@ -109,3 +109,17 @@ def _wait_for(path, process, seconds: float = 120.0) -> None:
         assert process.poll() is None, f"the producer exited with {process.returncode}"
         assert time.monotonic() < deadline, f"no {path.name} within {seconds} s"
         time.sleep(0.01)
+
+
+def test_a_result_the_host_cannot_hold_is_an_error_that_says_so_not_an_out_of_memory_kill(monkeypatch):
+    """At 8B a result is 16 GB: past the harness's share of the GPU it goes to the host, and where the host has no room
+    either the case is an error naming both (harness/launch/collect.py turns it into the arm's error)."""
+    from packcheck.harness.launch import device_result
+
+    tensor = torch.zeros(1000, dtype=torch.float32)
+    monkeypatch.setattr(device_result, "available_host_bytes", lambda: 10**9)
+    assert torch.equal(device_result._host_copy(tensor), tensor), "room on the host: copied there"
+    monkeypatch.setattr(device_result, "available_host_bytes", lambda: 4000)
+    with pytest.raises(device_result.NoRoomForResult, match=r"nor the host \(0.0 GB available\).*smaller --model"):
+        device_result._host_copy(tensor)
+    assert device_result.available_host_bytes() is None or device_result.available_host_bytes() > 0
