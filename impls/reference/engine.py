@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import ClassVar
 
@@ -100,7 +101,11 @@ class ReferenceEngine(Engine):
     def train(self, case: Case, mesh: Mesh) -> StepResult | None:
         """One step of this rank of the mesh; rank 0 returns the result."""
         device = mesh.device
+        started = time.perf_counter()
+        if torch.device(device).type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
         model = load_model(case.model.checkpoint, DTYPES[case.dtype], device)
+        loaded = time.perf_counter()
         self.prepare_model(model, case)
         if isinstance(model, HybridCausalLM):
             model.linear_attention = self.linear_attention_backend(case)
@@ -112,8 +117,13 @@ class ReferenceEngine(Engine):
             shard_model(model, mesh)
         attention = CONTEXT_PARALLEL[case.parallel.cp_style](mesh) if case.parallel.cp > 1 else self.attention_backend(case)
         micro_batches = build_micro_batches(case, self.pipeline, mesh)
-        pipeline = self.memory_plan(model, case, mesh, micro_batches).apply(model, self.pipeline)
-        return train_step(model, case, pipeline, attention, mesh, micro_batches)
+        plan = self.memory_plan(model, case, mesh, micro_batches)
+        result = train_step(model, case, plan.apply(model, self.pipeline), attention, mesh, micro_batches)
+        if plan.saving and torch.device(device).type == "cuda":  # a large step says what it cost (the launch's log)
+            torch.cuda.synchronize(device)
+            print(f"reference: {case.name}: {time.perf_counter() - started:.1f} s ({loaded - started:.1f} s loading the checkpoint), "
+                  f"peak GPU memory {torch.cuda.max_memory_allocated(device) / 1e9:.1f} GB", file=sys.stderr, flush=True)
+        return result
 
     @staticmethod
     def memory_plan(model: torch.nn.Module, case: Case, mesh: Mesh, micro_batches) -> MemoryPlan:

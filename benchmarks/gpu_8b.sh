@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The 8B single-GPU matrix on one H200 (issue 27 item 3; docs/gpu.md, "8B on one H200: what fits"), one command:
+#
+#   OUT=$OUT bash benchmarks/gpu_8b.sh                                  # llama, the default scenarios, about 8 minutes
+#   FAMILY=qwen3 OUT=$OUT bash benchmarks/gpu_8b.sh                     # the Qwen3-8B shapes
+#   SCENARIOS="packed_vs_unpacked mask_alignment" LIMIT=300 OUT=$OUT bash benchmarks/gpu_8b.sh
+#
+# 1. installs packcheck from this tree (no network: --no-deps, as docs/gpu.md);
+# 2. benchmarks/checkpoint_8b.py: the portable weights drawn on the GPU equal the CPU's bit for bit, the time to draw
+#    them, to build the cache entry (bfloat16, 16 GB) and to hash it (sha256 rate);
+# 3. `packcheck run --engine reference --model 8b --device cuda --dtype bfloat16` on the single-GPU scenarios, one run
+#    (the checkpoint is written, hashed and copied once), stopped by SIGINT after LIMIT seconds with its verdicts kept;
+# 4. a summary (benchmarks/gpu_8b_summary.py): every verdict with its wall time and worst margin, each arm's time and
+#    peak GPU memory as the reference printed them, the peaks of GPU memory (nvidia-smi), host memory and disk.
+#
+# Everything lands in $OUT: install.log, checkpoint.json, run/ (results.json, verdicts.jsonl, the launches' logs),
+# run.log, gpu_memory.csv, host.csv, summary.md. Scenarios left out by default, and why (docs/gpu.md): gradient_oracle
+# and oracle_agreement (their float64 CPU oracle needs 193 GB at 8B: unsupported there), rl_loss_aggregation (holds
+# about 17 GPU arms' results, 16 GB each, at once: more than the host), golden_regression (goldens are tiny only), and
+# the scenarios whose only GPU arm is their single-process one (cp_vs_nocp, dp_cp_reduction, linear_attention_reset,
+# vlm_collective_symmetry: add them with SCENARIOS when time allows).
+set -u
+OUT=${OUT:?set OUT to the output directory}
+FAMILY=${FAMILY:-llama}
+LIMIT=${LIMIT:-360}
+SCENARIOS=${SCENARIOS:-"packed_vs_unpacked mask_alignment document_isolation token_conservation microbatch_invariance optimizer_step rl_step0_ratio"}
+export PACKCHECK_CACHE_DIR=${PACKCHECK_CACHE_DIR:-/tmp/pccache}
+export PYTHONUNBUFFERED=1
+mkdir -p "$OUT"
+started=$(date +%s)
+say() { echo "[gpu_8b $(( $(date +%s) - started ))s] $*"; }
+
+python3 -m pip install --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 || say "install failed: see install.log"
+
+nvidia-smi --query-gpu=timestamp,memory.used,memory.total --format=csv,noheader,nounits -lms 500 > "$OUT/gpu_memory.csv" 2>/dev/null &
+smi=$!
+( echo "unix_s,disk_used_bytes,host_used_bytes,host_available_bytes"
+  while true; do
+    echo "$(date +%s),$(df -B1 --output=used "$OUT" | tail -1 | tr -d ' '),$(free -b | awk '/Mem:/ {print $3 "," $7}')"
+    sleep 1
+  done ) > "$OUT/host.csv" &
+sampler=$!
+trap 'kill $smi $sampler 2>/dev/null' EXIT
+
+say "checkpoint: $FAMILY 8b into $PACKCHECK_CACHE_DIR"
+timeout 180 python3 benchmarks/checkpoint_8b.py --family "$FAMILY" --out "$OUT/checkpoint.json" > "$OUT/checkpoint.log" 2>&1
+say "checkpoint: exit $? ($(tail -c 400 "$OUT/checkpoint.log" | tr '\n' ' '))"
+
+say "run: $SCENARIOS (limit ${LIMIT}s)"
+timeout -s INT -k 30 "$LIMIT" python3 -m packcheck.harness.cli.main run --engine reference --family "$FAMILY" --model 8b \
+  --device cuda --dtype bfloat16 --scenario $SCENARIOS --save-arms none --no-report --timeout 300 --out "$OUT/run" \
+  > "$OUT/run.log" 2>&1
+code=$?
+say "run: exit $code"
+tail -5 "$OUT/run.log"
+
+kill $smi $sampler 2>/dev/null
+python3 benchmarks/gpu_8b_summary.py "$OUT" | tee "$OUT/summary.md"
+say "done"
