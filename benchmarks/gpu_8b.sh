@@ -23,7 +23,7 @@ set -u
 OUT=${OUT:?set OUT to the output directory}
 FAMILY=${FAMILY:-llama}
 LIMIT=${LIMIT:-360}
-SCENARIOS=${SCENARIOS:-"packed_vs_unpacked mask_alignment document_isolation token_conservation microbatch_invariance optimizer_step rl_step0_ratio"}
+SCENARIOS=${SCENARIOS:-"packed_vs_unpacked document_isolation mask_alignment optimizer_step microbatch_invariance token_conservation rl_step0_ratio"}
 export PACKCHECK_CACHE_DIR=${PACKCHECK_CACHE_DIR:-/tmp/pccache}
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT"

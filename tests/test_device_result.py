@@ -117,9 +117,9 @@ def test_a_result_the_host_cannot_hold_is_an_error_that_says_so_not_an_out_of_me
     from packcheck.harness.launch import device_result
 
     tensor = torch.zeros(1000, dtype=torch.float32)
-    monkeypatch.setattr(device_result, "available_host_bytes", lambda: 10**9)
+    monkeypatch.setattr(device_result, "available_host_bytes", lambda: device_result.HOST_RESERVE + 4000)
     assert torch.equal(device_result._host_copy(tensor), tensor), "room on the host: copied there"
-    monkeypatch.setattr(device_result, "available_host_bytes", lambda: 4000)
-    with pytest.raises(device_result.NoRoomForResult, match=r"nor the host \(0.0 GB available\).*smaller --model"):
+    monkeypatch.setattr(device_result, "available_host_bytes", lambda: device_result.HOST_RESERVE + 3999)
+    with pytest.raises(device_result.NoRoomForResult, match=r"nor the host \(8.6 GB available, 8 GiB kept for the engine\).*smaller --model"):
         device_result._host_copy(tensor)
     assert device_result.available_host_bytes() is None or device_result.available_host_bytes() > 0

@@ -33,7 +33,7 @@ SCHEMA = "packcheck.device_result/1"
 # H200). Holding all of rl_loss_aggregation's (25.9 GiB) ran the reference's next arm out of memory (2026-12-02,
 # docs/gpu.md): the rest waits on the host, and its comparisons run there.
 RESULTS_SHARE = 1 / 8
-HOST_SHARE = 0.75  # of the host's available memory a result may take: the ranks and the page cache they load from keep the rest
+HOST_RESERVE = 8 << 30  # host memory a result never takes: the ranks' own and the page cache the next arm loads its checkpoint from
 
 
 def is_shared(directory: Path) -> bool:
@@ -119,12 +119,12 @@ def available_host_bytes() -> int | None:
 
 def _host_copy(view: torch.Tensor) -> torch.Tensor:
     available = available_host_bytes()
-    if available is not None and view.nbytes > HOST_SHARE * available:
+    if available is not None and view.nbytes > available - HOST_RESERVE:
         held = torch.cuda.memory_allocated(view.device) if view.is_cuda else 0
         raise NoRoomForResult(
             f"the harness cannot hold this arm's result: a {view.nbytes / 1e9:.1f} GB tensor does not fit its share of the GPU "
             f"({RESULTS_SHARE:.3g} of it, {held / 1e9:.1f} GB held) nor the host "
-            f"({available / 1e9:.1f} GB available); the verdict holds every arm's result until it is judged, and at this "
+            f"({available / 1e9:.1f} GB available, {HOST_RESERVE / 2**30:.0f} GiB kept for the engine); the verdict holds every arm's result until it is judged, and at this "
             "--model that is more than the machine holds: run this scenario at a smaller --model or on a machine with more memory")
     return view.cpu()
 
