@@ -15,10 +15,13 @@ an entry (`<entry>.digests.json`, never inside the folder an engine is handed), 
 digests it held before any engine process existed (or computed itself, for an entry it wrote during the run), so
 an engine that rewrites weights and digests together changes nothing the run reads.
 
-Cost: a full sha256 of every file, once per entry and run and once per launch's private copy
+Cost: a full sha256 of every file when an entry is written, and once per launch's private copy
 (harness/launch/private_checkpoint.py). At the tiny size that is under a millisecond; at 0.6b (3.2 GB of float32
-weights) 6.5 s per pass at the 0.5 GB/s measured on the loaded 2-core CI machine (docs/isolation.md), against the
-8 s the copy itself takes.
+weights) 6.5 s per pass at the 0.5 GB/s measured on the loaded 2-core CI machine (docs/isolation.md); at 8B (16 GB of
+bfloat16) 10-30 s per pass (0.5 GB/s there, 1-2 GB/s on an unloaded core with SHA instructions). So the files' stats
+(inode, size, mtime, ctime) when their digests were hashed are recorded beside them (`<entry>.stats.json`, held and
+trusted as the digests are): an entry whose files have not moved since is not hashed again, in this run or a later
+one; a file that moved (a write moves its ctime, which no process sets back) is hashed and judged.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pathlib import Path
 CHUNK = 1 << 24
 
 _pinned: dict[str, dict[str, str]] | None = None  # entry path -> file name -> sha256, as read or computed in this run
+_pinned_stats: dict[str, tuple | None] = {}  # entry path -> its files' stats when those digests were hashed (None: unknown)
 _used: set[str] = set()  # entries the run checked (and so relies on)
 _checked: dict[str, tuple] = {}  # folder -> (its files' stats, the digests they matched): not hashed again while unchanged
 _holders = 0
@@ -76,14 +80,30 @@ def hashed(folder: Path) -> tuple[dict[str, str], tuple | None]:
     return found, before if before is not None and before == _stats(folder) else None
 
 
+def stats_path(entry: Path) -> Path:
+    return entry.with_name(entry.name + ".stats.json")
+
+
+def _recorded_stats(entry: Path) -> tuple | None:
+    try:
+        return tuple(tuple(row) for row in json.loads(stats_path(entry).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
 def record(entry: Path, found: dict[str, str], stats: tuple | None = None) -> None:
     """Write `entry`'s digests beside it, and hold them for the run. `stats`: its files' stats when `found` was hashed
-    (hashed(); a folder renamed into place keeps its files' stats): the next check does not hash 16 GB again at 8B."""
+    (hashed(); a folder renamed into place keeps its files' stats), recorded beside them too: a later check, in this
+    run or the next, hashes the entry again only if a file moved (16 GB at 8B: 10-30 s a pass)."""
+    kept = stats if stats is not None and stats == _stats(entry) else None
+    stats_path(entry).unlink(missing_ok=True)  # the digests change first: stale stats never vouch for new ones
     record_path(entry).write_text(json.dumps(found, indent=1))
+    if kept is not None:
+        stats_path(entry).write_text(json.dumps(kept))
+        _checked[str(entry)] = (kept, found)
     if _pinned is not None:
         _pinned[str(entry)] = found
-    if stats is not None and stats == _stats(entry):
-        _checked[str(entry)] = (stats, found)
+        _pinned_stats[str(entry)] = kept
 
 
 def pin(cache: Path) -> None:
@@ -92,12 +112,14 @@ def pin(cache: Path) -> None:
     if _holders > 1:
         return
     _pinned = {}
+    _pinned_stats.clear()
     if cache.is_dir():
         for path in cache.glob("*.digests.json"):
             entry = path.with_name(path.name[: -len(".digests.json")])
             found = _recorded(entry)
             if isinstance(found, dict):
                 _pinned[str(entry)] = found
+                _pinned_stats[str(entry)] = _recorded_stats(entry)
 
 
 def expected(entry: Path) -> dict[str, str] | None:
@@ -107,7 +129,15 @@ def expected(entry: Path) -> dict[str, str] | None:
         return _recorded(entry)
     if str(entry) not in _pinned and (found := _recorded(entry)) is not None:
         _pinned[str(entry)] = found
+        _pinned_stats[str(entry)] = _recorded_stats(entry)
     return _pinned.get(str(entry))
+
+
+def expected_stats(entry: Path) -> tuple | None:
+    """The stats `entry`'s files had when its expected digests were hashed, held as the digests are (None: unknown)."""
+    if _pinned is None:
+        return _recorded_stats(entry)
+    return _pinned_stats.get(str(entry))
 
 
 def _stats(folder: Path) -> tuple | None:
@@ -125,6 +155,9 @@ def mismatch(folder: Path, entry: Path) -> str | None:
     _used.add(str(entry))
     stats = _stats(folder)
     if stats is not None and _checked.get(str(folder)) == (stats, want):
+        return None
+    if stats is not None and folder == entry and expected_stats(entry) == stats:  # not one file moved since it was hashed
+        _checked[str(folder)] = (stats, want)
         return None
     try:
         found = digests(folder)
