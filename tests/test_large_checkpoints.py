@@ -86,3 +86,25 @@ def test_a_checkpoint_just_written_is_not_hashed_again_until_its_files_move(tmp_
         file.write(b"\x00\x01")
     ckpt.checkpoint_for("llama", config, 99, "bfloat16")
     assert len(calls) >= 2 and any("not the one written from its seed" in r for r in ckpt.take_repairs())
+
+
+def test_a_launchs_copy_is_hashed_as_it_is_written_and_a_changed_copy_is_still_caught(tmp_path, monkeypatch):
+    """The private copy of a cache entry (harness/launch/private_checkpoint.py) is checked against the entry's digests
+    without a second pass over 16 GB; the copy's bytes are the entry's; a copy changed afterwards is hashed and named."""
+    from packcheck.harness.models import cache_seal
+
+    monkeypatch.setenv("PACKCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    entry = ckpt.checkpoint_for("qwen3", get_family("qwen3").config(), 98, "bfloat16")
+    calls = []
+    real = cache_seal.digests
+    monkeypatch.setattr(cache_seal, "digests", lambda folder: calls.append(folder) or real(folder))
+    copy = tmp_path / "copy"
+    ckpt.copy_checkpoint(entry, copy)
+    assert ckpt.checkpoint_problem(copy, entry) is None and calls == [], "checked by what was hashed while copying"
+    for name in ("config.json", "model.safetensors"):
+        assert (copy / name).read_bytes() == (tmp_path / "cache" / "checkpoints" / entry.rsplit("/", 1)[1] / name).read_bytes()
+    assert real(copy) == cache_seal.expected(type(copy)(entry))
+    with open(copy / "model.safetensors", "r+b") as file:
+        file.seek(-1, 2)
+        file.write(b"\x7f")
+    assert "has changed" in ckpt.checkpoint_problem(copy, entry) and calls == [copy]

@@ -28,6 +28,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 CHUNK = 1 << 24
@@ -43,26 +46,63 @@ def record_path(entry: Path) -> Path:
     return entry.with_name(entry.name + ".digests.json")
 
 
+def _pieces(handle, suffix: str) -> Iterator[tuple[bytes, bytes]]:
+    """(bytes of the file, bytes its digest takes) in order; of a safetensors file, its header is hashed with sorted
+    keys: safetensors writes its metadata in no fixed order (two writes of the same tensors in one process differed),
+    the tensors' bytes in one."""
+    if suffix == ".safetensors":
+        prefix = handle.read(8)
+        raw = handle.read(int.from_bytes(prefix, "little"))
+        try:
+            header = json.loads(raw)
+        except ValueError:
+            header = None  # not a safetensors file (anymore): hashed as it is, and so differs
+        if header is not None:
+            yield prefix + raw, json.dumps(header, sort_keys=True).encode()
+        else:
+            handle.seek(0)
+    while chunk := handle.read(CHUNK):
+        yield chunk, chunk
+
+
 def digests(folder: Path) -> dict[str, str]:
-    """sha256 per file; of a safetensors file, of its header with sorted keys and then its data: safetensors writes its
-    metadata in no fixed order (two writes of the same tensors in one process differed), the tensors' bytes in one."""
+    """sha256 per file (of a safetensors file, of its header with sorted keys and then its data: _pieces)."""
     found = {}
     for path in sorted(folder.iterdir()):
         if path.is_file():
             sha = hashlib.sha256()
             with open(path, "rb") as handle:
-                if path.suffix == ".safetensors":
-                    size = int.from_bytes(handle.read(8), "little")
-                    try:
-                        header = json.loads(handle.read(size))
-                    except ValueError:
-                        header = None  # not a safetensors file (anymore): hashed as it is, and so differs
-                        handle.seek(0)
-                    if header is not None:
-                        sha.update(json.dumps(header, sort_keys=True).encode())
-                while chunk := handle.read(CHUNK):
-                    sha.update(chunk)
+                for _, hashed_part in _pieces(handle, path.suffix):
+                    sha.update(hashed_part)
             found[path.name] = sha.hexdigest()
+    return found
+
+
+def copy_hashed(source: Path, target: Path) -> dict[str, str]:
+    """Copy the files of `source` into a new folder `target` and return the digests of what was written (as digests()
+    would give), hashing on a second thread while the main one writes: at 8B one pass of 10-30 s instead of a copy and
+    then a hash. `target`'s stats are remembered with them, so checking the copy against an entry does not hash it again."""
+    target.mkdir()
+    found = {}
+    with ThreadPoolExecutor(max_workers=1) as hasher:
+        for path in sorted(source.iterdir()):
+            if not path.is_file():
+                continue
+            sha = hashlib.sha256()
+            with open(path, "rb") as handle, open(target / path.name, "wb") as out:
+                pending = None
+                for raw, hashed_part in _pieces(handle, path.suffix):
+                    if pending is not None:
+                        pending.result()
+                    pending = hasher.submit(sha.update, hashed_part)  # hashlib lets go of the GIL for large buffers
+                    out.write(raw)
+                if pending is not None:
+                    pending.result()
+            shutil.copystat(path, target / path.name)
+            found[path.name] = sha.hexdigest()
+    stats = _stats(target)
+    if stats is not None:
+        _checked[str(target)] = (stats, found)
     return found
 
 

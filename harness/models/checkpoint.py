@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from packcheck.harness.models.cache_seal import digests, expected, hashed, mismatch, record
+from packcheck.harness.models.cache_seal import copy_hashed, digests, expected, hashed, mismatch, record
 from packcheck.harness.models.cache_seal import pin as pin_digests
 from packcheck.harness.models.cache_seal import unpin as unpin_digests
 from packcheck.harness.models.families import get_family
@@ -165,6 +165,15 @@ def checkpoint_problem(folder: Path, source: str) -> str | None:
     if source not in _recipes:
         return None
     return mismatch(folder, Path(source))
+
+
+def copy_checkpoint(source: str, target: Path) -> None:
+    """Copy the checkpoint `source` to the new folder `target`: a cache entry hashed as it is copied (cache_seal.copy_hashed),
+    so that checkpoint_problem(target, source) then costs no second pass; anything else copied as it is."""
+    if source in _recipes and all(p.is_file() for p in Path(source).iterdir()):
+        copy_hashed(Path(source), target)
+    else:
+        shutil.copytree(source, target)
 
 
 def repair_checkpoint(source: str, problem: str) -> None:
