@@ -35,6 +35,7 @@ def preset_config(family: str, size: str) -> ModelConfig:
 @pytest.mark.parametrize("family", ["llama", "qwen3"])
 def test_an_8b_step_saves_memory_on_an_h200_and_a_0_6b_or_tiny_step_does_not(family):
     assert mp.memory_plan(preset_config(family, "8b"), 2, H200, LARGEST_FORWARD).saving
+    assert mp.memory_plan(preset_config(family, "8b"), 2, H200, 8160).saving, "every 8B arm, its shortest forwards too"
     assert not mp.memory_plan(preset_config(family, "0.6b"), 2, H200, LARGEST_FORWARD).saving, "0.6b ran eager on an H200"
     assert not mp.memory_plan(preset_config(family, "tiny"), 8, 8 * 2**30, 10_000).saving
 

@@ -14,7 +14,10 @@ The savings, each computing the same numbers (tests/test_memory_plan.py, float64
 
 They are switched on by need, never at the tiny or 0.6b sizes: when the eager step's estimate exceeds the device's
 memory less the harness's share (RESULTS_SHARE of harness/launch/device_result.py: it holds a verdict's results on the
-same GPU). The estimate, per token of the largest forward (rows x width, padding included):
+same GPU), or when the model is large for the device: its weights and gradients alone over that share (8B on an H200:
+32 GB against 19). The second rule keeps an 8B arm with a short forward (8,160 slots: an estimated 119 GB eager, within
+the 132 GB allowed) from running eager on an estimate calibrated at 0.6b. The estimate, per token of the largest
+forward (rows x width, padding included):
 
     eager:  layers x (12 C + 5 F + 6 (H D + 2 K D)) x bytes  (what one decoder layer saves for backward)
             + 2 x vocab x bytes                              (the logits and the log-softmax output, kept to backward)
@@ -22,8 +25,8 @@ same GPU). The estimate, per token of the largest forward (rows x width, padding
 
 The per-layer figure is the 105 KiB per token measured with saved_tensors_hooks at the 0.6b widths (docs/performance.md),
 and the whole matches the eager reference's measured peak there: 113.5 GiB at 32768 tokens a step (this estimate: 3.5 MB
-per token). At 8B it is 10.6 MB per token (llama): 33,660 slots (microbatch_invariance's unpacked arm) would need 357
-GB eager, and 0.58 MB per token with both savings (one layer's activations plus every layer's input: 20 GB).
+per token). At 8B it is 10.6 MB per token (llama): 33,660 slots (microbatch_invariance's unpacked arm) would need 389
+GB eager, and 0.59 MB per token with both savings (one layer's activations plus every layer's input: 20 GB).
 
 Only the dense CausalLM (llama, qwen3) takes them: a MoE layer records its routing as it runs (a recomputation would
 record it twice), and the hybrid and vision-language models have forwards of their own. A pipeline whose log-prob step
@@ -107,6 +110,9 @@ def device_bytes(device: torch.device | str) -> int:
 
 
 def memory_plan(config: ModelConfig, element: int, capacity: int, tokens: int) -> MemoryPlan:
-    """Both savings when the eager step's estimate exceeds `capacity` less the harness's share; else neither."""
+    """Both savings when the eager step's estimate exceeds `capacity` less the harness's share, or when the weights and
+    their gradients alone take more than that share (a large model: every arm saves, not only its long forwards); else
+    neither."""
     need, budget = eager_bytes(config, element, tokens), int(capacity * (1 - HARNESS_SHARE))
-    return MemoryPlan(saving=need > budget, eager_bytes=need, budget_bytes=budget)
+    large = 2 * parameter_count(config) * element > capacity * HARNESS_SHARE
+    return MemoryPlan(saving=need > budget or large, eager_bytes=need, budget_bytes=budget)
