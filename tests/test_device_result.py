@@ -123,3 +123,17 @@ def test_a_result_the_host_cannot_hold_is_an_error_that_says_so_not_an_out_of_me
     with pytest.raises(device_result.NoRoomForResult, match=r"nor the host \(8.6 GB available, 8 GiB kept for the engine\).*smaller --model"):
         device_result._host_copy(tensor)
     assert device_result.available_host_bytes() is None or device_result.available_host_bytes() > 0
+
+
+def test_where_a_comparison_runs(monkeypatch):
+    """On a CPU run (CUDA never initialised) every comparison runs where its tensors are, as it always did; in a run that
+    uses a GPU, large tensors kept on the host (8B results beyond the harness's share of the GPU) are compared there."""
+    from packcheck.harness.compare import metrics
+
+    small, large = torch.zeros(10), torch.zeros(metrics.LARGE_ON_HOST)
+    assert metrics._comparison_device(large, large, None) is None or torch.cuda.is_initialized()
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert metrics._comparison_device(large, large, None) == torch.device("cuda", 0)
+    assert metrics._comparison_device(small, small, None) is None, "small tensors stay where they are"
+    assert metrics._comparison_device(small, small.to("meta"), None) == torch.device("cpu"), "two devices, no GPU: the host"

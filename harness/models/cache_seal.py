@@ -82,7 +82,7 @@ def copy_hashed(source: Path, target: Path) -> dict[str, str]:
     """Copy the files of `source` into a new folder `target` and return the digests of what was written (as digests()
     would give), hashing on a second thread while the main one writes: at 8B one pass of 10-30 s instead of a copy and
     then a hash. `target`'s stats are remembered with them, so checking the copy against an entry does not hash it again."""
-    target.mkdir()
+    target.mkdir(parents=True)
     found = {}
     with ThreadPoolExecutor(max_workers=1) as hasher:
         for path in sorted(source.iterdir()):
