@@ -9,6 +9,7 @@ benchmarks/gpu_8b.sh (`same_bits_on_cuda`)."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from safetensors import safe_open
 
@@ -108,3 +109,24 @@ def test_a_launchs_copy_is_hashed_as_it_is_written_and_a_changed_copy_is_still_c
         file.seek(-1, 2)
         file.write(b"\x7f")
     assert "has changed" in ckpt.checkpoint_problem(copy, entry) and calls == [copy]
+
+
+@pytest.mark.slow  # a run of its own (launches, the relocated arms): the plumbing end to end, in nox -s slow
+def test_a_run_from_bfloat16_weights_passes_in_float64(tmp_path, monkeypatch):
+    """The 8b presets' weight format at the tiny size, through `packcheck run` (the harness writes the entry, a launch
+    copies it hashing as it goes, the reference loads bfloat16 into float64, optimizer_step's judge steps from it)."""
+    import dataclasses
+    import json
+
+    from packcheck.harness.cli.main import main
+    from packcheck.harness.models.sizes import PRESETS
+
+    monkeypatch.setenv("PACKCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setitem(PRESETS["llama"], "tiny-bf16", dataclasses.replace(PRESETS["llama"]["tiny"], name="tiny-bf16", weights="bfloat16"))
+    out = tmp_path / "out"
+    code = main(["run", "--engine", "reference", "--family", "llama", "--model", "tiny-bf16", "--dtype", "float64", "--scenario",
+                 "packed_vs_unpacked", "optimizer_step", "--save-arms", "none", "--no-report", "--relative-only", "--out", str(out)])
+    statuses = {v["scenario"]: v["status"] for v in json.loads((out / "results.json").read_text())["verdicts"]}
+    assert code == 0 and statuses == {"packed_vs_unpacked": "pass", "optimizer_step": "pass"}, statuses
+    entries = list((tmp_path / "cache" / "checkpoints").glob("llama-*"))
+    assert len([e for e in entries if e.is_dir()]) == 1 and any(e.name.endswith(".stats.json") for e in entries)
