@@ -22,7 +22,7 @@
 set -u
 OUT=${OUT:?set OUT to the output directory}
 FAMILY=${FAMILY:-llama}
-LIMIT=${LIMIT:-360}
+LIMIT=${LIMIT:-330}
 SCENARIOS=${SCENARIOS:-"packed_vs_unpacked document_isolation mask_alignment optimizer_step microbatch_invariance token_conservation rl_step0_ratio"}
 export PACKCHECK_CACHE_DIR=${PACKCHECK_CACHE_DIR:-/tmp/pccache}
 export PYTHONUNBUFFERED=1
@@ -43,7 +43,7 @@ sampler=$!
 trap 'kill $smi $sampler 2>/dev/null' EXIT
 
 say "checkpoint: $FAMILY 8b into $PACKCHECK_CACHE_DIR"
-timeout 180 python3 benchmarks/checkpoint_8b.py --family "$FAMILY" --out "$OUT/checkpoint.json" > "$OUT/checkpoint.log" 2>&1
+timeout 150 python3 benchmarks/checkpoint_8b.py --family "$FAMILY" --out "$OUT/checkpoint.json" > "$OUT/checkpoint.log" 2>&1
 say "checkpoint: exit $? ($(tail -c 400 "$OUT/checkpoint.log" | tr '\n' ' '))"
 
 say "run: $SCENARIOS (limit ${LIMIT}s)"
