@@ -172,7 +172,7 @@ def _handle(args) -> int:
         hold_signals()  # the files below are written whole, whatever arrives meanwhile
         end_orphans()  # whatever outlived a warden killed under it (docs/isolation.md)
         resources = usage.to_json()  # as the verdicts left them (the report is not counted)
-        results.write(resources=resources)
+        results.write(resources=resources, damage=pool.damage if pool is not None else ())
         if not args.no_report and results.verdicts:
             from packcheck.harness.report import write_html
 

@@ -11,7 +11,8 @@ semantics, so the same command runs under torchrun or a cluster scheduler), then
    rank 0 writes the engine's description (harness/engines/info.py) for the parent;
 3. runs the cases the parent queues, in order, until it closes the queue: each in its own case
    directory as working directory, the engine's own `unsupported_reason` first (a declined case
-   is recorded, not run), then `engine.run(case)` under the rank watchdog; rank 0 validates the
+   is recorded, not run), then `engine.run(case)` under the rank watchdog (and, in a distributed case, the
+   token meter: what this rank embedded, token_meter.py); rank 0 validates the
    StepResult it returns (a broken one is recorded field by field) and saves it (on a GPU, shares it with the
    harness: harness/launch/device_result.py); every rank saves
    its collective log; all ranks meet at an out-of-band barrier before the next case.
@@ -30,6 +31,7 @@ import os
 import shutil
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import replace
 from datetime import timedelta
 
@@ -49,6 +51,7 @@ from packcheck.harness.launch.layout import CaseDir, LaunchDir
 from packcheck.harness.launch.raised import raised
 from packcheck.harness.launch.rank_sync import RankSync
 from packcheck.harness.launch.rank_watchdog import RankWatchdog
+from packcheck.harness.launch.token_meter import TokenMeter
 from packcheck.harness.text import safe_text
 
 # How often a rank looks for the parent's next case: every 10 ms for half a second after a case (the next case of
@@ -123,15 +126,18 @@ def _run_case(index: int, case_dir: CaseDir, engine: Engine, rank: int, recorder
     if torch.cuda.is_initialized():
         torch.cuda.ipc_collect()  # frees the results of earlier cases the harness has copied (device_result.py)
     os.chdir(case_dir.path)  # what the engine writes to its working directory stays with the case
+    meter = None
     try:
         case = Case.from_json(data)
+        meter = TokenMeter(case.model.vocab_size) if case.parallel.world_size > 1 else nullcontext()
         reason = None if mode == "force" else engine.unsupported_reason(case)
         if reason is not None or mode == "reason":
             if rank == 0:
                 write_json_atomically(case_dir.unsupported, {"reason": None if reason is None else safe_text(reason)})
         else:
             try:
-                result = engine.run(case)
+                with meter:
+                    result = engine.run(case)
             except UnsupportedCase as declined:
                 if mode != "force" or sync.world_size > 1:
                     raise
@@ -144,6 +150,8 @@ def _run_case(index: int, case_dir: CaseDir, engine: Engine, rank: int, recorder
     except BaseException as err:  # noqa: BLE001 - any failure of the engine becomes this rank's report
         watchdog.stop("raised", err)
     write_json_atomically(case_dir.collectives(rank), recorder.snapshot())
+    if isinstance(meter, TokenMeter):
+        write_json_atomically(case_dir.work(rank), meter.to_json())
     if torch.cuda.is_initialized():
         # the engine's cached blocks back to the driver: the harness copies this case's result into GPU memory of its
         # own next, and holds a verdict's results there while this process runs the next case (device_result.py)

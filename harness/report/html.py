@@ -198,6 +198,7 @@ def render_html(run_dir: str | Path, baseline_dir: str | Path | None = None) -> 
         provenance=header_provenance(run.provenance, set(verdicts["dtype"]) if not verdicts.empty else set()),
         counts=status_counts(verdicts),
         unfinished=run.unfinished,
+        damage=run.damage,
         matrix=(matrix := _matrix(run)),
         scenario_texts=scenario_texts(matrix["scenarios"]),
         details=[_detail(run, v) for v in verdicts.itertuples(index=False) if v.status != "pass"],

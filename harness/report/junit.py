@@ -65,6 +65,11 @@ def render_junit(run_dir: str | Path) -> str:
         ET.SubElement(case, "error", message=_xml_text(run.unfinished), type="unfinished").text = _xml_text(run.unfinished)
         suite.set("tests", str(len(verdicts) + 1))
         suite.set("errors", str(int(suite.get("errors")) + 1))
+    for damage in run.damage:  # an engine changed a golden or the cache: the run is not green, whatever its verdicts
+        case = ET.SubElement(suite, "testcase", classname="packcheck.run", name="goldens_and_cache_intact", time="0")
+        ET.SubElement(case, "error", message=_xml_text(damage), type="damage").text = _xml_text(damage)
+        suite.set("tests", str(int(suite.get("tests")) + 1))
+        suite.set("errors", str(int(suite.get("errors")) + 1))
     ET.indent(suites)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
 

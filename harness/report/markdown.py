@@ -102,6 +102,7 @@ def render_markdown(run_dir: str | Path, baseline_dir: str | Path | None = None)
     lines += [", ".join(f"{n} {status}" for status, n in counts.items()), ""]
     if run.unfinished:
         lines += [f"**{_text(run.unfinished)}**", ""]
+    lines += [line for damage in run.damage for line in (f"**{_text(damage)}**", "")]
     if verdicts.empty:
         return "\n".join(lines + ["This run has no verdicts.", ""])
 
