@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Mapping
 
 from packcheck.harness.compare import ArmId, Comparison, Pass, tolerance_for
@@ -22,6 +23,8 @@ from packcheck.harness.engines import EngineInfo
 from packcheck.harness.launch import OK, LaunchFailed, LaunchPool
 from packcheck.harness.launch.layout import CaseDir
 from packcheck.harness.run import placement
+from packcheck.harness.run.localisations import add_localisation
+from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.scenarios import Scenario, Setting
 from packcheck.harness.scenarios.base import Before
 
@@ -49,15 +52,21 @@ def plan_arms(scenario: Scenario, setting: Setting, pass_: Pass) -> dict[ArmId, 
     return arms
 
 
-def localise(engine: EngineInfo, scenario: Scenario, setting: Setting, comparisons: tuple[Comparison, ...], pool: LaunchPool,
-             noise_floors: Mapping[str, Mapping[str, float]] | None = None, request: CaptureRequest = CaptureRequest()) -> Divergence:
-    """Where the arms of the verdict's worst failing arm-to-arm comparison first part."""
-    started = time.perf_counter()
+def localise_verdict(engine: EngineInfo, scenario: Scenario, setting: Setting, comparisons: tuple[Comparison, ...],
+                     pool: LaunchPool, noise_floors: Mapping[str, Mapping[str, float]] | None = None) -> Divergence:
+    """Where the arms of the verdict's worst failing arm-to-arm comparison first part (`packcheck run --localise`)."""
     compared = target(comparisons)
     if compared is None:
         return unavailable("", "", "no failing comparison is between two arms (the failures are against the harness's own "
                                    "definition or a golden): there is no second run to compare modules with")
-    arm, against = compared.arms.arm, compared.arms.against
+    return localise(engine, scenario, setting, compared.arms.arm, compared.arms.against, pool, noise_floors)
+
+
+def localise(engine: EngineInfo, scenario: Scenario, setting: Setting, arm: ArmId, against: ArmId, pool: LaunchPool,
+             noise_floors: Mapping[str, Mapping[str, float]] | None = None, request: CaptureRequest = CaptureRequest()) -> Divergence:
+    """Where `arm` first parts from `against`: both rebuilt from the plan on `setting` (the CPU float64 pass's setting
+    for arms of that pass) and run again with capture on."""
+    started = time.perf_counter()
     arms = plan_arms(scenario, setting if arm.pass_ is Pass.MAIN else placement.logic_setting(setting), arm.pass_)
     missing = [str(a) for a in (arm, against) if a not in arms]
     if missing:
@@ -69,10 +78,19 @@ def localise(engine: EngineInfo, scenario: Scenario, setting: Setting, compariso
         if isinstance(got, str):
             return unavailable(str(arm), str(against), f"arm {which}: {got}")
         captured.append(got)
-    tolerance = tolerance_for(arms[arm][0].dtype, (noise_floors or {}).get(arms[arm][0].dtype))
-    bound = tolerance.by("grad")
+    dtype = arms[arm][0].dtype
+    bound = tolerance_for(dtype, (noise_floors or {}).get(dtype)).by("grad")
     found = first_divergence(str(arm), captured[0], str(against), captured[1], bound["threshold"], bound["bound"])
     return replace(found, seconds=time.perf_counter() - started)
+
+
+def localise_in_run(matrix, engine: EngineInfo, scenario: Scenario, verdict: Verdict, run_dir: Path, pool: LaunchPool) -> str:
+    """`packcheck run --localise`: locate a failing verdict of the matrix, record it in the run's localisations, and
+    say it in a line."""
+    setting = matrix.inputs.setting(verdict.family, verdict.dtype, verdict.device, verdict.attention)
+    divergence = localise_verdict(engine, scenario, setting, verdict.comparisons, pool, matrix.noise_floors)
+    add_localisation(run_dir, verdict, divergence)
+    return f"{divergence.sentence()} ({divergence.seconds:.1f} s)"
 
 
 def _capture(runner: EngineInfo | str, case: Case, pool: LaunchPool, request: CaptureRequest) -> Activations | str:
