@@ -46,3 +46,10 @@ def where_it_parts(divergence: Divergence | None) -> dict | None:
         "backward": _rows(divergence.backward, backward_first, divergence.threshold),
         "backward_open": backward_first is not None,
     }
+
+
+def parts_line(localised: dict[tuple, Divergence], key: tuple) -> str:
+    """The localisation of the verdict `key` in one line ("" where it was not localised): the Markdown summary and
+    the JUnit message carry it, as the console does."""
+    divergence = localised.get(tuple(map(str, key)))
+    return "" if divergence is None else f"where it parts: {divergence.sentence()}"
