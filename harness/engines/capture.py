@@ -15,7 +15,8 @@ An engine declares `Capabilities(activations=True)` and, inside `run`, when a ca
 A transformers model's `named_modules` is all the naming it takes (impls/adapters/hf_common does exactly this). Only
 forwards inside the attached model's own call with gradients on are recorded (a no-grad routing pre-pass, a
 recomputation under activation checkpointing are not). A value is recorded when its leading dimensions are the
-forward's positions ([B, T, ...] or [B*T, ...]); others (an expert's routed tokens) are left out.
+forward's positions ([B, T, ...], a vector or more per position); others (an expert's routed tokens, a router's
+flattened logits) are left out.
 """
 
 from __future__ import annotations
@@ -110,12 +111,9 @@ class ActivationRecorder:
         valid, rows, (B, T) = self._rows
         if not value.is_floating_point():
             return  # token ids, masks: the arms' inputs, not what a module computed
-        if value.dim() >= 2 and tuple(value.shape[:2]) == (B, T):
-            flat = value.reshape(B * T, -1)
-        elif value.dim() >= 1 and value.shape[0] == B * T:
-            flat = value.reshape(B * T, -1)
-        else:
-            return  # not one value per position
+        if value.dim() < 3 or tuple(value.shape[:2]) != (B, T):
+            return  # not one vector per position: an expert's routed tokens, a router's flat logits
+        flat = value.reshape(B * T, -1)
         label = point.label
         self.points.setdefault(label, point)
         self._store(self.forward, label, flat.detach(), valid, rows)
