@@ -79,7 +79,7 @@ def test_linear_attention_state_leak_parts_in_the_first_linear_attention_layer(p
 def test_loss_side_bugs_part_in_no_module_forward(pool, engine, scenario):
     found = located(pool, engine, "llama", scenario)
     assert found.where is Where.LOSS, found.sentence()
-    assert all(p.error == 0 for p in found.forward)
+    assert max(p.error for p in found.forward) < 1e-12  # the same model on other rows: rounding at most
     assert found.first == 0 and found.backward[0].label == "lm_head"
     assert "no module diverges in the forward; the loss does" in found.sentence()
 
@@ -101,7 +101,7 @@ def captured(forward: dict[str, list[float]], backward: dict[str, list[float]], 
 
 
 def test_a_backward_only_bug_names_the_first_module_in_backward_order():
-    same = {"embed": [1.0, 2.0, 3.0, 4.0], "attn": [1.0, 1.0, 1.0, 1.0]}
+    same = {"embed": [1.0, 2.0, 3.0, 4.0], "attn": [1.0, 1.0, 1.0, 1.0], "head": [2.0, 2.0, 2.0, 2.0]}
     a = captured(same, {"head": [1.0, 1.0, 1.0, 1.0], "attn": [5.0, 1.0, 1.0, 1.0]}, [1, 1, 1, 1])
     b = captured(same, {"head": [1.0, 1.0, 1.0, 1.0], "attn": [1.0, 1.0, 1.0, 1.0]}, [1, 1, 1, 1])
     found = first_divergence("a", a, "b", b, 1e-10, RULE)

@@ -79,7 +79,7 @@ class Divergence:
                     f"(gradient at {point.label}: relative error {point.error:.3g} > {self.threshold:.3g})")
         if self.where is Where.NOWHERE:
             return (f"no captured module parts, forward or backward ({len(self.forward)} points, {self.tokens} tokens): "
-                    "the difference is in what the engine reports, not in what its model computes")
+                    "whatever differs is in what the engine reports, not in what its model computes")
         return f"where the arms part was not located: {self.reason}"
 
     def to_json(self) -> dict:

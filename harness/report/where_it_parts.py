@@ -27,7 +27,7 @@ def _rows(trail: tuple[PointError, ...], first: int | None, threshold: float) ->
 
     return [{"index": i, "label": p.label, "module": p.module, "error": format_number(p.error), "over": not p.error <= threshold,
              "first": i == first, "width": max(x(p.error), 0.0), "tick": x(threshold),
-             "where": f"sample {p.worst_sample} token {p.worst_token}", "after": first is not None and i > first + AFTER_FIRST}
+             "where": f"sample {p.worst_sample} token {p.worst_token}" if p.error else "", "after": first is not None and i > first + AFTER_FIRST}
             for i, p in enumerate(trail)]
 
 
