@@ -40,7 +40,7 @@ def handle(args) -> int:
     if not verdicts:
         raise NoSuchVerdict(f"{args.verdict}: the run in {run_dir} has no failing verdict there; give RUN_DIR/ENGINE/FAMILY/SCENARIO "
                             "of a verdict whose status is fail")
-    with LaunchPool(Path(tempfile.mkdtemp(prefix="packcheck-localise-")), args.timeout) as pool:
+    with tempfile.TemporaryDirectory(prefix="packcheck-localise-") as work, LaunchPool(Path(work), args.timeout) as pool:
         for record in verdicts:
             divergence = localise_recorded(run_dir, record, pool)
             add_localisation(run_dir, record, divergence)
