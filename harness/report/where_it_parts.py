@@ -13,7 +13,6 @@ from packcheck.harness.report.load import format_number
 
 BAR = 150  # px: a row's bar, log scale from FLOOR to the largest error shown
 FLOOR = 1e-17  # an exact zero draws no bar
-AFTER_FIRST = 4  # rows shown after the first divergent one; the rest of the trail folds away
 
 
 def _rows(trail: tuple[PointError, ...], first: int | None, threshold: float) -> list[dict]:
@@ -27,7 +26,7 @@ def _rows(trail: tuple[PointError, ...], first: int | None, threshold: float) ->
 
     return [{"index": i, "label": p.label, "module": p.module, "error": format_number(p.error), "over": not p.error <= threshold,
              "first": i == first, "width": max(x(p.error), 0.0), "tick": x(threshold),
-             "where": f"sample {p.worst_sample} token {p.worst_token}" if p.error else "", "after": first is not None and i > first + AFTER_FIRST}
+             "where": f"sample {p.worst_sample} token {p.worst_token}" if p.error else ""}
             for i, p in enumerate(trail)]
 
 
