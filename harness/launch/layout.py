@@ -79,6 +79,10 @@ class CaseDir:
     def stacks(self, rank: int) -> Path:
         return self.path / f"stacks.rank{rank}.txt"
 
+    def activations(self, rank: int) -> Path:
+        """A "capture" case's activations from this rank (harness/contract/activations.py), where its engine attached a model."""
+        return self.path / f"activations.rank{rank}"
+
 
 class LaunchDir:
     def __init__(self, path: str | Path):

@@ -40,7 +40,9 @@ import torch.distributed as dist
 
 from packcheck.harness.collectives import CollectiveRecorder, install_recorder
 from packcheck.harness.contract import Case, StepResult
+from packcheck.harness.contract.activations import CaptureRequest
 from packcheck.harness.engines import Engine, InvalidResult, UnsupportedCase, describe, problems_json, resolve_engine, validate_result
+from packcheck.harness.engines.capture import recording
 from packcheck.harness.engines.caps import capped_notes, tensors_worth_keeping
 from packcheck.harness.files import write_json_atomically
 from packcheck.harness.launch import exit_status
@@ -77,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     if rank == 0:
         write_json_atomically(launch.engine_info, describe(engine, job.engine).to_json())
     for index, entry in enumerate(_queued(launch)):
-        _run_case(index, CaseDir(entry["case_dir"]), engine, rank, recorder, watchdog, sync, mode=entry["mode"])
+        _run_case(index, CaseDir(entry["case_dir"]), engine, rank, recorder, watchdog, sync, mode=entry["mode"],
+                  capture=entry.get("capture"))
     _finish()
     return 0
 
@@ -115,10 +118,11 @@ def _start(job: Job, launch: LaunchDir, rank: int, world_size: int,
 
 
 def _run_case(index: int, case_dir: CaseDir, engine: Engine, rank: int, recorder: CollectiveRecorder,
-              watchdog: RankWatchdog, sync: RankSync, mode: str) -> None:
+              watchdog: RankWatchdog, sync: RankSync, mode: str, capture: dict | None = None) -> None:
     """One case on this rank. `mode`: "run" (unless the engine declines it), "reason" (only ask the
     engine whether it declines it), "force" (run it even if it does: the conformance suite checks
-    that an engine handed an unsupported case raises UnsupportedCase)."""
+    that an engine handed an unsupported case raises UnsupportedCase), "capture" (run it with the
+    `capture` request on: harness/engines/capture.py; each rank saves what its engine recorded)."""
     data = json.loads(case_dir.case.read_text())
     recorder.start_case()
     watchdog.arm(index, case_dir, data["name"])
@@ -137,7 +141,7 @@ def _run_case(index: int, case_dir: CaseDir, engine: Engine, rank: int, recorder
         else:
             try:
                 with meter:
-                    result = engine.run(case)
+                    result = _run_engine(engine, case, case_dir, rank, capture if mode == "capture" else None)
             except UnsupportedCase as declined:
                 if mode != "force" or sync.world_size > 1:
                     raise
@@ -160,6 +164,18 @@ def _run_case(index: int, case_dir: CaseDir, engine: Engine, rank: int, recorder
     sync.wait_all(f"end/{index}")
     watchdog.disarm()
     write_json_atomically(case_dir.done(rank), time.time())
+
+
+def _run_engine(engine: Engine, case: Case, case_dir: CaseDir, rank: int, capture: dict | None) -> StepResult | None:
+    """`engine.run(case)`; with a capture request, under an active recorder, whose activations this rank saves."""
+    if capture is None:
+        return engine.run(case)
+    with recording(CaptureRequest.from_json(capture), case) as active:
+        result = engine.run(case)
+    activations = active.finish()
+    if activations is not None:
+        activations.save(case_dir.activations(rank))
+    return result
 
 
 def _save_result(engine: str, case: Case, result: object, case_dir: CaseDir) -> None:
