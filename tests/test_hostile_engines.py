@@ -133,6 +133,7 @@ def test_state_an_engine_changes_in_its_process_does_not_reach_the_next_engine(l
 CRASHERS = {  # engine -> (status, text its verdict's diagnosis or detail must hold)
     "Interrupts": ("error", "KeyboardInterrupt"),
     "Hangs": ("hang", "time.sleep(3600)"),
+    "SpawnsDetachedAndHangs": ("hang", "time.sleep(3600)"),  # its detached grandchild must end with the run too
     "FailsToBuild": ("error", "cannot find the engine's config file"),
     "NeverBuilds": ("hang", "did not finish within 8 s"),
     "MetaGradients": ("fail", "meta"),
@@ -211,7 +212,8 @@ def test_an_engine_that_exits_0_after_a_failure_does_not_make_the_run_green(tmp_
     assert "exit" in exits[HOSTILE + "ExitsHard"] and "status 0" in exits[HOSTILE + "ExitsHard"]
 
 
-def test_sigterm_stops_the_run_kills_every_engine_process_and_keeps_the_results(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow)], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_mid_run_stops_it_kills_every_engine_process_and_keeps_the_results(tmp_path, sig):
     """The hanging engine has started a detached grandchild too: it dies with the run like its ranks."""
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")])}
@@ -223,11 +225,11 @@ def test_sigterm_stops_the_run_kills_every_engine_process_and_keeps_the_results(
         assert run.poll() is None, run.communicate()
         time.sleep(0.2)
     time.sleep(1)
-    run.send_signal(signal.SIGTERM)
+    run.send_signal(sig)
     _, stderr = run.communicate(timeout=60)
     assert_none_alive_after_a_second(out)
     assert run.returncode == 2, stderr
-    assert "interrupted (SIGTERM)" in stderr
+    assert f"interrupted ({sig.name})" in stderr
     results = assert_files_whole(out)
     assert [v["status"] for v in results["verdicts"]] == ["pass"], "the verdict judged before the signal is kept"
 
