@@ -72,6 +72,8 @@ def _finished(case_dir: CaseDir, case_name: str, world_size: int, started: float
             outcome.error = str(err)
             return outcome
         outcome.result.collectives = [json.loads(case_dir.collectives(r).read_text()) for r in range(world_size)]
+        if world_size > 1:
+            outcome.work = [json.loads(case_dir.work(r).read_text()) if case_dir.work(r).exists() else None for r in range(world_size)]
     return outcome
 
 

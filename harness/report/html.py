@@ -29,6 +29,8 @@ from packcheck.harness.report.evidence import arm_evidence
 from packcheck.harness.files import write_atomically
 from packcheck.harness.report.load import Run, describe, format_margin, format_number, load_run, status_counts
 from packcheck.harness.report.scenario_texts import scenario_texts
+from packcheck.harness.report.where_it_parts import where_it_parts
+from packcheck.harness.run.localisations import read_localisations
 
 TEMPLATES = Path(__file__).parent / "templates"
 TOP_COMPARISONS = 8
@@ -135,7 +137,7 @@ def _layer_chart(rows: pd.DataFrame) -> dict | None:
     }
 
 
-def _detail(run: Run, v) -> dict:
+def _detail(run: Run, v, localised: dict) -> dict:
     rows = run.rows_of(v.key)
     failed = v.status not in ("pass", "unsupported")  # fail, error, and any status a newer run adds (hang)
     return {
@@ -144,6 +146,7 @@ def _detail(run: Run, v) -> dict:
         "comparisons": v.comparisons, "failing": v.failing, "seconds": v.seconds, "worst": _worst_rows(rows),
         "layers": _layer_chart(rows) if failed else None,
         "evidence": arm_evidence(run.directory, v, rows) if failed else None,
+        "parts": where_it_parts(localised.get(tuple(map(str, v.key)))) if failed else None,
     }
 
 
@@ -191,6 +194,7 @@ def header_provenance(provenance: dict, dtypes: set[str]) -> dict:
 def render_html(run_dir: str | Path, baseline_dir: str | Path | None = None) -> str:
     run = load_run(run_dir)
     verdicts = run.verdicts
+    localised = read_localisations(run_dir)
     script, script_hash = _script()
     return _environment().get_template("report.html.j2").render(
         script=script, script_hash=script_hash,
@@ -198,9 +202,10 @@ def render_html(run_dir: str | Path, baseline_dir: str | Path | None = None) -> 
         provenance=header_provenance(run.provenance, set(verdicts["dtype"]) if not verdicts.empty else set()),
         counts=status_counts(verdicts),
         unfinished=run.unfinished,
+        damage=run.damage,
         matrix=(matrix := _matrix(run)),
         scenario_texts=scenario_texts(matrix["scenarios"]),
-        details=[_detail(run, v) for v in verdicts.itertuples(index=False) if v.status != "pass"],
+        details=[_detail(run, v, localised) for v in verdicts.itertuples(index=False) if v.status != "pass"],
         verdicts=_all_verdicts(verdicts),
         baseline=None if baseline_dir is None else compare_runs(run, load_run(baseline_dir)),
     )

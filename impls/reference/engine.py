@@ -17,6 +17,7 @@ import torch
 
 from packcheck.harness.contract import Case, LayoutKind, LossKind, StepResult
 from packcheck.harness.engines import Capabilities, Engine, device_missing
+from packcheck.harness.engines.capture import active_recorder
 from packcheck.impls.reference.model import HybridCausalLM
 from packcheck.impls.reference.model.linear_attention import LinearAttentionBackend, default_linear_attention
 from packcheck.impls.reference.model.loading import load_model
@@ -47,6 +48,7 @@ class ReferenceEngine(Engine):
         losses=frozenset(LossKind),
         reports=frozenset({"dloss_dlogprobs", "params_after", "aux_loss", "router_tokens_per_expert"}),
         images=True,
+        activations=True,
         attention={
             "auto": ALL_LAYOUTS,
             "sdpa": ALL_LAYOUTS,
@@ -111,14 +113,18 @@ class ReferenceEngine(Engine):
             model.linear_attention = self.linear_attention_backend(case)
         for name, parameter in model.named_parameters():
             parameter.requires_grad_(not case.model.is_frozen(name))
+        recorder = active_recorder()  # a localisation's capture (harness/engines/capture.py); None on every ordinary run
+        if recorder is not None:
+            recorder.attach(model)
         if mesh.dp > 1 and hasattr(model, "encode_images"):  # ranks with other micro-batches: the tower's collectives must match
             shard_tower(model.model.visual, mesh)
         if case.parallel.dp_style == "shard" and mesh.dp > 1:  # FSDP2; "replicate" and None: DDP
             shard_model(model, mesh)
         attention = CONTEXT_PARALLEL[case.parallel.cp_style](mesh) if case.parallel.cp > 1 else self.attention_backend(case)
         micro_batches = build_micro_batches(case, self.pipeline, mesh)
-        plan = self.memory_plan(model, case, mesh, micro_batches)
-        result = train_step(model, case, plan.apply(model, self.pipeline), attention, mesh, micro_batches)
+        # a localisation's capture records each module's output as it runs: a layer recomputed in backward would record twice
+        plan = NONE if recorder is not None else self.memory_plan(model, case, mesh, micro_batches)
+        result = train_step(model, case, plan.apply(model, self.pipeline), attention, mesh, recorder, micro_batches)
         if plan.saving and torch.device(device).type == "cuda":  # a large step says what it cost (the launch's log)
             torch.cuda.synchronize(device)
             print(f"reference: {case.name}: {time.perf_counter() - started:.1f} s ({loaded - started:.1f} s loading the checkpoint), "
