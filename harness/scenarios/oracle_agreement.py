@@ -25,7 +25,7 @@ from packcheck.harness.engines import Capabilities
 from packcheck.harness.golden import GoldenProblem
 from packcheck.harness.judging.cases import arm, for_model, input_seed
 from packcheck.harness.judging.diagnoses import shared_diagnosis
-from packcheck.harness.judging.host_oracle import host_oracle_reason
+from packcheck.harness.judging.oracle_memory import oracle_memory_reason
 from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.judging.oracle_arms import oracle_of
 from packcheck.harness.judging.truth import truth_tolerance
@@ -51,8 +51,8 @@ def oracle(setting: Setting, before: Before) -> dict:
 
 
 def applies(setting: Setting, capabilities: Capabilities) -> str | None:
-    """Every engine, wherever the float64 reference fits the host (not at 8B: judging/host_oracle.py)."""
-    return host_oracle_reason(setting)
+    """Every engine, wherever the float64 reference fits the case's device (not at 8B: judging/oracle_memory.py)."""
+    return oracle_memory_reason(setting)
 
 
 def tolerance(j: Judgement) -> Tolerance:

@@ -136,8 +136,8 @@ class ReferenceEngine(Engine):
         """Whether this rank's step fits its device as it is (step/memory_plan.py); a step that does not is said on stderr."""
         if not plannable(model):
             return NONE
-        tokens = max((p.input_ids_BT.numel() for forwards in micro_batches for p in forwards), default=0)
-        plan = memory_plan(model.config, DTYPES[case.dtype].itemsize, device_bytes(mesh.device), tokens)
+        shapes = [tuple(p.input_ids_BT.shape) for forwards in micro_batches for p in forwards]
+        plan = memory_plan(model.config, DTYPES[case.dtype].itemsize, device_bytes(mesh.device), shapes)
         if plan.saving:
             print(f"reference: {case.name}: {plan.describe()}", file=sys.stderr, flush=True)
         return plan

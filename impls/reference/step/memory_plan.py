@@ -1,6 +1,6 @@
 """Whether a step of the reference fits its device as it is, and if not, the two savings that make an 8B step fit.
 
-    plan = memory_plan(config, dtype_bytes, capacity, largest_forward)   # a MemoryPlan: both savings on, or neither
+    plan = memory_plan(config, dtype_bytes, capacity, forwards)   # forwards: (rows, width) of each; both savings or neither
     pipe = plan.apply(model, pipe)                                       # the model and the pipeline with them
 
 The savings, each computing the same numbers (tests/test_memory_plan.py, float64 on the CPU):
@@ -12,7 +12,7 @@ The savings, each computing the same numbers (tests/test_memory_plan.py, float64
   at a time. Within float64 rounding (<= 1e-12 relative), not bit for bit: the lm_head's gradient is summed chunk by
   chunk. In bfloat16 the log-probs come out in float32 (the plain path rounds them to bfloat16).
 
-They are switched on by need, never at the tiny or 0.6b sizes: when the eager step's estimate exceeds the device's
+They are switched on by need (in bfloat16 and float32 never at the tiny or 0.6b sizes): when the eager step's estimate exceeds the device's
 memory less the harness's share (RESULTS_SHARE of harness/launch/device_result.py: it holds a verdict's results on the
 same GPU), or when the model is large for the device: its weights and gradients alone over that share (8B on an H200:
 32 GB against 19). The second rule keeps an 8B arm with a short forward (8,160 slots: an estimated 119 GB eager, within
@@ -21,7 +21,10 @@ forward (rows x width, padding included):
 
     eager:  layers x (12 C + 5 F + 6 (H D + 2 K D)) x bytes  (what one decoder layer saves for backward)
             + 2 x vocab x bytes                              (the logits and the log-softmax output, kept to backward)
-    plus the weights and their gradients (2 x parameters x bytes).
+    plus the weights and their gradients (2 x parameters x bytes), and in float64 every layer's attention matrices:
+    float64 has no fused attention kernel on CUDA, so SDPA's math path keeps the scores and the probabilities,
+    2 x rows x H x width^2 x 8 bytes a layer (0.6b, one 4080-token row: 4.3 GB a layer, 119 GB for 28; the float64
+    oracle on an H200 asked for 116 GiB there and failed, docs/gpu.md). With checkpointing one layer's are alive at once.
 
 The per-layer figure is the 105 KiB per token measured with saved_tensors_hooks at the 0.6b widths (docs/performance.md),
 and the whole matches the eager reference's measured peak there: 113.5 GiB at 32768 tokens a step (this estimate: 3.5 MB
@@ -36,6 +39,7 @@ is not the plain one (a mutant's own kernel) keeps it.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import torch
@@ -95,10 +99,17 @@ def parameter_count(config: ModelConfig) -> int:
     return V * C * (1 if config.tie_word_embeddings else 2) + config.num_hidden_layers * per_layer + C
 
 
-def eager_bytes(config: ModelConfig, element: int, tokens: int) -> int:
-    """The estimate of an eager step whose largest forward has `tokens` slots."""
+def attention_bytes(config: ModelConfig, element: int, rows: int, width: int) -> int:
+    """One layer's attention matrices kept for backward: only float64's (the module docstring); fused kernels keep O(width)."""
+    return 2 * rows * config.num_attention_heads * width * width * element if element >= 8 else 0
+
+
+def eager_bytes(config: ModelConfig, element: int, forwards: Sequence[tuple[int, int]]) -> int:
+    """The estimate of an eager step whose forwards have these (rows, width) shapes, padding included."""
     per_token = config.num_hidden_layers * layer_bytes_per_token(config, element) + 2 * config.vocab_size * element
-    return 2 * parameter_count(config) * element + tokens * per_token
+    largest = max((rows * width * per_token + config.num_hidden_layers * attention_bytes(config, element, rows, width)
+                   for rows, width in forwards), default=0)
+    return 2 * parameter_count(config) * element + largest
 
 
 def device_bytes(device: torch.device | str) -> int:
@@ -109,10 +120,10 @@ def device_bytes(device: torch.device | str) -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def memory_plan(config: ModelConfig, element: int, capacity: int, tokens: int) -> MemoryPlan:
+def memory_plan(config: ModelConfig, element: int, capacity: int, forwards: Sequence[tuple[int, int]]) -> MemoryPlan:
     """Both savings when the eager step's estimate exceeds `capacity` less the harness's share, or when the weights and
     their gradients alone take more than that share (a large model: every arm saves, not only its long forwards); else
     neither."""
-    need, budget = eager_bytes(config, element, tokens), int(capacity * (1 - HARNESS_SHARE))
+    need, budget = eager_bytes(config, element, forwards), int(capacity * (1 - HARNESS_SHARE))
     large = 2 * parameter_count(config) * element > capacity * HARNESS_SHARE
     return MemoryPlan(saving=need > budget or large, eager_bytes=need, budget_bytes=budget)
