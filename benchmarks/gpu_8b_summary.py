@@ -2,11 +2,11 @@
 
     python3 benchmarks/gpu_8b_summary.py $OUT
 
-Reads OUT/checkpoint.json (benchmarks/checkpoint_8b.py), OUT/run/verdicts.jsonl (one line per verdict, written as the
-run goes, so a run stopped by its time limit still has them) and OUT/run/results.json where the run wrote it (its
-peaks of disk and memory), the reference's lines in the launches' logs (each large arm's time and peak GPU memory,
-impls/reference/engine.py), OUT/gpu_memory.csv (nvidia-smi every 0.5 s) and OUT/host.csv (disk and host memory every
-second). Anything missing is said, not guessed.
+Reads OUT/checkpoint.json (benchmarks/checkpoint_8b.py), OUT/verdicts.jsonl (one line per verdict, written as the
+run goes, so a run stopped by its time limit still has them) and OUT/results.json where the run wrote it (its peaks of
+disk and memory), OUT/arms.txt (the reference's lines from the launches' logs: each large arm's plan, time and peak GPU
+memory, impls/reference/engine.py), OUT/gpu_memory.csv (nvidia-smi every 0.5 s) and OUT/host.csv (disk and host
+memory every second). Anything missing is said, not guessed.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def checkpoint(out: Path) -> list[str]:
 
 
 def verdicts(out: Path) -> list[str]:
-    path = out / "run" / "verdicts.jsonl"
+    path = out / "verdicts.jsonl"
     if not path.exists():
         return ["verdicts: none written (see run.log)"]
     lines = ["| family | scenario | status | worst margin | seconds | worst | diagnosis or reason |", "|---|---|---|---:|---:|---|---|"]
@@ -54,15 +54,14 @@ def verdicts(out: Path) -> list[str]:
 
 def arms(out: Path) -> list[str]:
     found, plans = [], {}
-    for log in sorted((out / "run" / "launches").rglob("*")) if (out / "run" / "launches").exists() else []:
-        if log.is_file() and log.stat().st_size < 50 * 2**20:
-            for text in log.read_text(errors="replace").splitlines():
-                if match := ARM_LINE.search(text):
-                    found.append(match)
-                elif match := PLAN_LINE.search(text):
-                    plans[match["arm"]] = match["eager"]
+    lines_file = out / "arms.txt"
+    for text in lines_file.read_text(errors="replace").splitlines() if lines_file.exists() else []:
+        if match := ARM_LINE.search(text):
+            found.append(match)
+        elif match := PLAN_LINE.search(text):
+            plans[match["arm"]] = match["eager"]
     if not found:
-        return ["arms: no reference timing lines in the launches' logs"]
+        return ["arms: no reference timing lines (arms.txt)"]
     lines = ["| arm | seconds | of it loading | peak GPU memory (allocated) | eager estimate |", "|---|---:|---:|---:|---:|"]
     lines += [f"| {m['arm']} | {m['seconds']} | {m['load']} | {m['gb']} GB | {plans.get(m['arm'], '?')} GB |" for m in found]
     return lines
@@ -70,7 +69,7 @@ def arms(out: Path) -> list[str]:
 
 def peaks(out: Path) -> list[str]:
     lines = []
-    results = out / "run" / "results.json"
+    results = out / "results.json"
     if results.exists():
         r = json.loads(results.read_text()).get("resources", {})
         lines.append(f"run's own peaks: disk under --out {gb(r.get('peak_disk_bytes'))}, harness RSS {gb(r.get('harness_peak_rss_bytes'))}, "
