@@ -6,6 +6,11 @@ drawn from its own generator seeded by (seed, name), so adding a parameter never
 others. Norm weights (a vision block's norm1/norm2 and its merger's ln_q too) are drawn around 1 (not exactly 1) so that a norm an engine forgets to load
 shows up; projections (and the vision tower's patch convolution) are scaled 1/sqrt(fan_in) so
 activations stay O(1) in every layer.
+
+Two formats (WEIGHTS): float32, drawn by torch's CPU generator (every tiny, 0.6b and 1b checkpoint, the goldens'); and
+bfloat16, drawn by portable_normal.py on a GPU where one is visible (the same bits as on a CPU), for the 8b presets:
+8B float32 values are 32 GB on the disk and take minutes to draw on a CPU. The format is part of the cache key
+(float32 keys are as they always were).
 """
 
 from __future__ import annotations
