@@ -67,7 +67,7 @@ def enough_disk(choices, out: Path, save_arms: str) -> None:
 
     families = choices.families or sorted(FAMILIES)
     need = disk_need(families, [s.name for s in choices.scenarios], len(choices.engines), choices.dtype,
-                     choices.inputs, save_arms, choices.device)
+                     choices.inputs, save_arms, choices.device, out)
     said = check_disk(out, need)
     if need.bytes > LARGE:
         print(said, file=sys.stderr, flush=True)

@@ -21,9 +21,11 @@ from packcheck.harness.compare import ArmId, Arms, Role, Tolerance, compare_resu
 from packcheck.harness.contract import UNPACKED, Partition, packed
 from packcheck.harness.data.lengths import varied
 from packcheck.harness.data.samples import MIXED_DOCUMENTS, PACKED_AT, make_samples, scaled
+from packcheck.harness.engines import Capabilities
 from packcheck.harness.golden import GoldenProblem
 from packcheck.harness.judging.cases import arm, for_model, input_seed
 from packcheck.harness.judging.diagnoses import shared_diagnosis
+from packcheck.harness.judging.oracle_memory import oracle_memory_reason
 from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.judging.oracle_arms import oracle_of
 from packcheck.harness.judging.truth import truth_tolerance
@@ -46,6 +48,11 @@ def build(setting: Setting) -> dict:
 def oracle(setting: Setting, before: Before) -> dict:
     """The engine's own case, run by the reference in float64 on the case's device (only for an engine arm that ran)."""
     return {name: oracle_of(case) for name, case in before.cases.items() if name in before.results}
+
+
+def applies(setting: Setting, capabilities: Capabilities) -> str | None:
+    """Every engine, wherever the float64 reference fits the case's device (not at 8B: judging/oracle_memory.py)."""
+    return oracle_memory_reason(setting)
 
 
 def tolerance(j: Judgement) -> Tolerance:
@@ -85,4 +92,5 @@ ORACLE_AGREEMENT = Scenario(
     judge=judge,
     diagnose=diagnose,
     optional_arms=frozenset({"packed", "unpacked"}),
+    applies=applies,
 )

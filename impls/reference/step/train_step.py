@@ -111,12 +111,14 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention,
 
 
 def train_step(model: CausalLM, case: Case, pipe: Pipeline, attention, mesh: Mesh = SINGLE_PROCESS,
-               recorder: ActivationRecorder | None = None) -> StepResult | None:
+               recorder: ActivationRecorder | None = None, micro_batches: list[list[Predictions]] | None = None) -> StepResult | None:
     scatter = SampleScatter([len(s.input_ids) for s in case.samples], next(model.parameters()).dtype)
-    total_loss, global_tokens, router = accumulate_gradients(model, case, pipe, attention, scatter, mesh, recorder=recorder)
+    total_loss, global_tokens, router = accumulate_gradients(model, case, pipe, attention, scatter, mesh, micro_batches, recorder=recorder)
     scatter.reduce(mesh)
-    # kept on the device: the harness takes a GPU result from there (harness/launch/device_result.py)
-    grads = {name: full_tensor(p.grad).detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+    # kept on the device: the harness takes a GPU result from there (harness/launch/device_result.py). Copied only where
+    # the optimizer step would change them (clipping scales them in place): at 8B a copy is 16 GB of the GPU
+    own = (lambda g: g.clone()) if case.optimizer is not None else (lambda g: g)
+    grads = {name: own(full_tensor(p.grad).detach()) for name, p in model.named_parameters() if p.requires_grad}
     params_after, grad_norm = None, None
     if case.optimizer is not None:
         grad_norm = take_optimizer_step(model, case.optimizer, pipe, mesh)
