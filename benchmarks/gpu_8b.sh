@@ -67,4 +67,7 @@ grep -rh "reference: " "$RUN/launches" --include='*.log' > "$OUT/arms.txt" 2>/de
   | tar czf "$OUT/run-logs.tgz" --null -T -) 2>/dev/null
 rm -rf "$RUN"  # an interrupted launch's copy (16 GB) would crowd the next family's run on a 64 GiB disk
 python3 benchmarks/gpu_8b_summary.py "$OUT" | tee "$OUT/summary.md"
+# a device call brings back at most 8 files: all but the summary and the run's results in one archive
+(cd "$OUT" && tar czf files.tgz --exclude=files.tgz --exclude=summary.md --exclude=results.json . \
+  && find . -maxdepth 1 -type f ! -name files.tgz ! -name summary.md ! -name results.json -delete)
 say "done"
