@@ -43,10 +43,38 @@ def add_budget(parser, flag: str, default: float) -> None:
                         help=f"seconds a verdict's shrinking may take; the smallest case found by then is kept (default: {default:g})")
 
 
+def add_shrink_options(parser) -> None:
+    """`packcheck run --shrink [--shrink-budget SECONDS]`."""
+    from packcheck.harness.shrink.driver import DEFAULT_BUDGET
+
+    parser.add_argument("--shrink", action="store_true",
+                        help="after the run, shrink each failing verdict to the smallest case that still fails the same way, written under "
+                             "OUT/shrunk (default: no; `packcheck shrink` does one later)")
+    add_budget(parser, "--shrink-budget", DEFAULT_BUDGET)
+
+
 def checked_budget(flag: str, seconds: float) -> float:
     if not 0 < seconds < float("inf"):
         raise UsageError(f"{flag} {seconds:g}: give the seconds a shrink may take, a positive number (default: 120)")
     return seconds
+
+
+def shrink_failing(matrix, pool, out: Path, budget: float) -> None:
+    """`packcheck run --shrink`: each failing verdict of the run shrunk in its warm launches, from the verdict just judged."""
+    from packcheck.harness.run.verdict import FAIL
+    from packcheck.harness.scenarios import get_scenario
+    from packcheck.harness.shrink.record import shrunk_path
+    from packcheck.harness.shrink.subject import Subject
+
+    budget = checked_budget("--shrink-budget", budget)
+    failing = [v for v in matrix.verdicts if v.status == FAIL]
+    if failing:
+        print(f"shrinking {len(failing)} failing verdict(s), at most {budget:g}s each (--shrink-budget)", file=sys.stderr, flush=True)
+    for verdict in failing:
+        subject = Subject(engine=verdict.engine_spec or verdict.engine, engine_name=verdict.engine, scenario=get_scenario(verdict.scenario),
+                          family=verdict.family, dtype=verdict.dtype, device=verdict.device, attention=verdict.attention,
+                          inputs=matrix.inputs, noise_floors=matrix.noise_floors)
+        shrink_verdict(subject, pool, budget, shrunk_path(out, verdict.engine, verdict.family, verdict.scenario), first=verdict, trials=False)
 
 
 def handle(args) -> int:

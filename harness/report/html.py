@@ -29,6 +29,7 @@ from packcheck.harness.report.evidence import arm_evidence
 from packcheck.harness.files import write_atomically
 from packcheck.harness.report.load import Run, describe, format_margin, format_number, load_run, status_counts
 from packcheck.harness.report.scenario_texts import scenario_texts
+from packcheck.harness.report.shrunk import shrunk_by_key, shrunk_card
 
 TEMPLATES = Path(__file__).parent / "templates"
 TOP_COMPARISONS = 8
@@ -135,7 +136,7 @@ def _layer_chart(rows: pd.DataFrame) -> dict | None:
     }
 
 
-def _detail(run: Run, v) -> dict:
+def _detail(run: Run, v, shrunk: dict) -> dict:
     rows = run.rows_of(v.key)
     failed = v.status not in ("pass", "unsupported")  # fail, error, and any status a newer run adds (hang)
     return {
@@ -144,6 +145,7 @@ def _detail(run: Run, v) -> dict:
         "comparisons": v.comparisons, "failing": v.failing, "seconds": v.seconds, "worst": _worst_rows(rows),
         "layers": _layer_chart(rows) if failed else None,
         "evidence": arm_evidence(run.directory, v, rows) if failed else None,
+        "shrunk": shrunk_card(shrunk.get(v.key)),
     }
 
 
@@ -192,6 +194,7 @@ def render_html(run_dir: str | Path, baseline_dir: str | Path | None = None) -> 
     run = load_run(run_dir)
     verdicts = run.verdicts
     script, script_hash = _script()
+    shrunk = shrunk_by_key(run_dir)
     return _environment().get_template("report.html.j2").render(
         script=script, script_hash=script_hash,
         directory=str(run.directory),
@@ -200,7 +203,7 @@ def render_html(run_dir: str | Path, baseline_dir: str | Path | None = None) -> 
         unfinished=run.unfinished,
         matrix=(matrix := _matrix(run)),
         scenario_texts=scenario_texts(matrix["scenarios"]),
-        details=[_detail(run, v) for v in verdicts.itertuples(index=False) if v.status != "pass"],
+        details=[_detail(run, v, shrunk) for v in verdicts.itertuples(index=False) if v.status != "pass"],
         verdicts=_all_verdicts(verdicts),
         baseline=None if baseline_dir is None else compare_runs(run, load_run(baseline_dir)),
     )
