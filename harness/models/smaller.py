@@ -46,9 +46,12 @@ def layer_count(config: dict) -> int:
     return int((config.get("text_config") or config)["num_hidden_layers"])
 
 
-def head_count(family: str, config: dict) -> int | None:
-    """The attention heads a smaller model may have fewer of; None where the family's heads are not cut."""
-    return int(config["num_attention_heads"]) if family in NARROWABLE else None
+def head_counts(family: str, config: dict) -> list[int]:
+    """The attention head counts a smaller model may have (those that divide the width, as transformers requires), the
+    model's own last; [] where the family's heads are not cut."""
+    if family not in NARROWABLE:
+        return []
+    return [n for n in range(1, int(config["num_attention_heads"]) + 1) if int(config["hidden_size"]) % n == 0]
 
 
 def mlp_width(family: str, config: dict) -> int | None:
@@ -60,20 +63,28 @@ def smaller_config(family: str, config: dict, layers: int | None = None, heads: 
     config = dict(config)
     if layers is not None and layers < layer_count(config):
         config = _fewer_layers(config, layers)
-    if heads is not None and heads < (head_count(family, config) or heads):
-        original = int(config["num_attention_heads"])
-        config["head_dim"] = int(config.get("head_dim") or config["hidden_size"] // original)
-        kv = min(int(config.get("num_key_value_heads", original)), heads)
-        while heads % kv:
-            kv -= 1
-        config |= {"num_attention_heads": heads, "num_key_value_heads": kv}
-    elif heads is not None and head_count(family, config) is None:
-        raise NotSmaller(f"smaller.heads: the {family} family's heads are not cut (only {', '.join(sorted(NARROWABLE))})")
+    if heads is not None:
+        config = _fewer_heads(family, config, heads)
     if width is not None and width < (mlp_width(family, config) or width):
         config["intermediate_size"] = width
     elif width is not None and mlp_width(family, config) is None:
         raise NotSmaller(f"smaller.width: the {family} family's MLP width is not cut (only {', '.join(sorted(NARROWABLE))})")
     return config
+
+
+def _fewer_heads(family: str, config: dict, heads: int) -> dict:
+    """At most `heads` attention heads of the model's head size; key-value heads the most that divide them."""
+    counts = head_counts(family, config)
+    if counts and heads >= counts[-1]:
+        return config
+    if heads not in counts:
+        raise NotSmaller(f"smaller.heads {heads}: a {family} model of this width takes {counts or 'no other number of'} heads")
+    original = int(config["num_attention_heads"])
+    kv = min(int(config.get("num_key_value_heads", original)), heads)
+    while heads % kv:
+        kv -= 1
+    return config | {"head_dim": int(config.get("head_dim") or config["hidden_size"] // original), "num_attention_heads": heads,
+                     "num_key_value_heads": kv}
 
 
 def _fewer_layers(config: dict, layers: int) -> dict:

@@ -17,6 +17,7 @@ from packcheck.harness.contract import Case
 from packcheck.harness.data.smaller import Smaller
 from packcheck.harness.errors import InputError
 from packcheck.harness.launch import LaunchPool
+from packcheck.harness.launch.pool import KEEP
 from packcheck.harness.run.verdict import FAIL, PASS, UNSUPPORTED, Verdict
 from packcheck.harness.scenarios import Scenario
 from packcheck.harness.scenarios.base import ORACLE_ENGINE
@@ -72,19 +73,32 @@ def shrink(subject: Subject, pool: LaunchPool, budget: float = DEFAULT_BUDGET, s
     started = time.monotonic()
     if (why := refusal(subject, FAIL if first is None else first.status)) is not None:
         raise NothingToShrink(why)
+    keep, pool.keep = pool.keep, max(pool.keep, 2 * KEEP)  # the control's launches warm beside the engine's
+    try:
+        return _shrink(subject, pool, budget, say, first, started)
+    finally:
+        pool.keep = keep
+
+
+def _shrink(subject: Subject, pool: LaunchPool, budget: float, say: Callable[[str], None], first: Verdict | None, started: float) -> Shrunk:
     if first is None:
+        say(f"shrinking {subject.describe()}: judged again at the scenario's size first")
         first = run(subject, subject.scenario, None, pool)
         if first.status != FAIL:
             raise NothingToShrink(f"the failure did not reproduce: judged again, the verdict is {first.status} "
                                   "(a nondeterministic engine, or one changed since the run)")
     target = Target.of(first)
-    say(f"shrinking {subject.describe()}: {target} fails, diagnosed by {target.diagnosis_class}; budget {budget:g}s")
+    say(f"shrinking {subject.describe()}: {target} fails, diagnosed by {target.diagnosis_class}; budget {budget:g}s "
+        f"({time.monotonic() - started:.1f}s spent)")
     full = first_arms(subject.scenario, subject.setting(None))
     scenario, verdict, narrowed = narrowed_plan(subject, target, full, first, pool)
     cases = first_arms(scenario, subject.setting(None))
+    if narrowed:
+        say(f"  only the arms {', '.join(cases)} run: they show it alone ({time.monotonic() - started:.1f}s)")
     control = control_for(subject, scenario, pool)
     say(f"  control: {control.engine_name} passes it and must pass every smaller case kept" if control is not None
         else f"  no control: {ORACLE_ENGINE} does not pass this scenario here (or is the engine shrunk)")
+    say(f"  searching from {time.monotonic() - started:.1f}s")
     search = Search(subject=subject, scenario=scenario, target=target, pool=pool, deadline=started + budget, control=control, cases=cases,
                     verdict=verdict, say=say)
     complete = search.run_passes()

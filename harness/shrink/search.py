@@ -27,7 +27,7 @@ from packcheck.harness.contract import Case, ContractError
 from packcheck.harness.data.smaller import Smaller
 from packcheck.harness.errors import InputError
 from packcheck.harness.launch import LaunchPool
-from packcheck.harness.models.smaller import head_count, layer_count, mlp_width, seeded
+from packcheck.harness.models.smaller import head_counts, layer_count, mlp_width, seeded
 from packcheck.harness.run.verdict import PASS, Verdict
 from packcheck.harness.scenarios import Scenario
 from packcheck.harness.shrink.size import Size
@@ -215,9 +215,8 @@ def micro_batches(search: Search) -> None:
 
 def heads(search: Search) -> None:
     model = search.arm.model
-    count = head_count(model.family, model.config)
-    if count is not None and seeded(model):
-        search.smallest(list(range(1, count + 1)), lambda n: _with(search, heads=n))
+    if seeded(model):
+        search.smallest(head_counts(model.family, model.config), lambda n: _with(search, heads=n))
 
 
 def width(search: Search) -> None:
