@@ -9,7 +9,8 @@ the same comparison again. Launches stay warm across the cases (one pool).
 Usage:
   1. python3 benchmarks/shrink_mutants.py                                   # every case, CPU float64, 120 s each
   2. python3 benchmarks/shrink_mutants.py --only cross-doc-attention        # the cases of one mutant
-  3. python3 benchmarks/shrink_mutants.py --device cuda --dtype bfloat16 --model 0.6b --budget 600   # on a GPU, at 0.6B
+  3. python3 benchmarks/shrink_mutants.py --all                             # every scenario x the mutants it catches (`catches`)
+  4. python3 benchmarks/shrink_mutants.py --device cuda --dtype bfloat16 --model 0.6b --budget 600   # on a GPU, at 0.6B
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from packcheck.harness.engines import resolve_engine
 from packcheck.harness.launch import LaunchPool
 from packcheck.harness.run.inputs import Inputs
-from packcheck.harness.scenarios import get_scenario
+from packcheck.harness.scenarios import SCENARIOS, get_scenario
 from packcheck.harness.shrink.driver import NothingToShrink, shrink
 from packcheck.harness.shrink.plans import replaying
 from packcheck.harness.shrink.record import read_shrunk, write_shrunk
@@ -40,6 +42,16 @@ CASES = (  # (mutant, scenario, family)
 )
 
 
+def every_claim() -> list[tuple[str, str, str]]:
+    """Every scenario with each mutant it claims to catch, on llama where the mutant runs it, else its first family."""
+    cases = []
+    for scenario in SCENARIOS.values():
+        for bug in scenario.catches:
+            families = sorted(resolve_engine(f"mutant.{bug}").capabilities.families)
+            cases.append((f"mutant.{bug}", scenario.name, "llama" if "llama" in families else families[0]))
+    return cases
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=None, help="cases whose mutant contains this text (default: all)")
@@ -47,13 +59,14 @@ def main() -> int:
     parser.add_argument("--device", default="cpu", help="cpu | cuda (default: cpu)")
     parser.add_argument("--dtype", default="float64", help="(default: float64)")
     parser.add_argument("--model", default="tiny", help="a size preset (default: tiny)")
+    parser.add_argument("--all", action="store_true", help="every scenario with each mutant it catches (default: CASES)")
     parser.add_argument("--verbose", action="store_true", help="print every trial (default: no)")
     args = parser.parse_args()
     rows = ["| mutant | scenario | family | tokens | documents | ranks | layers | fewer tokens | seconds | trials | ended | replay fails |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     workdir = Path(tempfile.mkdtemp(prefix="shrink-bench-"))
     with LaunchPool(workdir / "launches", 600.0) as pool:
-        for engine, scenario, family in CASES:
+        for engine, scenario, family in every_claim() if args.all else CASES:
             if args.only and args.only not in engine:
                 continue
             subject = Subject(engine=engine, engine_name=engine, scenario=get_scenario(scenario), family=family, dtype=args.dtype,
