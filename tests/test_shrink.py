@@ -10,8 +10,10 @@ passing verdict (refused: exit 2). The other public mutants, each with the scena
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -115,16 +117,15 @@ def test_golden_regression_is_not_shrunk(packcheck_pool):
         shrink(subject, packcheck_pool)
 
 
-# (mutant, scenario, family): each public mutant with the scenarios that flag it, where a smaller case exists
-SLOW = [
-    ("mutant.cross-doc-attention", "document_isolation", "llama"),
-    ("mutant.boundary-label", "microbatch_invariance", "llama"),
-    ("mutant.boundary-label", "packed_vs_unpacked", "llama"),
-    ("mutant.const-microbatch-scale", "microbatch_invariance", "llama"),
-    ("mutant.positions-not-reset", "packed_vs_unpacked", "llama"),
-    ("mutant.dp-count-world-group", "dp_cp_reduction", "llama"),
-    ("mutant.linear-attn-state-leak", "linear_attention_reset", "qwen3_5"),
-]
+def benchmark_cases() -> tuple:
+    """benchmarks/shrink_mutants.py's CASES: each public mutant with the scenarios that flag it (the table of docs/shrink.md)."""
+    spec = importlib.util.spec_from_file_location("shrink_mutants", Path(__file__).resolve().parents[1] / "benchmarks" / "shrink_mutants.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.CASES
+
+
+SLOW = [case for case in benchmark_cases() if case != ("mutant.cross-doc-attention", "packed_vs_unpacked", "llama")]  # that one: above
 
 
 @pytest.mark.slow
@@ -138,3 +139,17 @@ def test_each_public_mutant_shrinks_five_times_and_replays(engine, scenario, fam
     case = read_shrunk(write_shrunk(shrunk, tmp_path / "case.json"))
     replayed = run(subject, replaying(subject.scenario, case.arms), case.inputs.smaller, packcheck_pool)
     assert shrunk.target.holds(replayed), replayed.message()
+
+
+@pytest.mark.slow
+def test_the_same_verdict_shrinks_to_the_same_case(packcheck_pool):
+    """No randomness: the same trials in the same order, the same case (at another --seed too)."""
+    from packcheck.harness.run.inputs import Inputs
+
+    for seed in (0, 3):
+        subject = Subject(engine="mutant.cross-doc-attention", engine_name="mutant.cross-doc-attention",
+                          scenario=get_scenario("document_isolation"), family="llama", dtype="float64", device="cpu", inputs=Inputs(seed=seed))
+        first, again = (shrink(subject, packcheck_pool, budget=BUDGET) for _ in range(2))
+        assert first.complete and again.complete
+        assert (first.smaller, first.trials, dict(first.arms)) == (again.smaller, again.trials, dict(again.arms))
+

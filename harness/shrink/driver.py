@@ -102,7 +102,7 @@ def _shrink(subject: Subject, pool: LaunchPool, budget: float, say: Callable[[st
     search = Search(subject=subject, scenario=scenario, target=target, pool=pool, deadline=started + budget, control=control, cases=cases,
                     verdict=verdict, say=say)
     complete = search.run_passes()
-    before = Size.of(full.get(target.arms.arm.name) or next(iter(full.values())))
+    before = Size.of(target.case_of(full))
     return Shrunk(subject=subject, target=target, smaller=search.current, arms=search.cases, verdict=search.verdict,
                   first_diagnosis=str(first.diagnosis), before=before, after=Size.of(search.arm), seconds=time.monotonic() - started,
                   trials=len(search.trials), complete=complete, narrowed=narrowed, control=control and control.engine_name)

@@ -73,8 +73,8 @@ class Search:
 
     @property
     def arm(self) -> Case:
-        """The case the sizes are read from: the target's engine arm, else the first stage's first arm."""
-        return self.cases.get(self.target.arms.arm.name) or next(iter(self.cases.values()))
+        """The current case the sizes are read from (Target.case_of)."""
+        return self.target.case_of(self.cases)
 
     def attempt(self, candidate: Smaller) -> bool:
         """Whether `candidate` still fails the target; if so it becomes the current case."""
@@ -101,7 +101,7 @@ class Search:
         trial = Trial(step=self.step, smaller=candidate, outcome=why or STILL_FAILS, seconds=time.monotonic() - started)
         self.trials.append(trial)
         self.tried[candidate] = trial.kept
-        size = Size.of(cases.get(self.target.arms.arm.name) or next(iter(cases.values())))
+        size = Size.of(self.target.case_of(cases))
         self.say(f"  [{len(self.trials)}] {changes(self.current, candidate)}: {size.tokens} tokens, {size.documents} documents: "
                  f"{trial.outcome} ({trial.seconds:.1f}s)")
         if trial.kept:

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Mapping
 
 from packcheck.harness.compare import ArmId, Arms, Comparison
+from packcheck.harness.contract import Case
 from packcheck.harness.judging.diagnoses import diagnosis_rule
 from packcheck.harness.run.verdict import FAIL, Verdict
 
@@ -29,6 +31,10 @@ class Target:
     def arm_names(self) -> frozenset[str]:
         """The engine arms the comparison needs (an oracle arm is run for the engine arm it is named after)."""
         return frozenset(arm.name for arm in (self.arms.arm, self.arms.against) if isinstance(arm, ArmId))
+
+    def case_of(self, arms: Mapping[str, Case]) -> Case:
+        """The case a scenario's sizes are read from: the comparison's engine arm, else the first of `arms` (the first stage's)."""
+        return arms.get(self.arms.arm.name) or next(iter(arms.values()))
 
     def failing(self, verdict: Verdict) -> list[Comparison]:
         return [c for c in verdict.comparisons if not c.passed and c.arms == self.arms and c.quantity == self.quantity]
