@@ -26,9 +26,9 @@ from packcheck.harness.launch import LaunchPool
 from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.scenarios import SCENARIOS, get_scenario
 from packcheck.harness.shrink.driver import NothingToShrink, shrink
-from packcheck.harness.shrink.plans import replaying
 from packcheck.harness.shrink.record import read_shrunk, write_shrunk
-from packcheck.harness.shrink.subject import Subject, run
+from packcheck.harness.shrink.replay import replay
+from packcheck.harness.shrink.subject import Subject
 
 CASES = (  # (mutant, scenario, family)
     ("mutant.cross-doc-attention", "packed_vs_unpacked", "llama"),
@@ -78,7 +78,7 @@ def main() -> int:
                 rows.append(f"| {engine} | {scenario} | {family} | {why} ({time.monotonic() - started:.0f}s) ||||||||")
                 continue
             case = read_shrunk(write_shrunk(shrunk, workdir / f"{engine}-{scenario}.json"))
-            again = run(subject, replaying(subject.scenario, case.arms), case.inputs.smaller, pool)
+            again = replay(case, pool)
             b, a = shrunk.before, shrunk.after
             rows.append(f"| {engine} | {scenario} | {family} | {b.tokens} -> {a.tokens} | {b.documents} -> {a.documents} | {b.ranks} -> {a.ranks} "
                         f"| {b.layers} -> {a.layers} | {b.tokens / a.tokens:.1f}x | {shrunk.seconds:.0f} | {shrunk.trials} | "

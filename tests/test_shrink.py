@@ -25,9 +25,9 @@ from packcheck.harness.report import render_junit, render_markdown
 from packcheck.harness.scenarios import get_scenario
 from packcheck.harness.scenarios.base import ORACLE_ENGINE
 from packcheck.harness.shrink.driver import NothingToShrink, shrink
-from packcheck.harness.shrink.plans import replaying
 from packcheck.harness.shrink.record import read_shrunk, write_shrunk
-from packcheck.harness.shrink.subject import Subject, run
+from packcheck.harness.shrink.replay import replay
+from packcheck.harness.shrink.subject import Subject
 
 BUDGET = 120.0  # seconds per verdict: the bound on the CPU
 ENOUGH = 5  # times fewer tokens at least
@@ -108,6 +108,11 @@ def test_a_passing_verdict_is_refused_without_running_anything(tmp_path, capsys)
     assert main(["shrink", str(out / "reference" / "qwen3" / "packed_vs_unpacked")]) == 2
     err = capsys.readouterr().err
     assert "no verdict of" in err and "reference/llama/packed_vs_unpacked" in err, err
+    assert main(["shrink", str(out), "--budget", "0"]) == 2
+    assert "--budget 0: give the seconds" in capsys.readouterr().err
+    (tmp_path / "case.json").write_text(json.dumps({"schema": "packcheck.shrunk/1", "scenario": "packed_vs_unpacked"}))
+    assert main(["replay", str(tmp_path / "case.json")]) == 2
+    assert "field 'engine' is missing or malformed" in capsys.readouterr().err
 
 
 def test_golden_regression_is_not_shrunk(packcheck_pool):
@@ -137,7 +142,7 @@ def test_each_public_mutant_shrinks_five_times_and_replays(engine, scenario, fam
     assert shrunk.seconds < BUDGET + 30, shrunk.seconds  # the budget is checked before each trial: the last may run past it
     assert shrunk.control == ORACLE_ENGINE and shrunk.target.holds(shrunk.verdict)
     case = read_shrunk(write_shrunk(shrunk, tmp_path / "case.json"))
-    replayed = run(subject, replaying(subject.scenario, case.arms), case.inputs.smaller, packcheck_pool)
+    replayed = replay(case, packcheck_pool)
     assert shrunk.target.holds(replayed), replayed.message()
 
 

@@ -94,7 +94,8 @@ def _shrink(subject: Subject, pool: LaunchPool, budget: float, say: Callable[[st
     scenario, verdict, narrowed = narrowed_plan(subject, target, full, first, pool)
     cases = first_arms(scenario, subject.setting(None))
     if narrowed:
-        say(f"  only the arms {', '.join(cases)} run: they show it alone ({time.monotonic() - started:.1f}s)")
+        say(f"  only the arms {', '.join(sorted(target.arm_names))} and the required ones run: they show it alone "
+            f"({time.monotonic() - started:.1f}s)")
     control = control_for(subject, scenario, pool)
     say(f"  control: {control.engine_name} passes it and must pass every smaller case kept" if control is not None
         else f"  no control: {ORACLE_ENGINE} does not pass this scenario here (or is the engine shrunk)")
@@ -119,10 +120,9 @@ def control_for(subject: Subject, scenario: Scenario, pool: LaunchPool) -> Subje
 def narrowed_plan(subject: Subject, target: Target, full: Mapping[str, Case], first: Verdict, pool: LaunchPool) -> tuple[Scenario, Verdict, bool]:
     """The plan the search runs, its verdict at full size, and whether it is narrowed to the target's arms: narrowed where
     the scenario allows it, it cuts an arm, and the narrowed plan still shows the target (a diagnosis may read the other arms)."""
-    names = target.arm_names
     scenario = subject.scenario
-    if not narrowable(scenario, names, full) or all(name in names or name not in scenario.optional_arms for name in full):
+    if not narrowable(scenario, target.arm_names, full):
         return scenario, first, False
-    narrow = only_arms(scenario, names)
+    narrow = only_arms(scenario, target.arm_names)
     verdict = run(subject, narrow, None, pool)
     return (narrow, verdict, True) if target.holds(verdict) else (scenario, first, False)

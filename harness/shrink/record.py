@@ -4,7 +4,8 @@ It holds everything a replay needs and nothing of the machine that wrote it: the
 spec), family, dtype, device, attention, the run's inputs with the `smaller` the search found (harness/data/smaller.py),
 the noise floors a run of its own judged by, and every arm of the scenario's first stage as a Case (samples,
 layout, partition, parallel plan, loss; a model written from a seed as its config and seed, its checkpoint `null`,
-rebuilt from them on reading; a checkpoint of the user's by its path); then for people: the failing comparison, the
+rebuilt from them on reading; a checkpoint of the user's by its path), and where only the compared arms ran, their
+names (`only`: harness/shrink/plans.py); then for people: the failing comparison, the
 diagnosis's class, the diagnosis at the scenario's size and at the shrunk one, the sizes before and after, the
 search's seconds and trials, and the command that replays it. A run keeps its shrunk cases under
 RUN_DIR/shrunk/<engine>/<family>/<scenario>.json, where the report finds them (`summaries`).
@@ -27,13 +28,13 @@ from packcheck.harness.models.sizes import is_path
 from packcheck.harness.models.smaller import seeded
 from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run.reproduce import replay_command
+from packcheck.harness.run.results import VERDICT_KEYS
 from packcheck.harness.shrink.driver import Shrunk
 from packcheck.harness.shrink.size import Size, before_after
 from packcheck.harness.text import path_name
 
 SCHEMA = "packcheck.shrunk/1"
 FOLDER = "shrunk"
-KEY = ("engine", "family", "scenario", "dtype", "device", "attention")  # the verdict's cell (harness/run/results.py VERDICT_KEYS)
 
 
 class ShrunkProblem(InputError):
@@ -62,6 +63,7 @@ def write_shrunk(shrunk: Shrunk, path: str | Path) -> Path:
                    "only_the_comparisons_arms": shrunk.narrowed, "control": shrunk.control},
         "replay": replay_command(subject.engine, path),
         "arms": {name: portable(case) for name, case in shrunk.arms.items()},
+        **({"only": sorted(shrunk.target.arm_names)} if shrunk.narrowed else {}),
     }
     write_atomically(path, json.dumps(data, indent=1))
     return path
@@ -89,7 +91,8 @@ class ShrunkCase:
     attention: str
     inputs: Inputs  # with the `smaller` found
     noise_floors: Mapping[str, Mapping[str, float]]
-    arms: Mapping[str, Case]
+    arms: Mapping[str, Case]  # the first stage's
+    only: frozenset[str] | None  # the arms the scenario's last engine stage was narrowed to (harness/shrink/plans.py), or None
     summary: Summary
 
 
@@ -98,7 +101,7 @@ class Summary:
     """What the report says of a shrunk case: the verdict it shrank, the sizes, the comparison, the replay command."""
 
     path: Path
-    key: tuple[str, ...]  # KEY's values
+    key: tuple[str, ...]  # the verdict's cell: its VERDICT_KEYS values (engine, family, scenario, dtype, device, attention)
     comparison: str
     diagnosis_class: str
     before: Size
@@ -118,8 +121,10 @@ def read_json(path: str | Path) -> dict:
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ShrunkProblem(f"{path}: cannot read it as JSON ({err}); give a file `packcheck shrink` wrote") from None
+    except OSError as err:
+        raise ShrunkProblem(f"{path}: cannot read it ({err.strerror}); give a file `packcheck shrink` wrote") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ShrunkProblem(f"{path}: not JSON ({err}); give a file `packcheck shrink` wrote") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         found = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise ShrunkProblem(f"{path}: schema {found!r}, expected {SCHEMA!r}: give a file `packcheck shrink` or `packcheck run --shrink` wrote")
@@ -128,7 +133,7 @@ def read_json(path: str | Path) -> dict:
 
 def summary_of(path: Path, data: dict) -> Summary:
     try:
-        return Summary(path=path, key=tuple(str(data[k]) for k in KEY), comparison=str(data["comparison"]),
+        return Summary(path=path, key=tuple(str(data[k]) for k in VERDICT_KEYS), comparison=str(data["comparison"]),
                        diagnosis_class=str(data["diagnosis_class"]), before=Size.from_json(data["before"]),
                        after=Size.from_json(data["after"]), seconds=float(data["search"]["seconds"]), trials=int(data["search"]["trials"]),
                        complete=bool(data["search"]["complete"]), replay=str(data["replay"]))
@@ -148,7 +153,8 @@ def read_shrunk(path: str | Path) -> ShrunkCase:
         arms = {name: Case.from_json(with_checkpoint(case, path, name)) for name, case in data["arms"].items()}
         return ShrunkCase(path=path, scenario=str(data["scenario"]), engine=str(data["engine"]), engine_spec=str(data["engine_spec"]),
                           family=str(data["family"]), dtype=str(data["dtype"]), device=str(data["device"]), attention=str(data["attention"]),
-                          inputs=inputs, noise_floors=data.get("noise_floors", {}), arms=arms, summary=summary)
+                          inputs=inputs, noise_floors=data.get("noise_floors", {}), arms=arms,
+                          only=frozenset(map(str, data["only"])) if "only" in data else None, summary=summary)
     except (KeyError, TypeError, ValueError, ContractError) as err:
         raise ShrunkProblem(f"{path}: {err} (a missing or malformed field); rewrite it with `packcheck shrink`") from None
 

@@ -4,6 +4,7 @@ fixed engine, or the reference, which passes it)."""
 
 from __future__ import annotations
 
+from packcheck.harness.errors import InputError
 from packcheck.harness.launch import LaunchPool
 from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.scenarios import get_scenario
@@ -13,7 +14,10 @@ from packcheck.harness.shrink.subject import CannotBuild, Subject, first_arms, r
 
 
 def subject_of(case: ShrunkCase, engine: str | None = None) -> Subject:
-    return Subject(engine=engine or case.engine_spec, engine_name=engine or case.engine, scenario=get_scenario(case.scenario),
+    """The case's cell against `engine` (default: its own), its scenario narrowed as the shrink narrowed it."""
+    scenario = get_scenario(case.scenario)
+    return Subject(engine=engine or case.engine_spec, engine_name=engine or case.engine,
+                   scenario=scenario if case.only is None else only_arms(scenario, case.only),
                    family=case.family, dtype=case.dtype, device=case.device, attention=case.attention, inputs=case.inputs,
                    noise_floors=case.noise_floors)
 
@@ -28,7 +32,7 @@ def drifted(case: ShrunkCase) -> list[str]:
     was written): the replay runs the recorded ones."""
     subject = subject_of(case)
     try:
-        built = first_arms(only_arms(subject.scenario, frozenset(case.arms)), subject.setting(subject.inputs.smaller))
-    except CannotBuild:
+        built = first_arms(subject.scenario, subject.setting(subject.inputs.smaller))
+    except (CannotBuild, InputError):
         return sorted(case.arms)
     return sorted(name for name, arm in case.arms.items() if name not in built or built[name].digest() != arm.digest())
