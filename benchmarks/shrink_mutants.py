@@ -55,6 +55,7 @@ def every_claim() -> list[tuple[str, str, str]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=None, help="cases whose mutant contains this text (default: all)")
+    parser.add_argument("--scenario", default=None, help="cases of this scenario only (default: all)")
     parser.add_argument("--budget", type=float, default=120.0, help="seconds per case (default: 120)")
     parser.add_argument("--device", default="cpu", help="cpu | cuda (default: cpu)")
     parser.add_argument("--dtype", default="float64", help="(default: float64)")
@@ -67,7 +68,7 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="shrink-bench-"))
     with LaunchPool(workdir / "launches", 600.0) as pool:
         for engine, scenario, family in every_claim() if args.all else CASES:
-            if args.only and args.only not in engine:
+            if args.only and args.only not in engine or args.scenario and args.scenario != scenario:
                 continue
             subject = Subject(engine=engine, engine_name=engine, scenario=get_scenario(scenario), family=family, dtype=args.dtype,
                               device=args.device, inputs=Inputs(model=args.model))
