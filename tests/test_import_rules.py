@@ -24,7 +24,7 @@ FLOORS = (
     {"harness.launch"},
     {"harness.scenarios"},
     {"harness.run"},
-    {"harness.report", "harness.bisect"},
+    {"harness.report", "harness.bisect", "harness.shrink"},
     {"harness.cli", "conformance"},
 )
 ENGINE_API = {"harness.contract", "harness.engines"}

@@ -29,6 +29,9 @@ def add_parser(commands) -> None:
     parser.add_argument("--localise", action="store_true",
                         help="after each failing verdict, re-run its two arms with activation capture and name the first module "
                              "where they part (default: off; later: packcheck localise OUT/ENGINE/FAMILY/SCENARIO)")
+    from packcheck.harness.cli.shrink_cmd import add_shrink_options
+
+    add_shrink_options(parser)
     parser.set_defaults(handler=handle)
 
 
@@ -58,6 +61,15 @@ def output_directory(out: str | None) -> Path:
     if out is None and not (path / ".gitignore").exists():
         (path / ".gitignore").write_text("# written by packcheck: a run directory, not source\n*\n")
     return path
+
+
+def forget_shrunk(out: Path) -> None:
+    """An earlier run's shrunk cases in a reused --out: never read as this run's (harness/shrink/record.py)."""
+    import shutil
+
+    from packcheck.harness.shrink.record import FOLDER
+
+    shutil.rmtree(out / FOLDER, ignore_errors=True)
 
 
 def enough_disk(choices, out: Path, save_arms: str) -> None:
@@ -141,8 +153,13 @@ def _handle(args) -> int:
         from packcheck.harness.run.session import Matrix, exit_status, run_matrix, where_arms_ran
 
         choices = checked_choices(args)
+        if args.shrink:
+            from packcheck.harness.cli.shrink_cmd import checked_budget
+
+            checked_budget("--shrink-budget", args.shrink_budget)
         out = output_directory(args.out)
         lock = claim_out(out)  # noqa: F841 - held until this run returns
+        forget_shrunk(out)
         adopt_orphans()
         enough_disk(choices, out, args.save_arms)
         usage = Usage(out)
@@ -167,6 +184,10 @@ def _handle(args) -> int:
     interrupted = None
     try:
         run_matrix(matrix, results, pool)
+        if args.shrink:
+            from packcheck.harness.cli.shrink_cmd import shrink_failing
+
+            shrink_failing(matrix, pool, out, args.shrink_budget)
         pool.close()
     except (Interrupted, KeyboardInterrupt) as stop:
         hold_signals()

@@ -1,5 +1,7 @@
 """How a scenario's arms are built from a Setting: the seeded samples (with images for a vision-language family)
-and a Case of them in a layout, a partition and the setting's model, dtype and device."""
+and a Case of them in a layout, a partition and the setting's model, dtype and device; with the setting's
+`smaller` (harness/data/smaller.py, what the shrinker tries), the samples kept and cut and every arm's partition,
+mesh and rows made smaller here, the one place samples are drawn and arms made."""
 
 from __future__ import annotations
 
@@ -17,9 +19,15 @@ from packcheck.harness.judging.judgement import Setting
 
 
 def arm(setting: Setting, name: str, samples: Sequence[Sample], layout: Layout, partition: Partition | None = None, **fields) -> Case:
+    """A Case of `samples` (samples_for's); `partition` names them by their index in the scenario's full set (its
+    constants), mapped onto the samples kept where the setting is smaller."""
     assert name not in NOT_ARMS, f"arm name {name!r} is reserved for what arms are compared against"
     if setting.data_scale > 1 and layout.kind is LayoutKind.PACKED:  # the samples of samples_for are that much longer too
         layout = dataclasses.replace(layout, seq_len=layout.seq_len * setting.data_scale)
+    if (smaller := setting.smaller) is not None:
+        partition = None if partition is None else smaller.partition(partition)
+        fields = fields | ({"parallel": smaller.parallel(fields["parallel"])} if "parallel" in fields else {})
+        layout = dataclasses.replace(layout, seq_len=smaller.row_length(layout.seq_len)) if layout.kind is LayoutKind.PACKED else layout
     return Case(
         name=name,
         model=setting.model,
@@ -37,8 +45,18 @@ def samples_for(setting: Setting, spec) -> tuple[Sample, ...]:
     vision-language family, with 0, 1 or 2 images each (harness/data/images.py)."""
     if tuple(spec) in PACKED_AT:
         spec = varied(spec, PACKED_AT[tuple(spec)], setting.seed)
-    return for_model(setting, make_samples(scaled(spec, setting.data_scale), setting.model.vocab_size, seed=setting.seed))
+    return kept(setting, for_model(setting, make_samples(scaled(spec, setting.data_scale), setting.model.vocab_size, seed=setting.seed)))
 
+
+def kept(setting: Setting, samples: Sequence[Sample]) -> tuple[Sample, ...]:
+    """A scenario's full sample set as the setting keeps it: all of it, or (smaller) the documents kept, cut."""
+    return tuple(samples) if setting.smaller is None else setting.smaller.samples(samples)
+
+
+def positions(setting: Setting, indices) -> list[tuple[int, int]]:
+    """(index in the scenario's full set, position among the samples kept) of each of `indices` still there: how a
+    scenario that names samples by index (a perturbed document, a watched one) finds them in a smaller setting."""
+    return [(i, i) for i in indices] if setting.smaller is None else setting.smaller.positions(indices)
 
 def seeded_partition(setting: Setting, fixed: Partition) -> Partition:
     """`fixed` at seed 0; at another seed, as many micro-batches per rank, every sample in one of them, but other

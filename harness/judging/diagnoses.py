@@ -158,11 +158,28 @@ RULES: tuple[Rule, ...] = (float32_inside,
                            baseline_against_golden, baseline_odd_one_out)
 
 
-def shared_diagnosis(j: Judgement, failed: list[Comparison], baseline: str | None = None) -> str | None:
+class Diagnosis(str):
+    """A diagnosis line that knows the shared rule that wrote it: the bug class as data, which a shrunk case must still
+    be diagnosed with (harness/shrink). A line reworded or written by a scenario itself is a plain str (no rule)."""
+
+    rule: str
+
+    def __new__(cls, text: str, rule: str) -> Diagnosis:
+        line = super().__new__(cls, text)
+        line.rule = rule
+        return line
+
+
+def diagnosis_rule(line: str) -> str | None:
+    """The shared rule that wrote `line`, or None: a scenario's own line (or none)."""
+    return line.rule if isinstance(line, Diagnosis) else None
+
+
+def shared_diagnosis(j: Judgement, failed: list[Comparison], baseline: str | None = None) -> Diagnosis | None:
     """The first shared rule the evidence satisfies; `baseline` is the arm the others are judged against
     (None where the scenario has no such arm)."""
     for rule in RULES:
         line = rule(j, failed, baseline)
         if line is not None:
-            return line
+            return Diagnosis(line, rule.__name__)
     return None

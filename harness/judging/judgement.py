@@ -11,6 +11,7 @@ from packcheck.harness.compare import Tolerance
 from packcheck.harness.compare.arm_id import ArmId, Role
 from packcheck.harness.contract import Case, ModelSpec, StepResult
 from packcheck.harness.contract.rows import describe_token
+from packcheck.harness.data.smaller import Smaller
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -23,6 +24,7 @@ class Setting:
     seed: int = 0
     data_scale: int = 1  # documents and packed rows this many times longer (a realistic size's data; harness/models/sizes.py)
     model_name: str = "tiny"  # the --model the setting's model came from (a size preset, or a config directory)
+    smaller: Smaller | None = None  # the scenario's inputs made smaller (harness/shrink; its model already is, in `model`)
 
 
 

@@ -29,6 +29,7 @@ from packcheck.harness.report.evidence import arm_evidence
 from packcheck.harness.files import write_atomically
 from packcheck.harness.report.load import Run, describe, format_margin, format_number, load_run, status_counts
 from packcheck.harness.report.scenario_texts import scenario_texts
+from packcheck.harness.report.shrunk import shrunk_by_key, shrunk_card
 from packcheck.harness.report.where_it_parts import where_it_parts
 from packcheck.harness.run.localisations import read_localisations
 
@@ -137,7 +138,7 @@ def _layer_chart(rows: pd.DataFrame) -> dict | None:
     }
 
 
-def _detail(run: Run, v, localised: dict) -> dict:
+def _detail(run: Run, v, localised: dict, shrunk: dict) -> dict:
     rows = run.rows_of(v.key)
     failed = v.status not in ("pass", "unsupported")  # fail, error, and any status a newer run adds (hang)
     return {
@@ -147,6 +148,7 @@ def _detail(run: Run, v, localised: dict) -> dict:
         "layers": _layer_chart(rows) if failed else None,
         "evidence": arm_evidence(run.directory, v, rows) if failed else None,
         "parts": where_it_parts(localised.get(tuple(map(str, v.key)))) if failed else None,
+        "shrunk": shrunk_card(shrunk.get(v.key)),
     }
 
 
@@ -196,6 +198,7 @@ def render_html(run_dir: str | Path, baseline_dir: str | Path | None = None) -> 
     verdicts = run.verdicts
     localised = read_localisations(run_dir)
     script, script_hash = _script()
+    shrunk = shrunk_by_key(run_dir)
     return _environment().get_template("report.html.j2").render(
         script=script, script_hash=script_hash,
         directory=str(run.directory),
@@ -205,7 +208,7 @@ def render_html(run_dir: str | Path, baseline_dir: str | Path | None = None) -> 
         damage=run.damage,
         matrix=(matrix := _matrix(run)),
         scenario_texts=scenario_texts(matrix["scenarios"]),
-        details=[_detail(run, v, localised) for v in verdicts.itertuples(index=False) if v.status != "pass"],
+        details=[_detail(run, v, localised, shrunk) for v in verdicts.itertuples(index=False) if v.status != "pass"],
         verdicts=_all_verdicts(verdicts),
         baseline=None if baseline_dir is None else compare_runs(run, load_run(baseline_dir)),
     )

@@ -17,6 +17,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from packcheck.harness.report.load import load_run, status_counts
+from packcheck.harness.report.shrunk import shrunk_by_key, shrunk_text
 from packcheck.harness.report.where_it_parts import parts_line
 from packcheck.harness.run.localisations import read_localisations
 from packcheck.harness.files import write_atomically
@@ -38,6 +39,11 @@ def _seconds(value: float) -> str:
     return f"{value:.3f}" if isinstance(value, float) and math.isfinite(value) else "0"
 
 
+def _with_shrunk(message: str, summary) -> str:
+    """A failing verdict's message, and where it was shrunk, its smallest case's size and the command that replays it."""
+    return message if summary is None else f"{message}\n{shrunk_text(summary)}"
+
+
 def render_junit(run_dir: str | Path) -> str:
     run = load_run(run_dir)
     verdicts = run.verdicts
@@ -53,6 +59,7 @@ def render_junit(run_dir: str | Path) -> str:
     properties = ET.SubElement(suite, "properties")
     for name, value in run.provenance.items():
         ET.SubElement(properties, "property", name=_xml_text(name), value=_xml_text(value))
+    shrunk = shrunk_by_key(run_dir)
     for v in verdicts.itertuples(index=False):
         case = ET.SubElement(suite, "testcase", classname=_xml_text(f"packcheck.{v.engine}.{v.family}"),
                              name=_xml_text(f"{v.scenario}[{v.dtype}-{v.device}-{v.attention or 'auto'}]"), time=_seconds(v.seconds))
@@ -61,7 +68,7 @@ def render_junit(run_dir: str | Path) -> str:
             ET.SubElement(case, "skipped", message=_xml_text(_given(v.detail, v.diagnosis, "unsupported by the engine")))
         elif outcome is not None:
             parts = parts_line(localised, v.key)
-            message = _xml_text(_given(v.message, v.diagnosis, v.status) + (f"\n  {parts}" if parts else ""))
+            message = _xml_text(_with_shrunk(_given(v.message, v.diagnosis, v.status) + (f"\n  {parts}" if parts else ""), shrunk.get(v.key)))
             element = ET.SubElement(case, outcome, message=message, type=v.status)
             element.text = message
     if run.unfinished:  # a CI gate reading the XML must not see the verdicts a stopped run never reached as a pass

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from packcheck.harness.report.baseline import compare_runs
 from packcheck.harness.report.load import describe, format_margin, load_run, status_counts
+from packcheck.harness.report.shrunk import shrunk_by_key
 from packcheck.harness.report.where_it_parts import parts_line
 from packcheck.harness.run.localisations import read_localisations
 
@@ -76,6 +77,11 @@ def _baseline_section(run, base_dir: str | Path) -> list[str]:
     return lines
 
 
+def _shrunk_lines(summary) -> list[str]:
+    """Under a failing verdict that was shrunk: its smallest case's size and the command that replays it."""
+    return [] if summary is None else [f"  {_text(summary.line())}; replay: {_code(summary.replay)}"]
+
+
 def run_choices(prov: dict) -> list[str]:
     """The inputs a run chose that a reader of the summary needs: the model, seed and data scale where not the
     defaults, and each engine's dtype under --dtype auto."""
@@ -125,12 +131,14 @@ def render_markdown(run_dir: str | Path, baseline_dir: str | Path | None = None)
     localised = read_localisations(run_dir)
     if not failing.empty:
         lines += ["", f"### Failing ({len(failing)})", ""]
+        shrunk = shrunk_by_key(run_dir)
         for v in failing.head(LISTED).itertuples(index=False):
             lines.append(f"- **{v.status.upper()}** {_text(v.scenario)} [{_text(describe(v))}], worst error/tolerance {format_margin(v.max_margin)}: "
                          f"{_clip(_text(v.diagnosis)) or 'no diagnosis'}")
             lines.append(f"  reproduce: {_code(v.reproduce)}")
             if parts := parts_line(localised, v.key):
                 lines.append(f"  {_clip(_text(parts), 2 * DIAGNOSIS_CHARS)}")
+            lines += _shrunk_lines(shrunk.get(v.key))
         if len(failing) > LISTED:
             lines.append(f"- ... and {len(failing) - LISTED} more: see the HTML report (`packcheck report`)")
     return "\n".join(lines) + "\n"

@@ -10,8 +10,10 @@ import os
 import shlex
 from dataclasses import dataclass
 
+from packcheck.harness.data.smaller import Smaller
 from packcheck.harness.errors import InputError
 from packcheck.harness.models.sizes import PRESETS, TINY, is_path, read_config, resolve_model
+from packcheck.harness.models.smaller import smaller_model
 from packcheck.harness.scenarios import Setting
 
 
@@ -24,11 +26,13 @@ class Inputs:
     model: str = TINY  # a size preset of the family (tiny, 0.6b, 1b, 8b) or a directory holding a config.json
     seed: int = 0  # 0: today's samples and weights; any other varies every generated input
     data_scale: int | None = None  # None: the model's own (1 for tiny, a 4k row for the realistic presets)
+    smaller: Smaller | None = None  # the scenarios' inputs made smaller (harness/shrink): no flag gives it, a shrunk case's file does
 
     def setting(self, family: str, dtype: str, device: str, attention: str = "auto") -> Setting:
         choice = resolve_model(family, self.model, self.seed)
-        return Setting(family=family, dtype=dtype, device=device, attention=attention, model=choice.spec, seed=self.seed,
-                       data_scale=self.data_scale or choice.data_scale, model_name=choice.name)
+        model = choice.spec if self.smaller is None else smaller_model(choice.spec, self.smaller)
+        return Setting(family=family, dtype=dtype, device=device, attention=attention, model=model, seed=self.seed,
+                       data_scale=self.data_scale or choice.data_scale, model_name=choice.name, smaller=self.smaller)
 
     def flags(self) -> str:
         """The command-line flags that reproduce these inputs ("" for the defaults), safe to paste into a shell from any
@@ -38,7 +42,8 @@ class Inputs:
                         f" --data-scale {self.data_scale}" if self.data_scale else ""])
 
     def to_json(self) -> dict:
-        return {"model": self.model, "seed": self.seed} | ({"data_scale": self.data_scale} if self.data_scale else {})
+        return ({"model": self.model, "seed": self.seed} | ({"data_scale": self.data_scale} if self.data_scale else {})
+                | ({"smaller": self.smaller.to_json()} if self.smaller is not None else {}))
 
 
 def checked_inputs(model: str, seed: int, data_scale: int | None, families: list[str] | None) -> tuple[Inputs, list[str] | None]:

@@ -44,7 +44,7 @@ def logic_setting(setting: Setting) -> Setting:
     per rank (a world-4 arm would not fit a GPU machine's host memory)."""
     if setting.model_name == TINY:
         return dataclasses.replace(setting, device=LOGIC_DEVICE, dtype=LOGIC_DTYPE)
-    return Inputs(seed=setting.seed).setting(setting.family, LOGIC_DTYPE, LOGIC_DEVICE, setting.attention)
+    return Inputs(seed=setting.seed, smaller=setting.smaller).setting(setting.family, LOGIC_DTYPE, LOGIC_DEVICE, setting.attention)
 
 
 def logic_note(setting: Setting, logic: Setting) -> str:

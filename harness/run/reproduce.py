@@ -54,6 +54,15 @@ def packcheck_program() -> str:
 
 def reproduce_command(spec: str, arguments: str) -> str:
     """`/path/to/packcheck run --engine SPEC ARGUMENTS`, behind a `cd` into the engine's folder where it needs one."""
-    command = f"{packcheck_program()} run --engine {shlex.quote(spec)} {arguments}"
+    return in_engine_folder(spec, f"{packcheck_program()} run --engine {shlex.quote(spec)} {arguments}")
+
+
+def replay_command(spec: str, case_file: str | Path) -> str:
+    """`/path/to/packcheck replay CASE` (a shrunk case's file, harness/shrink/record.py), as reproduce_command runs from anywhere."""
+    return in_engine_folder(spec, f"{packcheck_program()} replay {shlex.quote(str(Path(case_file).resolve()))}")
+
+
+def in_engine_folder(spec: str, command: str) -> str:
+    """`command` behind a `cd` into the folder the engine `spec` imports from, where it needs one (the module docstring)."""
     root = import_root(spec)
     return command if root is None else f"cd {shlex.quote(str(root))} && {command}"

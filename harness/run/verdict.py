@@ -55,7 +55,8 @@ class Verdict:
     def worst(self) -> Comparison | None:
         return max(self.comparisons, key=lambda c: c.margin, default=None)
 
-    def message(self, max_rows: int = 5) -> str:
+    def message(self, max_rows: int = 5, reproduce: str | None = None) -> str:
+        """The small report printed for the verdict, ending with `reproduce` (default: the command that reruns it)."""
         head = f"{self.scenario} [{self.engine} / {self.family} / {self.dtype} / {self.device}]: {self.status.upper()}"
         lines = [head]
         if self.known_finding:
@@ -73,7 +74,7 @@ class Verdict:
         if self.detail:
             lines.append("  " + self.detail.strip().replace("\n", "\n  "))
         if self.failed:
-            lines.append(f"  reproduce: {self.reproduce}")
+            lines.append(f"  reproduce: {reproduce or self.reproduce}")
         return "\n".join(lines)
 
     def to_json(self) -> dict:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from packcheck.harness.compare import Arms, compare_logprobs
 from packcheck.harness.contract import packed
 from packcheck.harness.data.samples import MIXED_DOCUMENTS, perturbed
-from packcheck.harness.judging.cases import arm, for_model, input_seed, samples_for
+from packcheck.harness.judging.cases import arm, for_model, input_seed, positions, samples_for
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.scenarios.base import Scenario, from_setting
@@ -26,10 +26,10 @@ def build(setting: Setting) -> dict:
     vocab = setting.model.vocab_size
     content = list(base)
     resized = list(base)
-    for i in PERTURBED:
-        content[i], = for_model(setting, [perturbed(base[i], vocab, seed=input_seed(setting, 1000 + i))], first=i)
-        new_length = min(SEQ_LEN * setting.data_scale, max(1, len(base[i].input_ids) + (5 if i % 4 == 0 else -3)))
-        resized[i], = for_model(setting, [perturbed(base[i], vocab, seed=input_seed(setting, 2000 + i), length=new_length)], first=i)
+    for i, at in positions(setting, PERTURBED):  # i: the document's index in MIXED_DOCUMENTS, at: its place in `base`
+        content[at], = for_model(setting, [perturbed(base[at], vocab, seed=input_seed(setting, 1000 + i))], first=i)
+        new_length = min(SEQ_LEN * setting.data_scale, max(1, len(base[at].input_ids) + (5 if i % 4 == 0 else -3)))
+        resized[at], = for_model(setting, [perturbed(base[at], vocab, seed=input_seed(setting, 2000 + i), length=new_length)], first=i)
     return {
         "base": arm(setting, "base", base, packed(SEQ_LEN)),
         "other_tokens": arm(setting, "other_tokens", content, packed(SEQ_LEN)),
@@ -38,8 +38,9 @@ def build(setting: Setting) -> dict:
 
 
 def judge(j: Judgement) -> list:
+    watched = [at for _, at in positions(j.setting, WATCHED)]
     return [
-        compare_logprobs(Arms(name, "base"), j.results[name], j.results["base"], j.tolerance, j.locate(name), WATCHED)
+        compare_logprobs(Arms(name, "base"), j.results[name], j.results["base"], j.tolerance, j.locate(name), watched)
         for name in ("other_tokens", "other_lengths")
     ]
 

@@ -32,7 +32,7 @@ from packcheck.harness.compare.arms import compare_dloss_dlogprobs, compare_scal
 from packcheck.harness.contract import ParallelPlan, packed
 from packcheck.harness.contract.parallel import CP_STYLES
 from packcheck.harness.data.samples import perturbed
-from packcheck.harness.judging.cases import arm, for_model, input_seed, samples_for
+from packcheck.harness.judging.cases import arm, for_model, input_seed, positions, samples_for
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.models import model_spec
@@ -61,8 +61,9 @@ def build(setting: Setting) -> dict:
     setting = documents_only(setting)
     base = samples_for(setting, DOCUMENTS)
     # a perturbed document goes through for_model as document_isolation's do: random tokens can hit a VLM's image placeholder
-    other = tuple(for_model(setting, [perturbed(s, setting.model.vocab_size, seed=input_seed(setting, 3000 + i))], first=i)[0]
-                  if i in PERTURBED else s for i, s in enumerate(base))
+    other = list(base)
+    for i, at in positions(setting, PERTURBED):  # i: the document's index in DOCUMENTS, at: its place in `base`
+        other[at] = for_model(setting, [perturbed(base[at], setting.model.vocab_size, seed=input_seed(setting, 3000 + i))], first=i)[0]
     arms = {BASE: arm(setting, BASE, base, packed(SEQ_LEN)), OTHER: arm(setting, OTHER, other, packed(SEQ_LEN))}
     for style, name in zip(CP_STYLES, CP_ARMS):
         plan = ParallelPlan(cp=2, cp_style=style)
@@ -74,7 +75,8 @@ def build(setting: Setting) -> dict:
 def unchanged_outside_perturbed(j: Judgement, name: str) -> list:
     """B's log-probs, the loss, the count, the loss's weights and every gradient equal the base arm's."""
     arms, observed, reference = Arms(name, BASE), j.results[name], j.results[BASE]
-    return [compare_logprobs(arms, observed, reference, j.tolerance, j.locate(name), WATCHED),
+    watched = [at for _, at in positions(j.setting, WATCHED)]
+    return [compare_logprobs(arms, observed, reference, j.tolerance, j.locate(name), watched),
             *compare_scalars(arms, observed, reference, j.tolerance),
             *compare_dloss_dlogprobs(arms, observed, reference, j.tolerance, j.locate(name)),
             *compare_tensors(arms, "grad", observed.grads, reference.grads, j.tolerance)]

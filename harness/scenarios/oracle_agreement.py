@@ -23,7 +23,7 @@ from packcheck.harness.data.lengths import varied
 from packcheck.harness.data.samples import MIXED_DOCUMENTS, PACKED_AT, make_samples, scaled
 from packcheck.harness.engines import Capabilities
 from packcheck.harness.golden import GoldenProblem
-from packcheck.harness.judging.cases import arm, for_model, input_seed
+from packcheck.harness.judging.cases import arm, for_model, input_seed, kept
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.oracle_memory import oracle_memory_reason
 from packcheck.harness.judging.judgement import Judgement, Setting
@@ -39,8 +39,8 @@ TOKEN_SEED = 28_001  # not 0: the goldens' tokens are seed 0's, and this case mu
 
 def build(setting: Setting) -> dict:
     spec = varied(MIXED_DOCUMENTS, PACKED_AT[MIXED_DOCUMENTS], setting.seed)  # lengths moved by --seed, as samples_for's
-    samples = for_model(setting, make_samples(scaled(spec, setting.data_scale), setting.model.vocab_size,
-                                              seed=input_seed(setting, TOKEN_SEED)))
+    samples = kept(setting, for_model(setting, make_samples(scaled(spec, setting.data_scale), setting.model.vocab_size,
+                                                            seed=input_seed(setting, TOKEN_SEED))))
     return {"packed": arm(setting, "packed", samples, packed(SEQ_LEN), PARTITION),
             "unpacked": arm(setting, "unpacked", samples, UNPACKED, PARTITION)}
 

@@ -1,0 +1,46 @@
+"""`packcheck replay CASE [--engine SPEC]`: run a shrunk case again (harness/shrink/replay.py) and print its verdict.
+
+Exit status: 0 the case passes (the engine given with --engine, or the bug fixed), 1 it still fails, errs or hangs,
+2 the file cannot be read or --engine names no engine.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+from packcheck.harness.cli.errors import UsageError
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("replay", help="run a shrunk case (`packcheck shrink`'s file) again and print its verdict")
+    parser.add_argument("case", help="the JSON file `packcheck shrink` or `packcheck run --shrink` wrote")
+    parser.add_argument("--engine", default=None, help="run it against this engine instead (default: the engine it was shrunk on)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds one arm may run before it is reported as hung (default: 600)")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args) -> int:
+    import tempfile
+    from pathlib import Path
+
+    from packcheck.harness.launch import LaunchPool
+    from packcheck.harness.run.choices import checked_engines
+    from packcheck.harness.run.reproduce import replay_command
+    from packcheck.harness.shrink.record import read_shrunk
+    from packcheck.harness.shrink.replay import drifted, replay
+
+    if not 0 < args.timeout < float("inf"):
+        raise UsageError(f"--timeout {args.timeout:g}: give the seconds an arm may run, a positive finite number")
+    engine = checked_engines([args.engine])[0] if args.engine else None
+    case = read_shrunk(args.case)
+    if changed := drifted(case):
+        print(f"packcheck replay: this packcheck builds other arms ({', '.join(changed)}) from the case's inputs than the ones it "
+              "recorded (packcheck changed since it was written); replaying the recorded arms", file=sys.stderr)
+    with LaunchPool(Path(tempfile.mkdtemp(prefix="packcheck-replay-")), args.timeout) as pool:
+        verdict = replay(case, pool, engine)
+    summary = case.summary
+    print(f"{summary.line()}; replayed from {case.path}", file=sys.stderr)
+    again = replay_command(case.engine_spec, case.path) if engine is None else f"{replay_command(engine, case.path)} --engine {shlex.quote(engine)}"
+    print(verdict.message(reproduce=again))
+    return 1 if verdict.failed else 0

@@ -1,0 +1,183 @@
+"""A shrunk case as one standalone JSON file (schema `packcheck.shrunk/1`, no pickle), and reading it back.
+
+It holds everything a replay needs and nothing of the machine that wrote it: the scenario, the engine (name and
+spec), family, dtype, device, attention, the run's inputs with the `smaller` the search found (harness/data/smaller.py),
+the noise floors a run of its own judged by, and every arm of the scenario's first stage as a Case (samples,
+layout, partition, parallel plan, loss; a model written from a seed as its config and seed, its checkpoint `null`,
+rebuilt from them on reading; a checkpoint of the user's by its path), and where only the compared arms ran, their
+names (`only`: harness/shrink/plans.py); then for people: the failing comparison, the
+diagnosis's class, the diagnosis at the scenario's size and at the shrunk one, the sizes before and after, the
+search's seconds and trials, and the command that replays it. A run keeps its shrunk cases under
+RUN_DIR/shrunk/<engine>/<family>/<scenario>.json, where the report finds them (`summaries`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from packcheck.harness.contract import Case, ContractError
+from packcheck.harness.data.smaller import Smaller
+from packcheck.harness.errors import InputError
+from packcheck.harness.files import write_atomically
+from packcheck.harness.models import checkpoint_for
+from packcheck.harness.models.sizes import is_path
+from packcheck.harness.models.smaller import seeded
+from packcheck.harness.run.inputs import Inputs
+from packcheck.harness.run.reproduce import replay_command
+from packcheck.harness.run.results import VERDICT_KEYS
+from packcheck.harness.shrink.driver import Shrunk
+from packcheck.harness.shrink.size import Size, before_after
+from packcheck.harness.text import path_name
+
+SCHEMA = "packcheck.shrunk/1"
+FOLDER = "shrunk"
+
+
+class ShrunkProblem(InputError):
+    """A shrunk case's file that cannot be read: the message names the file, the field and the fix."""
+
+
+def shrunk_path(run_dir: str | Path, engine: str, family: str, scenario: str) -> Path:
+    """Where a run keeps the shrunk case of a verdict (beside its saved arms: harness/run/results.py, arms_directory)."""
+    return Path(run_dir) / FOLDER / path_name(engine) / family / f"{scenario}.json"
+
+
+def write_shrunk(shrunk: Shrunk, path: str | Path) -> Path:
+    path = Path(path).resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    subject = shrunk.subject
+    inputs = subject.inputs_with(shrunk.smaller)
+    data = {
+        "schema": SCHEMA, "scenario": subject.scenario.name, "engine": subject.engine_name, "engine_spec": subject.engine,
+        "family": subject.family, "dtype": subject.dtype, "device": subject.device, "attention": subject.attention,
+        "inputs": inputs.to_json() | ({"model": os.path.abspath(inputs.model)} if is_path(inputs.model) else {}),
+        **({"noise_floors": {d: dict(f) for d, f in subject.noise_floors.items()}} if subject.noise_floors else {}),
+        "comparison": str(shrunk.target), "diagnosis_class": shrunk.target.diagnosis_class,
+        "diagnosis": {"before": shrunk.first_diagnosis, "after": str(shrunk.verdict.diagnosis)},
+        "before": shrunk.before.to_json(), "after": shrunk.after.to_json(),
+        "search": {"seconds": round(shrunk.seconds, 2), "trials": shrunk.trials, "complete": shrunk.complete,
+                   "only_the_comparisons_arms": shrunk.narrowed, "control": shrunk.control},
+        "replay": replay_command(subject.engine, path),
+        "arms": {name: portable(case) for name, case in shrunk.arms.items()},
+        **({"only": sorted(shrunk.target.arm_names)} if shrunk.narrowed else {}),
+    }
+    write_atomically(path, json.dumps(data, indent=1))
+    return path
+
+
+def portable(case: Case) -> dict:
+    """The case as JSON, a model written from a seed without its checkpoint's path (rebuilt from config and seed)."""
+    data = case.to_json()
+    if seeded(case.model):
+        data["model"] = data["model"] | {"checkpoint": None}
+    return data
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ShrunkCase:
+    """A shrunk case read back: what `packcheck replay` runs."""
+
+    path: Path
+    scenario: str
+    engine: str  # its name
+    engine_spec: str
+    family: str
+    dtype: str
+    device: str
+    attention: str
+    inputs: Inputs  # with the `smaller` found
+    noise_floors: Mapping[str, Mapping[str, float]]
+    arms: Mapping[str, Case]  # the first stage's
+    only: frozenset[str] | None  # the arms the scenario's last engine stage was narrowed to (harness/shrink/plans.py), or None
+    summary: Summary
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Summary:
+    """What the report says of a shrunk case: the verdict it shrank, the sizes, the comparison, the replay command."""
+
+    path: Path
+    key: tuple[str, ...]  # the verdict's cell: its VERDICT_KEYS values (engine, family, scenario, dtype, device, attention)
+    comparison: str
+    diagnosis_class: str
+    before: Size
+    after: Size
+    seconds: float
+    trials: int
+    complete: bool
+    replay: str
+
+    def line(self) -> str:
+        """`shrunk logprobs (packed vs unpacked): tokens 112 -> 3 (37.3x fewer), documents 10 -> 2, ...` (harness/shrink/size.py)."""
+        cut = "" if self.complete else " (the budget ran out: the smallest found)"
+        return f"shrunk {self.comparison}: {before_after(self.before, self.after)}{cut}"
+
+
+def read_json(path: str | Path) -> dict:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise ShrunkProblem(f"{path}: cannot read it ({err.strerror}); give a file `packcheck shrink` wrote") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ShrunkProblem(f"{path}: not JSON ({err}); give a file `packcheck shrink` wrote") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise ShrunkProblem(f"{path}: schema {found!r}, expected {SCHEMA!r}: give a file `packcheck shrink` or `packcheck run --shrink` wrote")
+    return data
+
+
+def summary_of(path: Path, data: dict) -> Summary:
+    try:
+        return Summary(path=path, key=tuple(str(data[k]) for k in VERDICT_KEYS), comparison=str(data["comparison"]),
+                       diagnosis_class=str(data["diagnosis_class"]), before=Size.from_json(data["before"]),
+                       after=Size.from_json(data["after"]), seconds=float(data["search"]["seconds"]), trials=int(data["search"]["trials"]),
+                       complete=bool(data["search"]["complete"]), replay=str(data["replay"]))
+    except (KeyError, TypeError, ValueError) as err:
+        raise ShrunkProblem(f"{path}: field {err} is missing or malformed; rewrite it with `packcheck shrink`") from None
+
+
+def read_shrunk(path: str | Path) -> ShrunkCase:
+    """The case in `path`, its seeded checkpoints written again from their config and seed."""
+    path = Path(path).resolve()
+    data = read_json(path)
+    summary = summary_of(path, data)
+    try:
+        raw = data["inputs"]
+        inputs = Inputs(model=str(raw["model"]), seed=int(raw["seed"]), data_scale=raw.get("data_scale"),
+                        smaller=Smaller.from_json(raw["smaller"]) if "smaller" in raw else None)
+        arms = {name: Case.from_json(with_checkpoint(case, path, name)) for name, case in data["arms"].items()}
+        return ShrunkCase(path=path, scenario=str(data["scenario"]), engine=str(data["engine"]), engine_spec=str(data["engine_spec"]),
+                          family=str(data["family"]), dtype=str(data["dtype"]), device=str(data["device"]), attention=str(data["attention"]),
+                          inputs=inputs, noise_floors=data.get("noise_floors", {}), arms=arms,
+                          only=frozenset(map(str, data["only"])) if "only" in data else None, summary=summary)
+    except (KeyError, TypeError, ValueError, ContractError) as err:
+        raise ShrunkProblem(f"{path}: {err} (a missing or malformed field); rewrite it with `packcheck shrink`") from None
+
+
+def with_checkpoint(case: dict, path: Path, name: str) -> dict:
+    """An arm's JSON whose model has a checkpoint: written from its config and seed where it was `null`; a path of the
+    user's must exist."""
+    model = case["model"]
+    if model.get("checkpoint") is None:
+        return case | {"model": model | {"checkpoint": checkpoint_for(model["family"], model["config"], model["seed"])}}
+    if not Path(model["checkpoint"]).is_dir():
+        raise ShrunkProblem(f"{path}: arms.{name}.model.checkpoint {model['checkpoint']} is not a directory here; "
+                            "copy the model's checkpoint there, or edit the field to where it is")
+    return case
+
+
+def summaries(run_dir: str | Path) -> dict[tuple[str, ...], Summary]:
+    """The shrunk cases a run directory holds, by their verdict's cell; a file that cannot be read is left out."""
+    found = {}
+    for path in sorted((Path(run_dir) / FOLDER).rglob("*.json")):
+        try:
+            summary = summary_of(path, read_json(path))
+        except ShrunkProblem:
+            continue
+        found[summary.key] = summary
+    return found
