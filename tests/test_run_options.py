@@ -18,6 +18,7 @@ from packcheck.harness.run.options import OPTIONS, PLUGIN_SPELLING, Option, plug
 
 CLI_ONLY = {"out", "save_arms", "no_report"}  # where a run writes its results; the plugin's results are pytest's report
 CLI_ONLY |= {"localise"}  # what a run does after a failing verdict (a re-run with capture): packcheck localise does it later too
+CLI_ONLY |= {"shrink", "shrink_budget"}  # likewise: a failing verdict shrunk after the run (packcheck shrink does it later too)
 
 
 def cli_run_parser() -> argparse.ArgumentParser:
