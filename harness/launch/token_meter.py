@@ -2,17 +2,20 @@
 
 A rank's work starts where its tokens enter the model: every engine turns the token ids it computes
 into embeddings, and under context or data parallelism each rank embeds only its share (its shard of
-every row, its data-parallel rank's micro-batches). `TokenMeter` is a TorchDispatchMode the worker
+every row, its data-parallel rank's micro-batches). `TokenMeter` is a TorchFunctionMode the worker
 holds around `engine.run` of a distributed case: it sees every lookup into a matrix of
-`vocab_size` rows (`aten.embedding`, `index_select` along the rows, `weight[ids]`) and keeps how
+`vocab_size` rows (`F.embedding`, `torch.embedding`, `index_select` along the rows, `weight[ids]`) and keeps how
 often each id was looked up, so the harness can check that the ranks' shares cover the batch once
 (harness/run/work_share.py). It does not change what the engine computes: it records the ids and
-runs the op as called. A lookup repeated with the very same ids (a no-grad pass before the training
+runs the call as made. It is a TorchFunctionMode, not a TorchDispatchMode: a dispatch mode sees every
+aten op (and, at its first op under a device context, imports torch._dynamo: 2.5-5 s in each rank,
+which pushed tiny cases past a 5 s timeout), while a function mode sees only the Python-level torch
+calls, of which the lookups are a handful. A lookup repeated with the very same ids (a no-grad pass before the training
 pass, recomputation under activation checkpointing) is counted once: it is the same work again, not
 another rank's.
 
-Lookups inside a compiled graph (inductor's kernels) or a kernel of the engine's own do not pass
-through the dispatcher, so a rank can show no lookups at all; the harness then says the work was not
+Lookups inside a compiled graph (inductor's kernels), in C++ or in a kernel of the engine's own are
+not Python-level torch calls, so a rank can show no lookups at all; the harness then says the work was not
 observable and keeps the collective trace as the only evidence (docs/distributed.md).
 """
 
@@ -21,12 +24,16 @@ from __future__ import annotations
 import hashlib
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.overrides import TorchFunctionMode
 
-aten = torch.ops.aten
+F = torch.nn.functional
 
 
-class TokenMeter(TorchDispatchMode):
+def _argument(args: tuple, kwargs: dict, index: int, name: str):
+    return args[index] if len(args) > index else kwargs.get(name)
+
+
+class TokenMeter(TorchFunctionMode):
     def __init__(self, vocab_size: int) -> None:
         super().__init__()
         self.vocab_size = vocab_size
@@ -34,22 +41,26 @@ class TokenMeter(TorchDispatchMode):
         self.lookups = 0
         self._seen: set[bytes] = set()
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        ids = self._looked_up(func, args)
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        ids = self._looked_up(func, args, kwargs)
         if ids is not None:
             self._record(ids)
-        return out
+        return func(*args, **kwargs)
 
-    def _looked_up(self, func, args) -> torch.Tensor | None:
+    def _looked_up(self, func, args: tuple, kwargs: dict) -> torch.Tensor | None:
         """The ids of a lookup into the vocabulary matrix, else None."""
-        if func is aten.embedding.default:
-            table, ids = args[0], args[1]
-        elif func is aten.index_select.default and args[1] == 0:
-            table, ids = args[0], args[2]
-        elif func is aten.index.Tensor and len(args[1]) == 1 and args[1][0] is not None:
-            table, ids = args[0], args[1][0]
+        if func is F.embedding:
+            table, ids = _argument(args, kwargs, 1, "weight"), _argument(args, kwargs, 0, "input")
+        elif func is torch.embedding:
+            table, ids = _argument(args, kwargs, 0, "weight"), _argument(args, kwargs, 1, "indices")
+        elif func in (torch.index_select, torch.Tensor.index_select) and _argument(args, kwargs, 1, "dim") == 0:
+            table, ids = _argument(args, kwargs, 0, "input"), _argument(args, kwargs, 2, "index")
+        elif func is torch.Tensor.__getitem__ and len(args) == 2 and isinstance(args[1], torch.Tensor):
+            table, ids = args
         else:
+            return None
+        if not isinstance(table, torch.Tensor) or not isinstance(ids, torch.Tensor):
             return None
         if table.dim() != 2 or table.shape[0] != self.vocab_size or not table.is_floating_point():
             return None

@@ -38,7 +38,7 @@ def dp_shares(case: Case) -> list[Counter]:
 
 
 def meters_seen(work: list[dict | None] | None) -> list[Counter] | None:
-    """Each rank's looked-up ids, or None when no rank's lookups passed through torch's dispatcher."""
+    """Each rank's looked-up ids, or None when no rank made a lookup as a Python-level torch call."""
     if not work or not any(w is not None and w["lookups"] for w in work):
         return None
     return [Counter({int(k): v for k, v in w["ids"].items()}) if w is not None else Counter() for w in work]
@@ -48,8 +48,8 @@ def unobservable(case: Case, work: list[dict | None] | None) -> str | None:
     """Why the token meters cannot judge this arm's ranks, or None."""
     if meters_seen(work) is not None:
         return None
-    return (f"the {case.parallel.describe()} arm's per-rank work was not observable: no rank's embedding lookup passed through "
-            "torch's dispatcher (a compiled graph or a kernel of the engine's own?), so only the collective trace shows its "
+    return (f"the {case.parallel.describe()} arm's per-rank work was not observable: no rank's embedding lookup was a Python-level "
+            "torch call (a compiled graph, or a kernel of the engine's own?), so only the collective trace shows its "
             "mesh use")
 
 
