@@ -181,8 +181,8 @@ def _produce(case: Case, dtype: str, scratch: str, count: int, timings: str) -> 
         result = fake_result(case, DTYPES[dtype], "cuda", seed=index)
         directory = Path(scratch) / f"result{index}"
         torch.cuda.ipc_collect()
-        validate_s, _ = timed(lambda: validate_result("bench", case, result), 1)
-        share_s, _ = timed(lambda: share(result, directory), 1)
+        validate_s, _ = timed(lambda made=result: validate_result("bench", case, made), 1)
+        share_s, _ = timed(lambda made=result: share(made, directory), 1)
         share_times.append(share_s)
         validate_times.append(validate_s)
         (directory / "shared").write_text("")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 
-import pytest
 from packcheck.harness.contract import Layout, LayoutKind, LossSpec, ModelSpec, Partition
 from packcheck.harness.data.rl import rollout_samples
 from packcheck.harness.data.samples import MIXED_DOCUMENTS

@@ -109,3 +109,31 @@ def _wait_for(path, process, seconds: float = 120.0) -> None:
         assert process.poll() is None, f"the producer exited with {process.returncode}"
         assert time.monotonic() < deadline, f"no {path.name} within {seconds} s"
         time.sleep(0.01)
+
+
+def test_a_result_the_host_cannot_hold_is_an_error_that_says_so_not_an_out_of_memory_kill(monkeypatch):
+    """At 8B a result is 16 GB: past the harness's share of the GPU it goes to the host, and where the host has no room
+    either the case is an error naming both (harness/launch/collect.py turns it into the arm's error)."""
+    from packcheck.harness.launch import device_result
+
+    tensor = torch.zeros(1000, dtype=torch.float32)
+    monkeypatch.setattr(device_result, "available_host_bytes", lambda: device_result.HOST_RESERVE + 4000)
+    assert torch.equal(device_result._host_copy(tensor), tensor), "room on the host: copied there"
+    monkeypatch.setattr(device_result, "available_host_bytes", lambda: device_result.HOST_RESERVE + 3999)
+    with pytest.raises(device_result.NoRoomForResult, match=r"nor the host \(8.6 GB available, 8 GiB kept for the engine\).*smaller --model"):
+        device_result._host_copy(tensor)
+    assert device_result.available_host_bytes() is None or device_result.available_host_bytes() > 0
+
+
+def test_where_a_comparison_runs(monkeypatch):
+    """On a CPU run (CUDA never initialised) every comparison runs where its tensors are, as it always did; in a run that
+    uses a GPU, large tensors kept on the host (8B results beyond the harness's share of the GPU) are compared there."""
+    from packcheck.harness.compare import metrics
+
+    small, large = torch.zeros(10), torch.zeros(metrics.LARGE_ON_HOST)
+    assert metrics._comparison_device(large, large, None) is None or torch.cuda.is_initialized()
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert metrics._comparison_device(large, large, None) == torch.device("cuda", 0)
+    assert metrics._comparison_device(small, small, None) is None, "small tensors stay where they are"
+    assert metrics._comparison_device(small, small.to("meta"), None) == torch.device("cpu"), "two devices, no GPU: the host"

@@ -4,6 +4,7 @@ disk under --out cannot hold what it will need."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from packcheck.harness.cli.main import main
 from packcheck.harness.launch.tidy import KEEP_BYTES, discard
 from packcheck.harness.models import FAMILIES
+from packcheck.harness.models.sizes import PRESETS
 from packcheck.harness.run import disk
 from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.scenarios import SCENARIOS
@@ -97,3 +99,37 @@ def test_a_cuda_run_counts_no_held_results_on_the_disk():
     kept = disk.disk_need(["llama"], ["rl_loss_aggregation"], 1, "bfloat16", Inputs(), "failing", "cuda")
     assert cuda.bytes < cpu.bytes and kept.bytes > cuda.bytes and kept.kept > 0
     assert "on the GPU in a cuda run" in cuda.how
+
+
+SINGLE_GPU = ["packed_vs_unpacked", "document_isolation", "microbatch_invariance", "mask_alignment", "token_conservation",
+              "optimizer_step", "rl_step0_ratio"]
+LLAMA_8B = 8_030_261_248  # Llama-3-8B's parameters, lm_head untied
+
+
+def test_the_8b_estimate_counts_its_bfloat16_checkpoint_once_copied_and_writes_nothing(tmp_path, monkeypatch):
+    """At 8B a cuda run holds the cache entry it writes (16 GB of bfloat16) and its GPU launch's copy of it; its results
+    stay off the disk. 40 GB: it fits the H200 machine's 64 GiB disk, which float32 weights would not (negative control)."""
+    monkeypatch.setenv("PACKCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    need = disk.disk_need(["llama"], SINGLE_GPU, 1, "bfloat16", Inputs(model="8b"), "none", "cuda", tmp_path)
+    assert need.bytes == int(disk.FACTOR * 2 * LLAMA_8B) + 2 * LLAMA_8B, need
+    assert "1 checkpoint copies of 16.1 GB" in need.how and "16.1 GB of seeded checkpoints the run writes into the cache" in need.how, need.how
+    assert not (tmp_path / "cache").exists(), "the estimate writes no checkpoint"
+    monkeypatch.setattr(disk, "free_bytes", lambda directory: 60 * 2**30)  # the H200 machine's disk, some of it used
+    assert "40.2 GB" in disk.check_disk(tmp_path, need)
+    monkeypatch.setattr(disk, "free_bytes", lambda directory: 30 * 10**9)
+    with pytest.raises(disk.DiskTooSmall, match=r"30.0 GB free.*40.2 GB.*into the cache"):
+        disk.check_disk(tmp_path, need)
+    monkeypatch.setitem(PRESETS["llama"], "8b", dataclasses.replace(PRESETS["llama"]["8b"], weights="float32"))
+    heavier = disk.disk_need(["llama"], SINGLE_GPU, 1, "bfloat16", Inputs(model="8b"), "none", "cuda", tmp_path)
+    assert heavier.bytes == 2 * need.bytes and heavier.bytes > 64 * 2**30, "float32 8B weights do not fit a 64 GiB disk"
+
+
+def test_an_8b_run_on_a_small_disk_is_refused_before_any_checkpoint_is_written(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PACKCHECK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(disk, "free_bytes", lambda directory: 20 * 10**9)
+    out = tmp_path / "out"
+    code = main(["run", "--engine", "reference", "--family", "llama", "--model", "8b", "--dtype", "bfloat16", "--scenario",
+                 "packed_vs_unpacked", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and "20.0 GB free" in err and "keep no arms with --save-arms none" in err, err
+    assert not (tmp_path / "cache").exists() and not (out / "launches").exists(), "refused before anything was written or started"

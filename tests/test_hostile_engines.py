@@ -133,6 +133,7 @@ def test_state_an_engine_changes_in_its_process_does_not_reach_the_next_engine(l
 CRASHERS = {  # engine -> (status, text its verdict's diagnosis or detail must hold)
     "Interrupts": ("error", "KeyboardInterrupt"),
     "Hangs": ("hang", "time.sleep(3600)"),
+    "SpawnsDetachedAndHangs": ("hang", "time.sleep(3600)"),  # its detached grandchild must end with the run too
     "FailsToBuild": ("error", "cannot find the engine's config file"),
     "NeverBuilds": ("hang", "did not finish within 8 s"),
     "MetaGradients": ("fail", "meta"),
@@ -211,7 +212,8 @@ def test_an_engine_that_exits_0_after_a_failure_does_not_make_the_run_green(tmp_
     assert "exit" in exits[HOSTILE + "ExitsHard"] and "status 0" in exits[HOSTILE + "ExitsHard"]
 
 
-def test_sigterm_stops_the_run_kills_every_engine_process_and_keeps_the_results(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow)], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_mid_run_stops_it_kills_every_engine_process_and_keeps_the_results(tmp_path, sig):
     """The hanging engine has started a detached grandchild too: it dies with the run like its ranks."""
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")])}
@@ -223,11 +225,11 @@ def test_sigterm_stops_the_run_kills_every_engine_process_and_keeps_the_results(
         assert run.poll() is None, run.communicate()
         time.sleep(0.2)
     time.sleep(1)
-    run.send_signal(signal.SIGTERM)
+    run.send_signal(sig)
     _, stderr = run.communicate(timeout=60)
     assert_none_alive_after_a_second(out)
     assert run.returncode == 2, stderr
-    assert "interrupted (SIGTERM)" in stderr
+    assert f"interrupted ({sig.name})" in stderr
     results = assert_files_whole(out)
     assert [v["status"] for v in results["verdicts"]] == ["pass"], "the verdict judged before the signal is kept"
 
@@ -352,16 +354,18 @@ def test_a_grandchild_of_an_engine_that_killed_its_warden_ends_with_the_run(tmp_
     assert done.returncode == 1, done.stderr
 
 
-def test_kill_9_of_the_harness_mid_run_kills_the_engines_detached_grandchild(tmp_path):
+@pytest.mark.parametrize("engine", ["SpawnsDetachedAndHangs", "SpawnsDetachedWhileBuilding"], ids=["mid-run", "during-start-up"])
+def test_kill_9_of_the_harness_kills_the_engines_detached_grandchild(tmp_path, engine):
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")])}
-    run = subprocess.Popen([sys.executable, "-m", "packcheck.harness.cli.main", "run", "--engine", HOSTILE + "SpawnsDetachedAndHangs",
+    run = subprocess.Popen([sys.executable, "-m", "packcheck.harness.cli.main", "run", "--engine", HOSTILE + engine,
                             "--family", "llama", "--scenario", "packed_vs_unpacked", "--out", str(out)],
                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     while not (out / "spawned").exists() and time.monotonic() < deadline:
         assert run.poll() is None
         time.sleep(0.2)
+    assert (out / "spawned").exists(), "the engine never started its grandchild"
     run.kill()
     run.wait()
     assert_none_alive_after_a_second(out)
@@ -391,6 +395,10 @@ def test_a_tampered_golden_floor_or_cached_checkpoint_is_named_restored_and_the_
     assert "the cached checkpoint" in done.stderr and "it was rebuilt from its seed" in done.stderr
     assert done.returncode == 1, done.stderr
     assert tree_digest(goldens / "llama") == tree_digest(golden_dir() / "llama"), "restored as read at the start"
+    damage = json.loads((tmp_path / "out" / "results.json").read_text())["damage"]
+    assert any("was changed while this run ran" in d for d in damage) and any("the cached checkpoint" in d for d in damage), damage
+    junit = packcheck("report", str(tmp_path / "out"), "--junit", str(tmp_path / "junit.xml"), cwd=tmp_path)
+    assert junit.returncode == 0 and 'type="damage"' in (tmp_path / "junit.xml").read_text(), junit.stderr
     again = packcheck("run", "--engine", "reference", "--family", "llama", "--scenario", "golden_regression",
                       "--out", str(tmp_path / "again"), cwd=tmp_path, env=env)
     assert again.returncode == 0 and "warning" not in again.stderr, again.stderr

@@ -8,8 +8,6 @@ Launches are shared by module-scoped fixtures: each costs seconds of start-up on
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 from pathlib import Path
 

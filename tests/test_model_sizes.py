@@ -96,6 +96,12 @@ def test_a_seed_varies_every_generated_input_and_the_digest():
     ("llama", "0.6b", {"model.layers.27.self_attn.o_proj.weight": (1024, 2048), "lm_head.weight": (151936, 1024)}),
     ("llama", "1b", {"model.layers.15.self_attn.q_proj.weight": (2048, 2048), "model.layers.0.self_attn.k_proj.weight": (512, 2048),
                      "model.embed_tokens.weight": (128256, 2048)}),
+    ("llama", "8b", {"model.embed_tokens.weight": (128256, 4096), "lm_head.weight": (128256, 4096),
+                     "model.layers.31.self_attn.q_proj.weight": (4096, 4096), "model.layers.0.self_attn.k_proj.weight": (1024, 4096),
+                     "model.layers.0.mlp.gate_proj.weight": (14336, 4096), "model.layers.0.mlp.down_proj.weight": (4096, 14336)}),
+    ("qwen3", "8b", {"model.embed_tokens.weight": (151936, 4096), "lm_head.weight": (151936, 4096),
+                     "model.layers.35.self_attn.q_proj.weight": (4096, 4096), "model.layers.0.self_attn.v_proj.weight": (1024, 4096),
+                     "model.layers.0.self_attn.k_norm.weight": (128,), "model.layers.0.mlp.up_proj.weight": (12288, 4096)}),
 ])
 def test_the_size_presets_have_the_released_models_shapes(family, preset, shapes):
     config = get_family(family).config(**PRESETS[family][preset].overrides)
@@ -103,6 +109,27 @@ def test_the_size_presets_have_the_released_models_shapes(family, preset, shapes
     assert {name: built[name] for name in shapes} == shapes
     assert f"model.layers.{config['num_hidden_layers']}.mlp.up_proj.weight" not in built
     assert PRESETS[family][preset].data_scale % 2 == 1
+
+
+@pytest.mark.parametrize("family,fields,params", [
+    ("llama", dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
+                   head_dim=128, vocab_size=128256, rms_norm_eps=1e-5, tie_word_embeddings=False), 8_030_261_248),
+    ("qwen3", dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8,
+                   head_dim=128, vocab_size=151936, rms_norm_eps=1e-6, tie_word_embeddings=False), 8_190_735_360),
+])
+def test_the_8b_presets_resolve_to_the_8b_shapes_without_writing_weights(family, fields, params, tmp_path, monkeypatch):
+    import math
+
+    from packcheck.harness.models.sizes import planned_checkpoint
+
+    monkeypatch.setenv("PACKCHECK_CACHE_DIR", str(tmp_path))
+    planned = planned_checkpoint(family, "8b")
+    assert {k: planned.config[k] for k in fields} == fields
+    assert planned.config["rope_parameters"] == {"rope_type": "default", "rope_theta": 5e5 if family == "llama" else 1e6}
+    assert planned.weights == "bfloat16" and planned.seeded and planned.path.parent == tmp_path / "checkpoints"
+    assert sum(math.prod(s) for s in parameter_shapes(family, planned.config).values()) == params
+    assert PRESETS[family]["8b"].data_scale == 85, "4080-token rows, as 0.6b"
+    assert not any(tmp_path.iterdir()), "nothing written"
 
 
 def tiny_llama_config(directory, **changes) -> None:

@@ -17,6 +17,8 @@ from packcheck.harness.engines import device_missing, names_a_class
 from packcheck.harness.run.options import OPTIONS, PLUGIN_SPELLING, Option, plugin_options, plugin_values
 
 CLI_ONLY = {"out", "save_arms", "no_report"}  # where a run writes its results; the plugin's results are pytest's report
+CLI_ONLY |= {"localise"}  # what a run does after a failing verdict (a re-run with capture): packcheck localise does it later too
+CLI_ONLY |= {"shrink", "shrink_budget"}  # likewise: a failing verdict shrunk after the run (packcheck shrink does it later too)
 
 
 def cli_run_parser() -> argparse.ArgumentParser:

@@ -9,7 +9,8 @@ import argparse
 import sys
 import traceback
 
-from packcheck.harness.cli import bisect_cmd, calibrate_cmd, explain_cmd, golden_cmd, list_cmd, replay_cmd, report_cmd, run_cmd, shrink_cmd
+from packcheck.harness.cli import (bisect_cmd, calibrate_cmd, explain_cmd, golden_cmd, list_cmd, localise_cmd, replay_cmd, report_cmd,
+                                   run_cmd, shrink_cmd)
 from packcheck.harness.errors import InputError
 from packcheck.harness.contract import ContractError
 
@@ -29,6 +30,8 @@ examples:
   packcheck report reports/mine --baseline reports/main --markdown pr.md
   # the noise floor of float32 runs over 50 seeds, per tolerance field
   packcheck calibrate --engine reference --family llama --dtype float32 --seeds 0-49 --out reports/cal
+  # where a failing verdict's two arms first part: the first divergent module (or: the loss)
+  packcheck localise reports/mine/my_engine/llama/packed_vs_unpacked
   # the known bugs (mutants) the suite is proven to catch
   packcheck list mutants
   # a failing verdict shrunk to the smallest case that still fails the same way, and that case run again
@@ -51,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"packcheck {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
-    for module in (list_cmd, explain_cmd, run_cmd, shrink_cmd, replay_cmd, calibrate_cmd, report_cmd, bisect_cmd, golden_cmd):
+    for module in (list_cmd, explain_cmd, run_cmd, localise_cmd, shrink_cmd, replay_cmd, calibrate_cmd, report_cmd, bisect_cmd, golden_cmd):
         module.add_parser(commands)
     return parser
 

@@ -26,6 +26,9 @@ def add_parser(commands) -> None:
     parser.add_argument("--save-arms", choices=("failing", "all", "none"), default="failing",
                         help="keep each arm's case and full result under OUT/cases for failing verdicts, all, or none (default: failing)")
     parser.add_argument("--no-report", action="store_true", help="skip report.html (default: write it)")
+    parser.add_argument("--localise", action="store_true",
+                        help="after each failing verdict, re-run its two arms with activation capture and name the first module "
+                             "where they part (default: off; later: packcheck localise OUT/ENGINE/FAMILY/SCENARIO)")
     from packcheck.harness.cli.shrink_cmd import add_shrink_options
 
     add_shrink_options(parser)
@@ -76,7 +79,7 @@ def enough_disk(choices, out: Path, save_arms: str) -> None:
 
     families = choices.families or sorted(FAMILIES)
     need = disk_need(families, [s.name for s in choices.scenarios], len(choices.engines), choices.dtype,
-                     choices.inputs, save_arms, choices.device)
+                     choices.inputs, save_arms, choices.device, out)
     said = check_disk(out, need)
     if need.bytes > LARGE:
         print(said, file=sys.stderr, flush=True)
@@ -168,7 +171,8 @@ def _handle(args) -> int:
                               | ({"dtype_choice": {spec: f"{c.dtype} ({c.why})" for spec, c in chosen.items()}} if chosen else {}))
         matrix = Matrix(engines=choices.engines, families=choices.families, scenarios=choices.scenarios, dtype=choices.dtype,
                         device=choices.device, attention=choices.attention, save_arms=args.save_arms,
-                        dtype_for={spec: c.dtype for spec, c in chosen.items()}, inputs=choices.inputs, noise_floors=choices.noise_floors)
+                        dtype_for={spec: c.dtype for spec, c in chosen.items()}, inputs=choices.inputs, noise_floors=choices.noise_floors,
+                        localise=args.localise)
     except (Interrupted, KeyboardInterrupt) as stop:
         hold_signals()
         if pool is not None:
@@ -193,7 +197,7 @@ def _handle(args) -> int:
         hold_signals()  # the files below are written whole, whatever arrives meanwhile
         end_orphans()  # whatever outlived a warden killed under it (docs/isolation.md)
         resources = usage.to_json()  # as the verdicts left them (the report is not counted)
-        results.write(resources=resources)
+        results.write(resources=resources, damage=pool.damage if pool is not None else ())
         if not args.no_report and results.verdicts:
             from packcheck.harness.report import write_html
 

@@ -12,6 +12,7 @@ between arms cannot see.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping
 
 import torch
 
@@ -23,19 +24,33 @@ def global_norm(grads: dict[str, torch.Tensor]) -> float:
     return math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads.values()))
 
 
-def adamw_step(params: dict[str, torch.Tensor], grads: dict[str, torch.Tensor], spec: OptimizerSpec,
-               grad_norm: float | None) -> dict[str, torch.Tensor]:
+def adamw_step(params: Mapping[str, torch.Tensor], grads: Mapping[str, torch.Tensor], spec: OptimizerSpec,
+               grad_norm: float | None) -> SteppedParameters:
     """The parameters after one step, float64: those with a gradient stepped, the rest (frozen) as they were."""
     coefficient = spec.clip_coefficient(grad_norm) if grad_norm is not None else 1.0
-    beta1, beta2 = spec.betas
-    after = {}
-    for name, p in params.items():
-        p = p.double()
-        if name not in grads:
-            after[name] = p.clone()
-            continue
-        g = grads[name].double() * coefficient
+    return SteppedParameters(params, grads, spec, coefficient)
+
+
+class SteppedParameters(Mapping):
+    """adamw_step's parameters, each computed when it is read and held by no one here: at 8B the whole step is 64 GB
+    of float64, more than a GPU spares beside an engine. On the device of its checkpoint tensor (a gradient kept on the
+    host, beyond the harness's share of the GPU, is brought there)."""
+
+    def __init__(self, params: Mapping[str, torch.Tensor], grads: Mapping[str, torch.Tensor], spec: OptimizerSpec, coefficient: float):
+        self.params, self.grads, self.spec, self.coefficient = params, grads, spec, coefficient
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        p = self.params[name].double()
+        if name not in self.grads:
+            return p.clone()
+        spec, (beta1, beta2) = self.spec, self.spec.betas
+        g = self.grads[name].to(p.device).double() * self.coefficient
         exp_avg, exp_avg_sq = (1 - beta1) * g, (1 - beta2) * g * g
         denom = exp_avg_sq.sqrt() / math.sqrt(1 - beta2) + spec.eps
-        after[name] = p * (1 - spec.lr * spec.weight_decay) - spec.lr / (1 - beta1) * exp_avg / denom
-    return after
+        return p * (1 - spec.lr * spec.weight_decay) - spec.lr / (1 - beta1) * exp_avg / denom
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.params)
+
+    def __len__(self) -> int:
+        return len(self.params)

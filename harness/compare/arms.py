@@ -54,15 +54,15 @@ def compare_params_after(arms: Arms, observed: StepResult, reference: StepResult
     buffers, allowed = Float64Buffers(), tol.by("params_after")
     # the step sees the gradient clipped by the reference's norm: condition on what it saw
     clip = optimizer.clip_coefficient(reference.grad_norm) if optimizer is not None and reference.grad_norm is not None else 1.0
-    names = sorted(reference.params_after)
-    sums = []
-    for name in names:
+    sums, shapes = [], {}
+    for name in sorted(reference.params_after):
+        # each read once: the harness's own step computes a tensor when it is read (adamw_step.SteppedParameters)
         a, b = observed.params_after[name], reference.params_after[name]
         # a frozen parameter has no gradient: nothing conditions it (and it must not move at all)
         weights = error_weights(b, clip * reference.grads[name], optimizer) if name in reference.grads else None
         sums.append(error_sums(a, b, weights, buffers))
-    return _tensor_rows(arms, "params_after", ("cond_rel_l2", "cond_max_rel"),
-                        {name: reference.params_after[name].shape for name in names}, sums, allowed)
+        shapes[name] = b.shape
+    return _tensor_rows(arms, "params_after", ("cond_rel_l2", "cond_max_rel"), shapes, sums, allowed)
 
 
 def _tensor_rows(arms: Arms, quantity: str, metrics: tuple[str, str], shapes: dict, sums: list, allowed: dict) -> list[Comparison]:

@@ -44,13 +44,14 @@ class Float64Buffers:
     reusing the buffers halves the comparison of a 0.6b result on a CPU (benchmarks/harness_overhead.py)."""
 
     def __init__(self):
-        self.buffers: list[torch.Tensor | None] = [None, None]
+        self.buffers: dict[tuple[int, torch.device], torch.Tensor] = {}  # per device: a result's large tensors may be
+        # compared on the GPU and its small ones on the host (_comparison_device)
 
     def copy(self, slot: int, tensor: torch.Tensor) -> torch.Tensor:
-        """`tensor` in float64, in buffer `slot` (grown as needed): contiguous, in `tensor`'s logical order."""
-        buffer = self.buffers[slot]
-        if buffer is None or buffer.numel() < tensor.numel() or buffer.device != tensor.device:
-            buffer = self.buffers[slot] = torch.empty(tensor.numel(), dtype=torch.float64, device=tensor.device)
+        """`tensor` in float64, in buffer `slot` of its device (grown as needed): contiguous, in `tensor`'s logical order."""
+        buffer = self.buffers.get((slot, tensor.device))
+        if buffer is None or buffer.numel() < tensor.numel():
+            buffer = self.buffers[slot, tensor.device] = torch.empty(tensor.numel(), dtype=torch.float64, device=tensor.device)
         return buffer[:tensor.numel()].view(tensor.shape).copy_(tensor)
 
 
@@ -70,9 +71,16 @@ def error_sums(observed: torch.Tensor, reference: torch.Tensor, weights: torch.T
     max |reference|] in float64 (the index exact below 2^53), for errors_from_sums. Nothing waits for the device, so
     the comparisons of a result's hundreds of tensors on a GPU queue up and come back in one copy."""
     buffers = buffers or Float64Buffers()
-    if reference.device != observed.device:  # a host golden, a CPU oracle or a spilled result beside one kept on the GPU
-        observed, reference = observed.cpu(), reference.cpu()  # on the host: the GPU may have no room for a float64 copy
-        weights = None if weights is None else weights.cpu()
+    if (target := _comparison_device(observed, reference, weights)) is not None:
+        try:
+            return _on(target, observed, reference, weights, buffers)
+        except torch.OutOfMemoryError:  # the engine's next arm holds the GPU: on the host, slower
+            return _on(torch.device("cpu"), observed, reference, weights, buffers)
+    return _sums(observed, reference, weights, buffers)
+
+
+def _sums(observed: torch.Tensor, reference: torch.Tensor, weights: torch.Tensor | None, buffers: Float64Buffers) -> torch.Tensor:
+    """error_sums where the tensors are (one device)."""
     reference_64 = reference if reference.dtype == torch.float64 else buffers.copy(0, reference)
     # the difference in observed's own float64 copy (observed - reference_64 would skip the copy but runs 20x slower on a CPU)
     diff = buffers.copy(1, observed).sub_(reference_64)
@@ -85,6 +93,30 @@ def error_sums(observed: torch.Tensor, reference: torch.Tensor, weights: torch.T
     index = diff.argmax()
     low, high = torch.aminmax(reference_64)  # max |reference| without an |reference| copy (reference_64 may be the caller's)
     return torch.stack([diff_norm, scale_l2, diff.gather(0, index.view(1))[0], index.double(), torch.maximum(-low, high)])
+
+
+LARGE_ON_HOST = 1 << 24  # elements: a tensor this large held on the host in a run that uses a GPU is compared there
+
+
+def _comparison_device(observed: torch.Tensor, reference: torch.Tensor, weights: torch.Tensor | None) -> torch.device | None:
+    """Where to compare when not where the tensors are (None: where they are). Tensors on two devices (a host golden, a
+    CPU oracle or a result kept on the host beside one on the GPU): on the GPU. Two large tensors both on the host in a
+    process that uses a GPU (results of a CUDA run beyond the harness's share of it, harness/launch/device_result.py):
+    on the GPU too. A CPU run never initialises CUDA, so its float64 rows are computed as they always were."""
+    devices = {observed.device, reference.device} | ({weights.device} if weights is not None else set())
+    gpu = sorted((d for d in devices if d.type == "cuda"), key=str)
+    if len(devices) > 1:
+        return gpu[0] if gpu else torch.device("cpu")
+    if not gpu and observed.numel() >= LARGE_ON_HOST and torch.cuda.is_initialized():
+        return torch.device("cuda", torch.cuda.current_device())
+    return None
+
+
+def _on(device: torch.device, observed: torch.Tensor, reference: torch.Tensor, weights: torch.Tensor | None,
+        buffers: Float64Buffers) -> torch.Tensor:
+    """error_sums with every tensor brought to `device`, one tensor at a time: on the GPU where one of them is there (a
+    float64 comparison of an 8B gradient on the host takes half a minute, on the GPU a fraction of a second)."""
+    return _sums(observed.to(device), reference.to(device), None if weights is None else weights.to(device), buffers)
 
 
 def sums_to_host(sums: list[torch.Tensor]) -> list[list[float]]:

@@ -29,6 +29,9 @@ class Capabilities:
     optimizer_step: bool = True
     reports: frozenset[str] = frozenset()
     images: bool = False  # samples with image inputs (vision-language families); an engine without it never gets one
+    # it reports its modules' activations when a localisation asks (harness/engines/capture.py); without it, the
+    # harness says why it cannot locate where two arms part
+    activations: bool = False
     # attention backend -> layouts it keeps documents apart for; "auto" must be a key
     attention: dict[str, frozenset[LayoutKind]] = field(default_factory=lambda: {"auto": frozenset(LayoutKind)})
 
@@ -75,6 +78,7 @@ class Capabilities:
             "optimizer_step": self.optimizer_step,
             "reports": sorted(self.reports),
             "images": self.images,
+            "activations": self.activations,
             "attention": {name: sorted(k.value for k in kinds) for name, kinds in self.attention.items()},
         }
 
@@ -89,5 +93,6 @@ class Capabilities:
             max_dp=int(data["max_dp"]), max_cp=int(data["max_cp"]), cp_styles=words("cp_styles"),
             dp_styles=words("dp_styles") if "dp_styles" in data else frozenset({"replicate"}),
             optimizer_step=bool(data["optimizer_step"]), reports=words("reports"), images=bool(data.get("images", False)),
+            activations=bool(data.get("activations", False)),
             attention={str(name): frozenset(LayoutKind(k) for k in kinds) for name, kinds in data["attention"].items()},
         )

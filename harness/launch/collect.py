@@ -18,7 +18,7 @@ import time
 from packcheck.harness.collectives import first_divergence
 from packcheck.harness.contract import StepResult
 from packcheck.harness.engines import problems_from_json
-from packcheck.harness.launch.device_result import is_shared, open_shared
+from packcheck.harness.launch.device_result import NoRoomForResult, is_shared, open_shared
 from packcheck.harness.launch.exit_status import MEANING
 from packcheck.harness.launch.layout import CaseDir, LaunchDir
 from packcheck.harness.launch.log_cap import MARK
@@ -66,8 +66,14 @@ def _finished(case_dir: CaseDir, case_name: str, world_size: int, started: float
         outcome.invalid = problems_from_json(json.loads(case_dir.invalid.read_text()))
         outcome.invalid_result = _invalid_result(case_dir)
     else:
-        outcome.result = open_shared(case_dir.result) if is_shared(case_dir.result) else StepResult.load(case_dir.result)
+        try:
+            outcome.result = open_shared(case_dir.result) if is_shared(case_dir.result) else StepResult.load(case_dir.result)
+        except NoRoomForResult as err:
+            outcome.error = str(err)
+            return outcome
         outcome.result.collectives = [json.loads(case_dir.collectives(r).read_text()) for r in range(world_size)]
+        if world_size > 1:
+            outcome.work = [json.loads(case_dir.work(r).read_text()) if case_dir.work(r).exists() else None for r in range(world_size)]
     return outcome
 
 

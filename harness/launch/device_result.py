@@ -33,6 +33,7 @@ SCHEMA = "packcheck.device_result/1"
 # H200). Holding all of rl_loss_aggregation's (25.9 GiB) ran the reference's next arm out of memory (2026-12-02,
 # docs/gpu.md): the rest waits on the host, and its comparisons run there.
 RESULTS_SHARE = 1 / 8
+HOST_RESERVE = 8 << 30  # host memory a result never takes: the ranks' own and the page cache the next arm loads its checkpoint from
 
 
 def is_shared(directory: Path) -> bool:
@@ -92,11 +93,40 @@ def _own_copy(view: torch.Tensor) -> torch.Tensor:
     never an engine starved of memory or a failed run."""
     budget = torch.cuda.get_device_properties(view.device).total_memory * RESULTS_SHARE
     if torch.cuda.memory_allocated(view.device) + view.nbytes > budget:
-        return view.cpu()
+        return _host_copy(view)
     try:
         return view.clone()
     except torch.OutOfMemoryError:
-        return view.cpu()
+        return _host_copy(view)
+
+
+class NoRoomForResult(RuntimeError):
+    """The harness cannot hold an arm's result on the GPU (its share) nor on the host: the case is an error that says
+    so, where the kernel's out-of-memory killer would otherwise end the whole run (8B: 16 GB a result)."""
+
+
+def available_host_bytes() -> int | None:
+    """MemAvailable of /proc/meminfo (None where there is none: not checked)."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _host_copy(view: torch.Tensor) -> torch.Tensor:
+    available = available_host_bytes()
+    if available is not None and view.nbytes > available - HOST_RESERVE:
+        held = torch.cuda.memory_allocated(view.device) if view.is_cuda else 0
+        raise NoRoomForResult(
+            f"the harness cannot hold this arm's result: a {view.nbytes / 1e9:.1f} GB tensor does not fit its share of the GPU "
+            f"({RESULTS_SHARE:.3g} of it, {held / 1e9:.1f} GB held) nor the host "
+            f"({available / 1e9:.1f} GB available, {HOST_RESERVE / 2**30:.0f} GiB kept for the engine); the verdict holds every arm's result until it is judged, and at this "
+            "--model that is more than the machine holds: run this scenario at a smaller --model or on a machine with more memory")
+    return view.cpu()
 
 
 def _share_storage(storage: torch.UntypedStorage) -> dict:

@@ -99,13 +99,14 @@ class Launch:
             time.sleep(POLL_SECONDS)
         return json.loads(self.dir.engine_info.read_text())
 
-    def run(self, case: Case, mode: str = "run") -> CaseOutcome:
+    def run(self, case: Case, mode: str = "run", capture: dict | None = None) -> CaseOutcome:
         """Run one case and return its outcome. `mode`: "run" (unless the engine's own unsupported_reason
         declines it), "force" (even then), "reason" (only ask: the outcome is unsupported, its reason None
-        when the engine would run the case)."""
+        when the engine would run the case), "capture" (run it with the `capture` request on: the ranks
+        leave their activations in the outcome's directory, harness/launch/layout.py)."""
         if not self.alive:
             raise RuntimeError(f"launch {self.dir.path} has ended: start a fresh one")
-        case_dir = self._submit(case, mode)
+        case_dir = self._submit(case, mode, capture)
         submitted = time.monotonic()
         while True:
             if all(case_dir.done(r).exists() for r in range(self.world_size)):
@@ -132,12 +133,13 @@ class Launch:
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _submit(self, case: Case, mode: str) -> CaseDir:
+    def _submit(self, case: Case, mode: str, capture: dict | None = None) -> CaseDir:
         case_dir = CaseDir.create(self.dir.cases, self.cases, case.name)
         checkpoint = self.checkpoint.for_case(case.model.checkpoint)
         private = case.with_(model=case.model.with_checkpoint(str(checkpoint.resolve())))
         case_dir.case.write_text(json.dumps(private.to_json()))
-        write_json_atomically(self.dir.queue_entry(self.cases), {"case_dir": str(case_dir.path.resolve()), "mode": mode})
+        entry = {"case_dir": str(case_dir.path.resolve()), "mode": mode} | ({"capture": capture} if capture is not None else {})
+        write_json_atomically(self.dir.queue_entry(self.cases), entry)
         self.cases += 1
         return case_dir
 

@@ -21,6 +21,7 @@ between ranks, the launcher's store); nothing is pickled across processes.
         unsupported.json    rank 0's engine declined the case (its own unsupported_reason; or, forced, it raised UnsupportedCase)
         invalid.json        rank 0's result broke the contract: every problem, field by field (typed: engines/problems.py)
         collectives.rank1.json   rank 1's collective log, once it returned from engine.run
+        work.rank1.json     the token ids rank 1 embedded in a distributed case (token_meter.py)
         result/             rank 0's StepResult (safetensors + JSON); beside invalid.json, the invalid one where it could be saved
         done.rank1          every rank finished the case and rank 1 passed the end barrier
         report.rank1.json   why rank 1 stopped in this case: raised (and what: raised.py), timeout or peer_failed
@@ -66,6 +67,9 @@ class CaseDir:
     def collectives(self, rank: int) -> Path:
         return self.path / f"collectives.rank{rank}.json"
 
+    def work(self, rank: int) -> Path:
+        return self.path / f"work.rank{rank}.json"
+
     def done(self, rank: int) -> Path:
         return self.path / f"done.rank{rank}"
 
@@ -74,6 +78,10 @@ class CaseDir:
 
     def stacks(self, rank: int) -> Path:
         return self.path / f"stacks.rank{rank}.txt"
+
+    def activations(self, rank: int) -> Path:
+        """A "capture" case's activations from this rank (harness/contract/activations.py), where its engine attached a model."""
+        return self.path / f"activations.rank{rank}"
 
 
 class LaunchDir:

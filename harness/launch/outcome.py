@@ -101,6 +101,7 @@ class HangReport:
 class CaseOutcome:
     case: str
     result: StepResult | None = None  # rank 0's result, `collectives` = every rank's recorded log
+    work: list[dict | None] | None = None  # a distributed case's per-rank token meters (token_meter.py), when it finished
     unsupported: str | None = None  # the engine's own reason for declining the case
     asked_only: bool = False  # the engine was only asked whether it declines the case, and it does not
     raised_unsupported: bool = False  # forced on the case (Launch.run mode "force"), the engine raised UnsupportedCase

@@ -102,11 +102,11 @@ class LaunchPool:
         a mesh this machine does not have."""
         return self.run(spec, case, mode="force", key=(spec, "cpu", 1))
 
-    def run(self, spec: str, case: Case, mode: str = "run", key: Key | None = None) -> CaseOutcome:
+    def run(self, spec: str, case: Case, mode: str = "run", key: Key | None = None, capture: dict | None = None) -> CaseOutcome:
         """`case` on its device's and world size's launch of `spec` (started if needed), or on the launch
-        `key` names; `mode` as Launch.run takes it."""
+        `key` names; `mode` (and a "capture" mode's request) as Launch.run takes them."""
         key = key or (spec, case.device, case.parallel.world_size)
-        machine_reason = cannot_host(case) if mode == "run" else None
+        machine_reason = cannot_host(case) if mode in ("run", "capture") else None
         if machine_reason is not None:
             return CaseOutcome(case=case.name, unsupported=f"this machine: {machine_reason}")
         failed = self._failed.get(key) or next((f for (s, d, _), f in self._failed.items() if (s, d) == key[:2]), None)
@@ -114,7 +114,7 @@ class LaunchPool:
             return failed.outcome(case.name)
         launch = self._launch(key)
         fresh = launch.cases == 0
-        outcome = launch.run(case, mode)
+        outcome = launch.run(case, mode, capture)
         if self.usage is not None:
             self.usage.sample_ranks(_pids(launch))
         if outcome.directory is not None:

@@ -25,7 +25,7 @@ import os
 import shutil
 from pathlib import Path
 
-from packcheck.harness.models import checkpoint_problem, repair_checkpoint
+from packcheck.harness.models import checkpoint_problem, copy_checkpoint, repair_checkpoint
 
 Fingerprint = tuple[tuple[str, int, int, int, int], ...]
 
@@ -67,7 +67,7 @@ class PrivateCheckpoint:
 
     def _copy(self, source: str) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
-        shutil.copytree(source, self.directory)
+        copy_checkpoint(source, self.directory)
         self.source, self.fingerprint = source, fingerprint(self.directory)
 
     def remove(self) -> None:

@@ -11,7 +11,8 @@ semantics, so the same command runs under torchrun or a cluster scheduler), then
    rank 0 writes the engine's description (harness/engines/info.py) for the parent;
 3. runs the cases the parent queues, in order, until it closes the queue: each in its own case
    directory as working directory, the engine's own `unsupported_reason` first (a declined case
-   is recorded, not run), then `engine.run(case)` under the rank watchdog; rank 0 validates the
+   is recorded, not run), then `engine.run(case)` under the rank watchdog (and, in a distributed case, the
+   token meter: what this rank embedded, token_meter.py); rank 0 validates the
    StepResult it returns (a broken one is recorded field by field) and saves it (on a GPU, shares it with the
    harness: harness/launch/device_result.py); every rank saves
    its collective log; all ranks meet at an out-of-band barrier before the next case.
@@ -30,6 +31,7 @@ import os
 import shutil
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import replace
 from datetime import timedelta
 
@@ -38,7 +40,9 @@ import torch.distributed as dist
 
 from packcheck.harness.collectives import CollectiveRecorder, install_recorder
 from packcheck.harness.contract import Case, StepResult
+from packcheck.harness.contract.activations import CaptureRequest
 from packcheck.harness.engines import Engine, InvalidResult, UnsupportedCase, describe, problems_json, resolve_engine, validate_result
+from packcheck.harness.engines.capture import recording
 from packcheck.harness.engines.caps import capped_notes, tensors_worth_keeping
 from packcheck.harness.files import write_json_atomically
 from packcheck.harness.launch import exit_status
@@ -49,6 +53,7 @@ from packcheck.harness.launch.layout import CaseDir, LaunchDir
 from packcheck.harness.launch.raised import raised
 from packcheck.harness.launch.rank_sync import RankSync
 from packcheck.harness.launch.rank_watchdog import RankWatchdog
+from packcheck.harness.launch.token_meter import TokenMeter
 from packcheck.harness.text import safe_text
 
 # How often a rank looks for the parent's next case: every 10 ms for half a second after a case (the next case of
@@ -74,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     if rank == 0:
         write_json_atomically(launch.engine_info, describe(engine, job.engine).to_json())
     for index, entry in enumerate(_queued(launch)):
-        _run_case(index, CaseDir(entry["case_dir"]), engine, rank, recorder, watchdog, sync, mode=entry["mode"])
+        _run_case(index, CaseDir(entry["case_dir"]), engine, rank, recorder, watchdog, sync, mode=entry["mode"],
+                  capture=entry.get("capture"))
     _finish()
     return 0
 
@@ -112,10 +118,11 @@ def _start(job: Job, launch: LaunchDir, rank: int, world_size: int,
 
 
 def _run_case(index: int, case_dir: CaseDir, engine: Engine, rank: int, recorder: CollectiveRecorder,
-              watchdog: RankWatchdog, sync: RankSync, mode: str) -> None:
+              watchdog: RankWatchdog, sync: RankSync, mode: str, capture: dict | None = None) -> None:
     """One case on this rank. `mode`: "run" (unless the engine declines it), "reason" (only ask the
     engine whether it declines it), "force" (run it even if it does: the conformance suite checks
-    that an engine handed an unsupported case raises UnsupportedCase)."""
+    that an engine handed an unsupported case raises UnsupportedCase), "capture" (run it with the
+    `capture` request on: harness/engines/capture.py; each rank saves what its engine recorded)."""
     data = json.loads(case_dir.case.read_text())
     recorder.start_case()
     watchdog.arm(index, case_dir, data["name"])
@@ -123,15 +130,18 @@ def _run_case(index: int, case_dir: CaseDir, engine: Engine, rank: int, recorder
     if torch.cuda.is_initialized():
         torch.cuda.ipc_collect()  # frees the results of earlier cases the harness has copied (device_result.py)
     os.chdir(case_dir.path)  # what the engine writes to its working directory stays with the case
+    meter = None
     try:
         case = Case.from_json(data)
+        meter = TokenMeter(case.model.vocab_size) if case.parallel.world_size > 1 else nullcontext()
         reason = None if mode == "force" else engine.unsupported_reason(case)
         if reason is not None or mode == "reason":
             if rank == 0:
                 write_json_atomically(case_dir.unsupported, {"reason": None if reason is None else safe_text(reason)})
         else:
             try:
-                result = engine.run(case)
+                with meter:
+                    result = _run_engine(engine, case, case_dir, rank, capture if mode == "capture" else None)
             except UnsupportedCase as declined:
                 if mode != "force" or sync.world_size > 1:
                     raise
@@ -144,6 +154,8 @@ def _run_case(index: int, case_dir: CaseDir, engine: Engine, rank: int, recorder
     except BaseException as err:  # noqa: BLE001 - any failure of the engine becomes this rank's report
         watchdog.stop("raised", err)
     write_json_atomically(case_dir.collectives(rank), recorder.snapshot())
+    if isinstance(meter, TokenMeter):
+        write_json_atomically(case_dir.work(rank), meter.to_json())
     if torch.cuda.is_initialized():
         # the engine's cached blocks back to the driver: the harness copies this case's result into GPU memory of its
         # own next, and holds a verdict's results there while this process runs the next case (device_result.py)
@@ -152,6 +164,18 @@ def _run_case(index: int, case_dir: CaseDir, engine: Engine, rank: int, recorder
     sync.wait_all(f"end/{index}")
     watchdog.disarm()
     write_json_atomically(case_dir.done(rank), time.time())
+
+
+def _run_engine(engine: Engine, case: Case, case_dir: CaseDir, rank: int, capture: dict | None) -> StepResult | None:
+    """`engine.run(case)`; with a capture request, under an active recorder, whose activations this rank saves."""
+    if capture is None:
+        return engine.run(case)
+    with recording(CaptureRequest.from_json(capture), case) as active:
+        result = engine.run(case)
+    activations = active.finish()
+    if activations is not None:
+        activations.save(case_dir.activations(rank))
+    return result
 
 
 def _save_result(engine: str, case: Case, result: object, case_dir: CaseDir) -> None:

@@ -1,7 +1,7 @@
 """Model families and their seeded Hugging Face checkpoints."""
 
 from packcheck.harness.contract import ModelSpec
-from packcheck.harness.models.checkpoint import (checkpoint_for, checkpoint_problem, parameter_shapes, pin_cache, repair_checkpoint, unpin_cache,
+from packcheck.harness.models.checkpoint import (checkpoint_for, checkpoint_problem, copy_checkpoint, parameter_shapes, pin_cache, repair_checkpoint, unpin_cache,
                                                  write_checkpoint)
 from packcheck.harness.models.families import FAMILIES, Family, get_family
 
@@ -16,5 +16,5 @@ def model_spec(family_name: str, seed: int = DEFAULT_SEED, **config_overrides) -
                      frozen=family.frozen)
 
 
-__all__ = ["DEFAULT_SEED", "FAMILIES", "Family", "checkpoint_for", "checkpoint_problem", "get_family", "model_spec", "parameter_shapes", "pin_cache",
+__all__ = ["DEFAULT_SEED", "FAMILIES", "Family", "checkpoint_for", "checkpoint_problem", "copy_checkpoint", "get_family", "model_spec", "parameter_shapes", "pin_cache",
            "repair_checkpoint", "unpin_cache", "write_checkpoint"]

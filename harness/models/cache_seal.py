@@ -15,21 +15,28 @@ an entry (`<entry>.digests.json`, never inside the folder an engine is handed), 
 digests it held before any engine process existed (or computed itself, for an entry it wrote during the run), so
 an engine that rewrites weights and digests together changes nothing the run reads.
 
-Cost: a full sha256 of every file, once per entry and run and once per launch's private copy
+Cost: a full sha256 of every file when an entry is written, and once per launch's private copy
 (harness/launch/private_checkpoint.py). At the tiny size that is under a millisecond; at 0.6b (3.2 GB of float32
-weights) 6.5 s per pass at the 0.5 GB/s measured on the loaded 2-core CI machine (docs/isolation.md), against the
-8 s the copy itself takes.
+weights) 6.5 s per pass at the 0.5 GB/s measured on the loaded 2-core CI machine (docs/isolation.md); at 8B (16 GB of
+bfloat16) 10-30 s per pass (0.5 GB/s there, 1-2 GB/s on an unloaded core with SHA instructions). So the files' stats
+(inode, size, mtime, ctime) when their digests were hashed are recorded beside them (`<entry>.stats.json`, held and
+trusted as the digests are): an entry whose files have not moved since is not hashed again, in this run or a later
+one; a file that moved (a write moves its ctime, which no process sets back) is hashed and judged.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 CHUNK = 1 << 24
 
 _pinned: dict[str, dict[str, str]] | None = None  # entry path -> file name -> sha256, as read or computed in this run
+_pinned_stats: dict[str, tuple | None] = {}  # entry path -> its files' stats when those digests were hashed (None: unknown)
 _used: set[str] = set()  # entries the run checked (and so relies on)
 _checked: dict[str, tuple] = {}  # folder -> (its files' stats, the digests they matched): not hashed again while unchanged
 _holders = 0
@@ -39,26 +46,63 @@ def record_path(entry: Path) -> Path:
     return entry.with_name(entry.name + ".digests.json")
 
 
+def _pieces(handle, suffix: str) -> Iterator[tuple[bytes, bytes]]:
+    """(bytes of the file, bytes its digest takes) in order; of a safetensors file, its header is hashed with sorted
+    keys: safetensors writes its metadata in no fixed order (two writes of the same tensors in one process differed),
+    the tensors' bytes in one."""
+    if suffix == ".safetensors":
+        prefix = handle.read(8)
+        raw = handle.read(int.from_bytes(prefix, "little"))
+        try:
+            header = json.loads(raw)
+        except ValueError:
+            header = None  # not a safetensors file (anymore): hashed as it is, and so differs
+        if header is not None:
+            yield prefix + raw, json.dumps(header, sort_keys=True).encode()
+        else:
+            handle.seek(0)
+    while chunk := handle.read(CHUNK):
+        yield chunk, chunk
+
+
 def digests(folder: Path) -> dict[str, str]:
-    """sha256 per file; of a safetensors file, of its header with sorted keys and then its data: safetensors writes its
-    metadata in no fixed order (two writes of the same tensors in one process differed), the tensors' bytes in one."""
+    """sha256 per file (of a safetensors file, of its header with sorted keys and then its data: _pieces)."""
     found = {}
     for path in sorted(folder.iterdir()):
         if path.is_file():
             sha = hashlib.sha256()
             with open(path, "rb") as handle:
-                if path.suffix == ".safetensors":
-                    size = int.from_bytes(handle.read(8), "little")
-                    try:
-                        header = json.loads(handle.read(size))
-                    except ValueError:
-                        header = None  # not a safetensors file (anymore): hashed as it is, and so differs
-                        handle.seek(0)
-                    if header is not None:
-                        sha.update(json.dumps(header, sort_keys=True).encode())
-                while chunk := handle.read(CHUNK):
-                    sha.update(chunk)
+                for _, hashed_part in _pieces(handle, path.suffix):
+                    sha.update(hashed_part)
             found[path.name] = sha.hexdigest()
+    return found
+
+
+def copy_hashed(source: Path, target: Path) -> dict[str, str]:
+    """Copy the files of `source` into a new folder `target` and return the digests of what was written (as digests()
+    would give), hashing on a second thread while the main one writes: at 8B one pass of 10-30 s instead of a copy and
+    then a hash. `target`'s stats are remembered with them, so checking the copy against an entry does not hash it again."""
+    target.mkdir(parents=True)
+    found = {}
+    with ThreadPoolExecutor(max_workers=1) as hasher:
+        for path in sorted(source.iterdir()):
+            if not path.is_file():
+                continue
+            sha = hashlib.sha256()
+            with open(path, "rb") as handle, open(target / path.name, "wb") as out:
+                pending = None
+                for raw, hashed_part in _pieces(handle, path.suffix):
+                    if pending is not None:
+                        pending.result()
+                    pending = hasher.submit(sha.update, hashed_part)  # hashlib lets go of the GIL for large buffers
+                    out.write(raw)
+                if pending is not None:
+                    pending.result()
+            shutil.copystat(path, target / path.name)
+            found[path.name] = sha.hexdigest()
+    stats = _stats(target)
+    if stats is not None:
+        _checked[str(target)] = (stats, found)
     return found
 
 
@@ -69,11 +113,37 @@ def _recorded(entry: Path) -> dict[str, str] | None:
         return None
 
 
-def record(entry: Path, found: dict[str, str]) -> None:
-    """Write `entry`'s digests beside it, and hold them for the run."""
+def hashed(folder: Path) -> tuple[dict[str, str], tuple | None]:
+    """digests(folder), and its files' stats when they did not move while it was hashed (else None)."""
+    before = _stats(folder)
+    found = digests(folder)
+    return found, before if before is not None and before == _stats(folder) else None
+
+
+def stats_path(entry: Path) -> Path:
+    return entry.with_name(entry.name + ".stats.json")
+
+
+def _recorded_stats(entry: Path) -> tuple | None:
+    try:
+        return tuple(tuple(row) for row in json.loads(stats_path(entry).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def record(entry: Path, found: dict[str, str], stats: tuple | None = None) -> None:
+    """Write `entry`'s digests beside it, and hold them for the run. `stats`: its files' stats when `found` was hashed
+    (hashed(); a folder renamed into place keeps its files' stats), recorded beside them too: a later check, in this
+    run or the next, hashes the entry again only if a file moved (16 GB at 8B: 10-30 s a pass)."""
+    kept = stats if stats is not None and stats == _stats(entry) else None
+    stats_path(entry).unlink(missing_ok=True)  # the digests change first: stale stats never vouch for new ones
     record_path(entry).write_text(json.dumps(found, indent=1))
+    if kept is not None:
+        stats_path(entry).write_text(json.dumps(kept))
+        _checked[str(entry)] = (kept, found)
     if _pinned is not None:
         _pinned[str(entry)] = found
+        _pinned_stats[str(entry)] = kept
 
 
 def pin(cache: Path) -> None:
@@ -82,12 +152,14 @@ def pin(cache: Path) -> None:
     if _holders > 1:
         return
     _pinned = {}
+    _pinned_stats.clear()
     if cache.is_dir():
         for path in cache.glob("*.digests.json"):
             entry = path.with_name(path.name[: -len(".digests.json")])
             found = _recorded(entry)
             if isinstance(found, dict):
                 _pinned[str(entry)] = found
+                _pinned_stats[str(entry)] = _recorded_stats(entry)
 
 
 def expected(entry: Path) -> dict[str, str] | None:
@@ -97,7 +169,15 @@ def expected(entry: Path) -> dict[str, str] | None:
         return _recorded(entry)
     if str(entry) not in _pinned and (found := _recorded(entry)) is not None:
         _pinned[str(entry)] = found
+        _pinned_stats[str(entry)] = _recorded_stats(entry)
     return _pinned.get(str(entry))
+
+
+def expected_stats(entry: Path) -> tuple | None:
+    """The stats `entry`'s files had when its expected digests were hashed, held as the digests are (None: unknown)."""
+    if _pinned is None:
+        return _recorded_stats(entry)
+    return _pinned_stats.get(str(entry))
 
 
 def _stats(folder: Path) -> tuple | None:
@@ -115,6 +195,9 @@ def mismatch(folder: Path, entry: Path) -> str | None:
     _used.add(str(entry))
     stats = _stats(folder)
     if stats is not None and _checked.get(str(folder)) == (stats, want):
+        return None
+    if stats is not None and folder == entry and expected_stats(entry) == stats:  # not one file moved since it was hashed
+        _checked[str(folder)] = (stats, want)
         return None
     try:
         found = digests(folder)

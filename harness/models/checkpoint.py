@@ -6,6 +6,11 @@ drawn from its own generator seeded by (seed, name), so adding a parameter never
 others. Norm weights (a vision block's norm1/norm2 and its merger's ln_q too) are drawn around 1 (not exactly 1) so that a norm an engine forgets to load
 shows up; projections (and the vision tower's patch convolution) are scaled 1/sqrt(fan_in) so
 activations stay O(1) in every layer.
+
+Two formats (WEIGHTS): float32, drawn by torch's CPU generator (every tiny, 0.6b and 1b checkpoint, the goldens'); and
+bfloat16, drawn by portable_normal.py on a GPU where one is visible (the same bits as on a CPU), for the 8b presets:
+8B float32 values are 32 GB on the disk and take minutes to draw on a CPU. The format is part of the cache key
+(float32 keys are as they always were).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import json
 import math
 import os
 import shutil
+import struct
 import tempfile
 import zlib
 from pathlib import Path
@@ -21,12 +27,17 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from packcheck.harness.models.cache_seal import digests, expected, mismatch, record
+from packcheck.harness.models.cache_seal import copy_hashed, digests, expected, hashed, mismatch, record
 from packcheck.harness.models.cache_seal import pin as pin_digests
 from packcheck.harness.models.cache_seal import unpin as unpin_digests
 from packcheck.harness.models.families import get_family
+from packcheck.harness.models.portable_normal import portable_normal
 
 CHECKPOINT_FORMAT = 1
+FLOAT32 = "float32"
+# how the weights are drawn and stored: float32 (torch's CPU generator; every tiny and 0.6b/1b checkpoint, the goldens'),
+# bfloat16 (portable_normal, drawn on a GPU where one is visible; the 8b presets: 16 GB on the disk where float32 is 32)
+WEIGHTS = {FLOAT32: 4, "bfloat16": 2}  # format -> bytes per parameter on the disk
 
 # GatedDeltaNet decays its state by exp(g) per token, g = -exp(A_log) * softplus(a_t + dt_bias).
 # Seeded like a projection, exp(g) would be ~0.5 and a state carried across a document boundary
@@ -55,9 +66,37 @@ def parameter_shapes(family_name: str, config: dict) -> dict[str, tuple[int, ...
     return {name: tuple(p.shape) for name, p in model.named_parameters()}
 
 
+def parameter_count(checkpoint: str | Path) -> int:
+    """Elements in the checkpoint's safetensors files, from their headers (nothing is loaded)."""
+    total = 0
+    for path in sorted(Path(checkpoint).glob("*.safetensors")):
+        with open(path, "rb") as file:
+            (length,) = struct.unpack("<Q", file.read(8))
+            header = json.loads(file.read(length))
+        for name, entry in header.items():
+            if name != "__metadata__":
+                count = 1
+                for size in entry["shape"]:
+                    count *= size
+                total += count
+    return total
+
+
 def seeded_tensor(name: str, shape: tuple[int, ...], seed: int) -> torch.Tensor:
+    """The float32 checkpoints' values of `name` (float64): torch's CPU generator seeded by (seed, name)."""
     generator = torch.Generator().manual_seed(zlib.crc32(f"{seed}:{name}".encode()))
-    values = torch.randn(shape, generator=generator, dtype=torch.float64)
+    return scaled(name, shape, torch.randn(shape, generator=generator, dtype=torch.float64))
+
+
+def portable_tensor(name: str, shape: tuple[int, ...], seed: int, device: str | torch.device = "cpu") -> torch.Tensor:
+    """The bfloat16 checkpoints' values of `name` (float64 on `device`): the same bits on every device
+    (harness/models/portable_normal.py), so a GPU draws 8B of them in seconds and a CPU would draw the same."""
+    values = portable_normal(zlib.crc32(f"{seed}:{name}".encode()), math.prod(shape), device).view(shape)
+    return scaled(name, shape, values)
+
+
+def scaled(name: str, shape: tuple[int, ...], values: torch.Tensor) -> torch.Tensor:
+    """Standard-normal `values` (float64) placed where a parameter called `name` lives (the module docstring)."""
     if name.endswith("A_log") or name.endswith("dt_bias"):  # linear-attention decay, see SLOW_DECAY
         return SLOW_DECAY[name.rsplit(".", 1)[-1]] + 0.1 * values
     if name.endswith(("norm.weight", "norm1.weight", "norm2.weight", "ln_q.weight")):
@@ -70,28 +109,52 @@ def seeded_tensor(name: str, shape: tuple[int, ...], seed: int) -> torch.Tensor:
     return values / fan_in**0.5
 
 
-def write_checkpoint(family_name: str, config: dict, seed: int, directory: Path) -> Path:
+def generation_device() -> str:
+    """Where portable weights are drawn: a GPU when one is visible (the same bits as the CPU's, much sooner)."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def write_checkpoint(family_name: str, config: dict, seed: int, directory: Path, weights: str = FLOAT32) -> Path:
+    """config.json and model.safetensors of the seeded model in `directory`; `weights` is the format (WEIGHTS)."""
+    if weights not in WEIGHTS:
+        raise ValueError(f"checkpoint weights {weights!r}: the formats are {', '.join(WEIGHTS)}")
     config_cls, model_cls = _hf_classes(family_name)
     shapes = parameter_shapes(family_name, config)
-    tensors = {name: seeded_tensor(name, shape, seed).to(torch.float32) for name, shape in shapes.items()}
+    if weights == FLOAT32:
+        tensors = {name: seeded_tensor(name, shape, seed).to(torch.float32) for name, shape in shapes.items()}
+    else:
+        device = generation_device()
+        # float64 -> float32 -> bfloat16: each cast correctly rounded on every device, so the bits do not depend on it
+        tensors = {name: portable_tensor(name, shape, seed, device).to(torch.float32).to(torch.bfloat16).cpu()
+                   for name, shape in shapes.items()}
+        if device == "cuda":
+            torch.cuda.empty_cache()  # the harness's process keeps the GPU for the results it compares
     directory.mkdir(parents=True, exist_ok=True)
     hf_config = config_cls(**{k: v for k, v in config.items() if k != "model_type"})
     hf_config.architectures = [model_cls.__name__]
     hf_config.save_pretrained(directory)
-    save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt", "packcheck_seed": str(seed)})
+    metadata = {"format": "pt", "packcheck_seed": str(seed)} | ({} if weights == FLOAT32 else {"packcheck_weights": weights})
+    save_file(tensors, str(directory / "model.safetensors"), metadata=metadata)
     return directory
 
 
-_recipes: dict[str, tuple[str, dict, int]] = {}  # cache entry -> (family, config, seed) it is built from, in this process
+_recipes: dict[str, tuple[str, dict, int, str]] = {}  # cache entry -> (family, config, seed, weights) it is built from, in this process
 _repairs: list[str] = []  # entries rebuilt since the last take_repairs, one sentence each
 
 
-def checkpoint_for(family_name: str, config: dict, seed: int) -> str:
+def checkpoint_path(family_name: str, config: dict, seed: int, weights: str = FLOAT32) -> Path:
+    """Where the cache keeps the checkpoint of (family, config, seed, weights), written or not (nothing is built)."""
+    recipe = [CHECKPOINT_FORMAT, family_name, config, seed] + ([] if weights == FLOAT32 else [weights])  # float32 keys as before
+    key = zlib.crc32(json.dumps(recipe, sort_keys=True).encode())
+    return cache_dir() / f"{family_name}-{seed}-{key:08x}"
+
+
+def checkpoint_for(family_name: str, config: dict, seed: int, weights: str = FLOAT32) -> str:
     """The path of the checkpoint for (family, config, seed), written once into the cache, its digests recorded beside
-    it; an entry whose files no longer match them (harness/models/cache_seal.py) is named and rebuilt from its seed."""
-    key = zlib.crc32(json.dumps([CHECKPOINT_FORMAT, family_name, config, seed], sort_keys=True).encode())
-    target = cache_dir() / f"{family_name}-{seed}-{key:08x}"
-    _recipes[str(target)] = (family_name, json.loads(json.dumps(config)), seed)  # as keyed: a caller may change its dict later
+    it; an entry whose files no longer match them (harness/models/cache_seal.py) is named and rebuilt from its seed.
+    `weights`: how the values are drawn and stored (WEIGHTS)."""
+    target = checkpoint_path(family_name, config, seed, weights)
+    _recipes[str(target)] = (family_name, json.loads(json.dumps(config)), seed, weights)  # as keyed: a caller may change its dict later
     if not (target / "model.safetensors").exists():
         _build(target)
     elif expected(target) is None:  # written before entries carried digests: checked against its seed once
@@ -107,6 +170,15 @@ def checkpoint_problem(folder: Path, source: str) -> str | None:
     if source not in _recipes:
         return None
     return mismatch(folder, Path(source))
+
+
+def copy_checkpoint(source: str, target: Path) -> None:
+    """Copy the checkpoint `source` to the new folder `target`: a cache entry hashed as it is copied (cache_seal.copy_hashed),
+    so that checkpoint_problem(target, source) then costs no second pass; anything else copied as it is."""
+    if source in _recipes and all(p.is_file() for p in Path(source).iterdir()):
+        copy_hashed(Path(source), target)
+    else:
+        shutil.copytree(source, target)
 
 
 def repair_checkpoint(source: str, problem: str) -> None:
@@ -140,10 +212,10 @@ def unpin_cache() -> list[str]:
 def _adopt(target: Path) -> None:
     """Record digests for an entry that has none, after checking it against a fresh build from its seed (the entry is
     left in place when it matches: another run may be copying it); a mismatch is a repair."""
-    family_name, config, seed = _recipes[str(target)]
+    family_name, config, seed, weights = _recipes[str(target)]
     scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
     try:
-        write_checkpoint(family_name, config, seed, scratch)
+        write_checkpoint(family_name, config, seed, scratch, weights)
         fresh, found = digests(scratch), digests(target)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -164,13 +236,14 @@ def _rebuild(target: Path) -> None:
 
 
 def _build(target: Path) -> None:
-    family_name, config, seed = _recipes[str(target)]
+    family_name, config, seed, weights = _recipes[str(target)]
     target.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
-    write_checkpoint(family_name, config, seed, scratch)
-    found = digests(scratch)
+    write_checkpoint(family_name, config, seed, scratch, weights)
+    found, stats = hashed(scratch)
     try:
         scratch.rename(target)
     except OSError:  # another process wrote it first; theirs is identical
         shutil.rmtree(scratch, ignore_errors=True)
-    record(target, found)
+        stats = None
+    record(target, found, stats)

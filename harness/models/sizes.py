@@ -20,7 +20,7 @@ from pathlib import Path
 
 from packcheck.harness.contract import ModelSpec
 from packcheck.harness.errors import InputError
-from packcheck.harness.models.checkpoint import checkpoint_for
+from packcheck.harness.models.checkpoint import FLOAT32, checkpoint_for, checkpoint_path
 from packcheck.harness.models.families import FAMILIES, get_family
 
 TINY = "tiny"
@@ -36,6 +36,16 @@ LLAMA_3_2_1B = dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192,
                     num_key_value_heads=8, head_dim=64, max_position_embeddings=131072, rms_norm_eps=1e-5,
                     rope_parameters={"rope_type": "default", "rope_theta": 500000.0})
 
+# Llama-3-8B (hidden 4096, intermediate 14336, 32 layers, 32 / 8 heads of 128, vocab 128256, RoPE theta 5e5)
+LLAMA_3_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+                  num_key_value_heads=8, head_dim=128, max_position_embeddings=8192, rms_norm_eps=1e-5,
+                  rope_parameters={"rope_type": "default", "rope_theta": 500000.0})
+# Qwen3-8B (hidden 4096, intermediate 12288, 36 layers, 32 / 8 heads of 128, vocab 151936, RoPE theta 1e6, rms eps 1e-6)
+QWEN3_8B = {**QWEN3_0_6B, "hidden_size": 4096, "intermediate_size": 12288, "num_hidden_layers": 36, "num_attention_heads": 32}
+# 8B parameters in float32 are 32 GB on the disk, and a run holds the cache entry and a launch's private copy of it:
+# these presets store bfloat16 weights (16 GB), drawn on the GPU (harness/models/portable_normal.py)
+LARGE_WEIGHTS = "bfloat16"
+
 # 48-token rows become 48 * 85 = 4080 tokens: a realistic 4k row. `--data-scale 683` gives 32784-token rows.
 REALISTIC_SCALE = 85
 
@@ -46,6 +56,7 @@ class SizePreset:
     description: str
     overrides: dict = field(hash=False)
     data_scale: int = 1
+    weights: str = FLOAT32  # how the checkpoint's values are drawn and stored (harness/models/checkpoint.py, WEIGHTS)
 
 
 PRESETS: dict[str, dict[str, SizePreset]] = {family: {TINY: SizePreset(name=TINY, description="the family's tiny config", overrides={})}
@@ -53,10 +64,12 @@ PRESETS: dict[str, dict[str, SizePreset]] = {family: {TINY: SizePreset(name=TINY
 PRESETS["llama"] |= {
     "0.6b": SizePreset(name="0.6b", description="Llama layout at Qwen3-0.6B's shapes", overrides=QWEN3_0_6B, data_scale=REALISTIC_SCALE),
     "1b": SizePreset(name="1b", description="Llama-3.2-1B's shapes", overrides=LLAMA_3_2_1B, data_scale=REALISTIC_SCALE),
+    "8b": SizePreset(name="8b", description="Llama-3-8B's shapes", overrides=LLAMA_3_8B, data_scale=REALISTIC_SCALE, weights=LARGE_WEIGHTS),
 }
 PRESETS["qwen3"] |= {
     "0.6b": SizePreset(name="0.6b", description="Qwen3-0.6B's shapes", overrides=QWEN3_0_6B, data_scale=REALISTIC_SCALE),
     "1b": SizePreset(name="1b", description="Qwen3-1.7B's shapes (the family's 1B class)", overrides=QWEN3_1_7B, data_scale=REALISTIC_SCALE),
+    "8b": SizePreset(name="8b", description="Qwen3-8B's shapes", overrides=QWEN3_8B, data_scale=REALISTIC_SCALE, weights=LARGE_WEIGHTS),
 }
 
 # config.json keys that say how a file was written, not what the model is (left out of the case and its digest)
@@ -87,21 +100,53 @@ def is_path(model: str) -> bool:
 
 
 def resolve_model(family: str, model: str = TINY, seed: int = 0) -> ModelChoice:
-    """The model of `--model` for `family`; `seed` (the run's --seed) varies seeded weights, 0 keeps today's."""
+    """The model of `--model` for `family`; `seed` (the run's --seed) varies seeded weights, 0 keeps today's.
+    A preset's checkpoint is written into the cache here if it is not there yet (planned_checkpoint says where, first)."""
     from packcheck.harness.models import DEFAULT_SEED
 
     weights_seed = DEFAULT_SEED + seed
     if is_path(model):
         return from_directory(family, Path(model), weights_seed)
+    preset = preset_of(family, model)
+    fam = get_family(family)
+    config = fam.config(**preset.overrides)
+    return ModelChoice(spec=ModelSpec(family=family, config=config, seed=weights_seed, checkpoint=checkpoint_for(family, config, weights_seed, preset.weights),
+                                      frozen=fam.frozen), name=model, data_scale=preset.data_scale)
+
+
+def preset_of(family: str, model: str) -> SizePreset:
     presets = PRESETS.get(family, {})
     if model not in presets:
         raise ModelChoiceError(f"--model {model!r}: family {family!r} has the size presets {', '.join(presets)}; "
                                "or give a directory holding a Hugging Face config.json (and optionally its safetensors)")
-    preset = presets[model]
-    fam = get_family(family)
-    config = fam.config(**preset.overrides)
-    return ModelChoice(spec=ModelSpec(family=family, config=config, seed=weights_seed, checkpoint=checkpoint_for(family, config, weights_seed),
-                                      frozen=fam.frozen), name=model, data_scale=preset.data_scale)
+    return presets[model]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlannedCheckpoint:
+    """What --model will start every arm from, known before anything is written: for a size estimate."""
+
+    family: str
+    config: dict = field(hash=False)
+    weights: str  # the format of a seeded checkpoint (harness/models/checkpoint.py, WEIGHTS); a user's own files: theirs
+    path: Path  # the cache entry (written or not), or the user's directory
+    seeded: bool  # a cache entry the run writes if it is missing (else the user's files)
+
+
+def planned_checkpoint(family: str, model: str = TINY, seed: int = 0) -> PlannedCheckpoint:
+    """resolve_model's checkpoint without writing it."""
+    from packcheck.harness.models import DEFAULT_SEED
+
+    weights_seed = DEFAULT_SEED + seed
+    if is_path(model):
+        own, config, folder = read_config(model)
+        if any(folder.glob("*.safetensors")):
+            return PlannedCheckpoint(family=own, config=config, weights="", path=folder.resolve(), seeded=False)
+        return PlannedCheckpoint(family=own, config=config, weights=FLOAT32, path=checkpoint_path(own, config, weights_seed), seeded=True)
+    preset = preset_of(family, model)
+    config = get_family(family).config(**preset.overrides)
+    return PlannedCheckpoint(family=family, config=config, weights=preset.weights,
+                             path=checkpoint_path(family, config, weights_seed, preset.weights), seeded=True)
 
 
 def family_of(config: dict, path: Path) -> str:

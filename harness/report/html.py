@@ -30,6 +30,8 @@ from packcheck.harness.files import write_atomically
 from packcheck.harness.report.load import Run, describe, format_margin, format_number, load_run, status_counts
 from packcheck.harness.report.scenario_texts import scenario_texts
 from packcheck.harness.report.shrunk import shrunk_by_key, shrunk_card
+from packcheck.harness.report.where_it_parts import where_it_parts
+from packcheck.harness.run.localisations import read_localisations
 
 TEMPLATES = Path(__file__).parent / "templates"
 TOP_COMPARISONS = 8
@@ -136,7 +138,7 @@ def _layer_chart(rows: pd.DataFrame) -> dict | None:
     }
 
 
-def _detail(run: Run, v, shrunk: dict) -> dict:
+def _detail(run: Run, v, localised: dict, shrunk: dict) -> dict:
     rows = run.rows_of(v.key)
     failed = v.status not in ("pass", "unsupported")  # fail, error, and any status a newer run adds (hang)
     return {
@@ -145,6 +147,7 @@ def _detail(run: Run, v, shrunk: dict) -> dict:
         "comparisons": v.comparisons, "failing": v.failing, "seconds": v.seconds, "worst": _worst_rows(rows),
         "layers": _layer_chart(rows) if failed else None,
         "evidence": arm_evidence(run.directory, v, rows) if failed else None,
+        "parts": where_it_parts(localised.get(tuple(map(str, v.key)))) if failed else None,
         "shrunk": shrunk_card(shrunk.get(v.key)),
     }
 
@@ -193,6 +196,7 @@ def header_provenance(provenance: dict, dtypes: set[str]) -> dict:
 def render_html(run_dir: str | Path, baseline_dir: str | Path | None = None) -> str:
     run = load_run(run_dir)
     verdicts = run.verdicts
+    localised = read_localisations(run_dir)
     script, script_hash = _script()
     shrunk = shrunk_by_key(run_dir)
     return _environment().get_template("report.html.j2").render(
@@ -201,9 +205,10 @@ def render_html(run_dir: str | Path, baseline_dir: str | Path | None = None) -> 
         provenance=header_provenance(run.provenance, set(verdicts["dtype"]) if not verdicts.empty else set()),
         counts=status_counts(verdicts),
         unfinished=run.unfinished,
+        damage=run.damage,
         matrix=(matrix := _matrix(run)),
         scenario_texts=scenario_texts(matrix["scenarios"]),
-        details=[_detail(run, v, shrunk) for v in verdicts.itertuples(index=False) if v.status != "pass"],
+        details=[_detail(run, v, localised, shrunk) for v in verdicts.itertuples(index=False) if v.status != "pass"],
         verdicts=_all_verdicts(verdicts),
         baseline=None if baseline_dir is None else compare_runs(run, load_run(baseline_dir)),
     )

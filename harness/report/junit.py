@@ -18,6 +18,8 @@ from pathlib import Path
 
 from packcheck.harness.report.load import load_run, status_counts
 from packcheck.harness.report.shrunk import shrunk_by_key, shrunk_text
+from packcheck.harness.report.where_it_parts import parts_line
+from packcheck.harness.run.localisations import read_localisations
 from packcheck.harness.files import write_atomically
 
 OUTCOME = {"pass": None, "fail": "failure", "unsupported": "skipped"}  # any other status (error, hang, ...): <error>
@@ -53,6 +55,7 @@ def render_junit(run_dir: str | Path) -> str:
         "time": _seconds(float(verdicts["seconds"].fillna(0).sum()) if len(verdicts) else 0.0),
         "timestamp": _xml_text(run.provenance.get("time", "")),
     })
+    localised = read_localisations(run_dir)
     properties = ET.SubElement(suite, "properties")
     for name, value in run.provenance.items():
         ET.SubElement(properties, "property", name=_xml_text(name), value=_xml_text(value))
@@ -64,13 +67,19 @@ def render_junit(run_dir: str | Path) -> str:
         if outcome == "skipped":
             ET.SubElement(case, "skipped", message=_xml_text(_given(v.detail, v.diagnosis, "unsupported by the engine")))
         elif outcome is not None:
-            message = _xml_text(_with_shrunk(_given(v.message, v.diagnosis, v.status), shrunk.get(v.key)))
+            parts = parts_line(localised, v.key)
+            message = _xml_text(_with_shrunk(_given(v.message, v.diagnosis, v.status) + (f"\n  {parts}" if parts else ""), shrunk.get(v.key)))
             element = ET.SubElement(case, outcome, message=message, type=v.status)
             element.text = message
     if run.unfinished:  # a CI gate reading the XML must not see the verdicts a stopped run never reached as a pass
         case = ET.SubElement(suite, "testcase", classname="packcheck.run", name="finished", time="0")
         ET.SubElement(case, "error", message=_xml_text(run.unfinished), type="unfinished").text = _xml_text(run.unfinished)
         suite.set("tests", str(len(verdicts) + 1))
+        suite.set("errors", str(int(suite.get("errors")) + 1))
+    for damage in run.damage:  # an engine changed a golden or the cache: the run is not green, whatever its verdicts
+        case = ET.SubElement(suite, "testcase", classname="packcheck.run", name="goldens_and_cache_intact", time="0")
+        ET.SubElement(case, "error", message=_xml_text(damage), type="damage").text = _xml_text(damage)
+        suite.set("tests", str(int(suite.get("tests")) + 1))
         suite.set("errors", str(int(suite.get("errors")) + 1))
     ET.indent(suites)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"

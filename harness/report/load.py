@@ -41,6 +41,7 @@ class Run:
     verdicts: pd.DataFrame  # VERDICT_COLUMNS + key, anchor; in the order the run wrote them
     rows: pd.DataFrame  # ROW_COLUMNS + key
     unfinished: str = ""  # a sentence when the run never wrote results.json (what its results.jsonl kept), else ""
+    damage: tuple[str, ...] = ()  # each golden or cached checkpoint an engine changed during the run: the run is not green
 
     @property
     def comparisons(self) -> pd.DataFrame:
@@ -125,6 +126,7 @@ def load_run(directory: str | Path) -> Run:
         verdicts=verdicts,
         rows=rows,
         unfinished=str(data.get("unfinished", "")),
+        damage=tuple(str(d) for d in data.get("damage", [])),
     )
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 from packcheck.harness.report.baseline import compare_runs
 from packcheck.harness.report.load import describe, format_margin, load_run, status_counts
 from packcheck.harness.report.shrunk import shrunk_by_key
+from packcheck.harness.report.where_it_parts import parts_line
+from packcheck.harness.run.localisations import read_localisations
 
 ERROR_OVER_TOLERANCE = ("Each cell: the status and the worst error/tolerance, the observed error of the verdict's worst "
                         "comparison divided by the allowed error (< 1 passes; a clean float64 engine reads 1e-3 or less, a bug 1e6 and up).")
@@ -108,6 +110,7 @@ def render_markdown(run_dir: str | Path, baseline_dir: str | Path | None = None)
     lines += [", ".join(f"{n} {status}" for status, n in counts.items()), ""]
     if run.unfinished:
         lines += [f"**{_text(run.unfinished)}**", ""]
+    lines += [line for damage in run.damage for line in (f"**{_text(damage)}**", "")]
     if verdicts.empty:
         return "\n".join(lines + ["This run has no verdicts.", ""])
 
@@ -125,6 +128,7 @@ def render_markdown(run_dir: str | Path, baseline_dir: str | Path | None = None)
         lines += _baseline_section(run, baseline_dir)
 
     failing = verdicts[~verdicts["status"].isin(["pass", "unsupported"])]  # fail, error, and newer failing statuses (hang)
+    localised = read_localisations(run_dir)
     if not failing.empty:
         lines += ["", f"### Failing ({len(failing)})", ""]
         shrunk = shrunk_by_key(run_dir)
@@ -132,6 +136,8 @@ def render_markdown(run_dir: str | Path, baseline_dir: str | Path | None = None)
             lines.append(f"- **{v.status.upper()}** {_text(v.scenario)} [{_text(describe(v))}], worst error/tolerance {format_margin(v.max_margin)}: "
                          f"{_clip(_text(v.diagnosis)) or 'no diagnosis'}")
             lines.append(f"  reproduce: {_code(v.reproduce)}")
+            if parts := parts_line(localised, v.key):
+                lines.append(f"  {_clip(_text(parts), 2 * DIAGNOSIS_CHARS)}")
             lines += _shrunk_lines(shrunk.get(v.key))
         if len(failing) > LISTED:
             lines.append(f"- ... and {len(failing) - LISTED} more: see the HTML report (`packcheck report`)")

@@ -4,7 +4,9 @@
     check_disk(out, need)          # DiskTooSmall (exit 2) if free space < need.bytes; else the line that says the need
 
 What lies under --out while a run goes (harness/launch/tidy.py, private_checkpoint.py): each live launch's copy of
-the checkpoint (at most KEEP launches at once, harness/launch/pool.py); the results of the verdict being judged,
+the checkpoint (at most KEEP launches at once, harness/launch/pool.py; in a cuda run only the GPU launches, one per
+engine, copy the run's model: the CPU launches run the tiny one); a seeded checkpoint the run writes into the cache
+(PACKCHECK_CACHE_DIR) when the cache lies on the same disk (at 8B, 16 GB of bfloat16); the results of the verdict being judged,
 every arm's, until the verdict is decided (ARMS: measured per scenario); and the arms `--save-arms` keeps: none;
 for `failing`, one failing verdict's (the largest one's; each further failing verdict keeps its own); for `all`,
 every verdict's. A cuda run holds its verdicts' results on the GPU, not here (harness/launch/device_result.py): only
@@ -17,9 +19,8 @@ the check never refuses a machine that can run packcheck.
 
 from __future__ import annotations
 
-import json
+import math
 import shutil
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,8 @@ from pathlib import Path
 from packcheck.harness.errors import InputError
 from packcheck.harness.launch.pool import KEEP
 from packcheck.harness.launch.usage import human
-from packcheck.harness.models.sizes import resolve_model
+from packcheck.harness.models.checkpoint import WEIGHTS, cache_dir, parameter_count, parameter_shapes
+from packcheck.harness.models.sizes import planned_checkpoint
 from packcheck.harness.run.inputs import Inputs
 
 # arms with a result per verdict (engine and oracle arms), counted in `packcheck run --engine reference --save-arms all`
@@ -58,41 +60,57 @@ def free_bytes(directory: Path) -> int:
     return shutil.disk_usage(directory).free
 
 
-def parameter_count(checkpoint: str | Path) -> int:
-    """Elements in the checkpoint's safetensors files, from their headers (nothing is loaded)."""
-    total = 0
-    for path in sorted(Path(checkpoint).glob("*.safetensors")):
-        with open(path, "rb") as file:
-            (length,) = struct.unpack("<Q", file.read(8))
-            header = json.loads(file.read(length))
-        for name, entry in header.items():
-            if name != "__metadata__":
-                count = 1
-                for size in entry["shape"]:
-                    count *= size
-                total += count
-    return total
-
-
 def checkpoint_bytes(checkpoint: str | Path) -> int:
     return sum(p.stat().st_size for p in Path(checkpoint).iterdir() if p.is_file())
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CheckpointSize:
+    params: int
+    bytes: int  # its files on the disk, written or to be written
+    unwritten: bool  # a cache entry the run will write (a --model preset not yet in the cache)
+
+
+def checkpoint_size(family: str, inputs: Inputs) -> CheckpointSize:
+    """The parameters and bytes of the checkpoint --model starts every arm from, from its files where they exist, else
+    from its config and weight format (transformers' model class on the meta device): nothing is written to know it."""
+    planned = planned_checkpoint(family, inputs.model, inputs.seed)
+    if (planned.path / "model.safetensors").exists():
+        return CheckpointSize(params=parameter_count(planned.path), bytes=checkpoint_bytes(planned.path), unwritten=False)
+    params = sum(math.prod(shape) for shape in parameter_shapes(planned.family, planned.config).values())
+    return CheckpointSize(params=params, bytes=params * WEIGHTS[planned.weights], unwritten=planned.seeded)
+
+
+def same_disk(a: Path, b: Path) -> bool:
+    """Whether `a` and `b` (or the nearest folders above them that exist) lie on one file system."""
+    def device(path: Path) -> int:
+        path = path.resolve()
+        while not path.exists():
+            path = path.parent
+        return path.stat().st_dev
+
+    return device(a) == device(b)
+
+
 def disk_need(families: Sequence[str], scenarios: Sequence[str], engines: int, dtype: str, inputs: Inputs,
-              save_arms: str, device: str = "cpu") -> Need:
+              save_arms: str, device: str = "cpu", out: Path | None = None) -> Need:
     """What the run will need under --out at its peak (the module's docstring says how it is counted)."""
-    checkpoints = [resolve_model(family, inputs.model, inputs.seed).spec.checkpoint for family in families]
-    params = max(parameter_count(c) for c in checkpoints)
-    copies = KEEP * max(checkpoint_bytes(c) for c in checkpoints)
+    sizes = [checkpoint_size(family, inputs) for family in families]
+    params = max(s.params for s in sizes)
+    # a cuda run's arms that outnumber the GPUs run at the tiny size: only each engine's GPU launch copies this model
+    live = min(KEEP, engines) if device == "cuda" else KEEP
+    copies = live * max(s.bytes for s in sizes)
+    cache = sum(s.bytes for s in sizes if s.unwritten) if out is None or same_disk(cache_dir(), out) else 0
     element = ELEMENT_BYTES.get(dtype, 8)  # "auto": the largest
     arm = params * element
     most = max(ARMS.get(name, ARMS_UNKNOWN) for name in scenarios)
     largest = 0 if device == "cuda" else most  # a cuda run's results stay on the GPU (harness/launch/device_result.py)
     saved = {"none": 0, "failing": most, "all": engines * len(families) * sum(ARMS.get(n, ARMS_UNKNOWN) for n in scenarios)}[save_arms]
-    return Need(bytes=int(FACTOR * (copies + arm * (largest + saved))), kept=int(FACTOR * arm * saved),
-                how=(f"{FACTOR:g} x ({KEEP} checkpoint copies of {human(copies // KEEP)} + {largest} arm results held by the "
+    return Need(bytes=int(FACTOR * (copies + arm * (largest + saved))) + cache, kept=int(FACTOR * arm * saved),
+                how=(f"{FACTOR:g} x ({live} checkpoint copies of {human(copies // live)} + {largest} arm results held by the "
                      f"largest verdict{' on the disk (on the GPU in a cuda run)' if device == 'cuda' else ''} + {saved} kept by --save-arms {save_arms}; an arm's result {human(arm)}: "
-                     f"{params:,} parameters x {element} bytes)"))
+                     f"{params:,} parameters x {element} bytes)"
+                     + (f" + {human(cache)} of seeded checkpoints the run writes into the cache ({cache_dir()})" if cache else "")))
 
 
 def check_disk(out: Path, need: Need) -> str:

@@ -47,10 +47,10 @@ OPTIONS = (
     Option(name="timeout", type=float, default=600.0, default_text="600",
            means="seconds one arm may run on a rank before it is reported as hung; the run goes on"),
     Option(name="model", default="tiny",
-           means="a size preset of each family (tiny, 0.6b, 1b: `packcheck list families`) or a directory holding a "
+           means="a size preset of each family (tiny, 0.6b, 1b, 8b: `packcheck list families`) or a directory holding a "
                  "Hugging Face config.json, with its safetensors or seeded weights"),
     Option(name="seed", type=int, default=0, means="seed of every generated input, weights included; 0 is the goldens'"),
-    Option(name="data_scale", type=int, default_text="the model's: 1 for tiny, 85 for 0.6b/1b",
+    Option(name="data_scale", type=int, default_text="the model's: 1 for tiny, 85 for 0.6b/1b/8b",
            means="documents and packed rows this many times longer, odd"),
     Option(name="noise_floors", metavar="CALIBRATION_JSON", default_text="the shipped, docs/gpu.md",
            means="judge float32/bfloat16 with 4x the floors `packcheck calibrate` measured on your model and machine "

@@ -24,6 +24,7 @@ from packcheck.harness.launch import HANG as LAUNCH_HANG
 from packcheck.harness.launch import INVALID as LAUNCH_INVALID
 from packcheck.harness.launch import UNSUPPORTED as LAUNCH_UNSUPPORTED
 from packcheck.harness.launch import CaseOutcome, ErrorKind
+from packcheck.harness.run.work_share import overworked, unobservable
 
 
 class Kind(Enum):
@@ -85,9 +86,12 @@ def accept(engine: EngineInfo, arm: ArmId, case: Case, stage: int, outcome: Case
         result = validate_result(engine.name, case, outcome.result)
     except InvalidResult as err:
         return ended(Kind.INVALID, problems=tuple(err.problems), result=outcome.result)
+    warnings = []
     if case.parallel.world_size > 1:
-        problems = unused_mesh(case.parallel, int(case.model.config["num_hidden_layers"]), result.collectives or [])
+        problems = overworked(case, outcome.work) + unused_mesh(case.parallel, int(case.model.config["num_hidden_layers"]),
+                                                                result.collectives or [])
         if problems:
             return ended(Kind.UNUSED_MESH, unused=tuple(problems))
-    warning = boundary_warning(case, result)
-    return ended(Kind.RAN, result=result, warnings=(warning,) if warning else ())
+        warnings.append(unobservable(case, outcome.work))
+    warnings.append(boundary_warning(case, result))
+    return ended(Kind.RAN, result=result, warnings=tuple(w for w in warnings if w))

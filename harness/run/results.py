@@ -10,6 +10,7 @@ Schema `packcheck.results/1` (documented in docs/results-schema.md):
     rows:       one per engine x family x scenario x dtype x arms x quantity x item x metric,
                 with observed, threshold, margin, passed, where
     resources:  the run's peak disk under its folder and peak memory (packcheck run only)
+    damage:     each golden, noise floor or cached checkpoint an engine changed while the run ran (absent: none)
 results.jsonl: a first line {"schema", "provenance"}, then one {"verdict", "rows"} line per verdict.
 """
 
@@ -71,11 +72,13 @@ class ResultsFile:
             lines.flush()
             os.fsync(lines.fileno())
 
-    def write(self, resources: dict | None = None) -> None:
+    def write(self, resources: dict | None = None, damage: list[str] | tuple[str, ...] = ()) -> None:
         """The whole table as results.json (at the end of the run, or when it is interrupted); `resources`: the run's
-        peak disk and memory (harness/launch/usage.py), where measured."""
-        data = {"schema": SCHEMA, "provenance": self.provenance, "verdicts": [r["verdict"] for r in self.records],
-                "rows": [row for r in self.records for row in r["rows"]]} | ({"resources": resources} if resources else {})
+        peak disk and memory (harness/launch/usage.py), where measured; `damage`: each golden or cached checkpoint an
+        engine changed during the run (harness/launch/pool.py), which keeps the run from being green."""
+        data = ({"schema": SCHEMA, "provenance": self.provenance, "verdicts": [r["verdict"] for r in self.records],
+                 "rows": [row for r in self.records for row in r["rows"]]} | ({"resources": resources} if resources else {})
+                | ({"damage": list(damage)} if damage else {}))
         write_atomically(self.path, json.dumps(data, indent=1))
         write_tables(self.directory, data["verdicts"], data["rows"])  # the same records, one flat table per file
 

@@ -22,7 +22,8 @@ from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run.progress import Progress
 from packcheck.harness.run.results import ResultsFile, arms_directory
 from packcheck.harness.run.scenario_runner import RunOptions, did_not_start, run_scenario
-from packcheck.harness.run.verdict import ERROR, UNSUPPORTED, Verdict
+from packcheck.harness.run.localise import localise_in_run
+from packcheck.harness.run.verdict import ERROR, FAIL, UNSUPPORTED, Verdict
 from packcheck.harness.scenarios import Scenario
 from packcheck.harness.text import safe_line, safe_text
 
@@ -40,6 +41,7 @@ class Matrix:
     inputs: Inputs = field(default_factory=Inputs)  # --model, --seed, --data-scale
     logic_pass: bool = True  # arms with more ranks than GPUs run on the CPU in float64 (False: skipped; calibration)
     noise_floors: dict[str, dict[str, float]] = field(default_factory=dict)  # dtype -> field -> floor (--noise-floors)
+    localise: bool = False  # --localise: after each failing verdict, where its arms first part (harness/run/localise.py)
     verdicts: list[Verdict] = field(default_factory=list)
     not_started: dict[str, LaunchFailed] = field(default_factory=dict)  # engine spec -> why its processes never came up
 
@@ -81,6 +83,8 @@ def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: Text
                 progress.finish(verdict_line(verdict), safe_text(verdict.message()) if verdict.failed else "")
                 matrix.verdicts.append(verdict)
                 results.add(verdict)
+                if matrix.localise and engine is not None and verdict.status == FAIL:
+                    progress.note("  where it parts: " + safe_text(localise_in_run(matrix, engine, scenario, verdict, results.directory, pool)))
     finally:
         progress.close()
     return matrix.verdicts

@@ -27,6 +27,7 @@ from packcheck.harness.engines import Capabilities
 from packcheck.harness.golden import GoldenProblem
 from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.judging.diagnoses import shared_diagnosis
+from packcheck.harness.judging.oracle_memory import oracle_memory_reason
 from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.judging.oracle_arms import oracle_arms
 from packcheck.harness.judging.truth import truth_tolerance
@@ -50,9 +51,9 @@ def oracle(setting: Setting, before: Before) -> dict:
 
 
 def applies(setting: Setting, capabilities: Capabilities) -> str | None:
-    if "dloss_dlogprobs" in capabilities.reports:
-        return None
-    return "the engine does not report dloss_dlogprobs, which gradient_oracle judges"
+    if "dloss_dlogprobs" not in capabilities.reports:
+        return "the engine does not report dloss_dlogprobs, which gradient_oracle judges"
+    return oracle_memory_reason(setting)
 
 
 def tolerance(j: Judgement) -> Tolerance:

@@ -108,14 +108,16 @@ def example(names: list[str]) -> str:
 
 
 def compare_frozen(arm_name: str, result: StepResult, before: dict, frozen: list[str]) -> Comparison:
-    moved = [n for n in frozen if not torch.equal(result.params_after[n], before[n].to(result.params_after[n].dtype))]
+    moved = [n for n in frozen if not as_checkpoint(result.params_after, before, n, result.params_after[n].dtype)]
     return Comparison(arms=Arms(arm_name, HARNESS), quantity="frozen_params", item="", metric="changed_tensors",
                       observed=float(len(moved)), threshold=0.0,
                       where=f"{len(moved)} of {len(frozen)} frozen tensors differ from the checkpoint" + example(moved))
 
 
 def as_checkpoint(params: dict, before: dict, name: str, dtype: torch.dtype) -> bool:
-    return torch.equal(params[name].to(dtype), before[name].to(dtype))
+    """Whether `name` is exactly as in the checkpoint (on the result's device: at 8B a result may be kept on the host)."""
+    value = params[name]
+    return torch.equal(value.to(dtype), before[name].to(device=value.device, dtype=dtype))
 
 
 def steps_past_rounding(expected: torch.Tensor, before: torch.Tensor, dtype: torch.dtype) -> bool:

@@ -6,7 +6,7 @@ all; golden_regression sees it only for an engine with an optimizer step at the 
 only for one that reports dloss_dlogprobs. Here the engine runs a packed and an unpacked arm (two uneven
 micro-batches, the contract's SFT loss, no optimizer step, nothing optional reported; either may be declined,
 not both) and ORACLE_ENGINE runs each same case (the checkpoint, samples, layout and partition of this run's
---model and --seed) in float64 on the CPU; the engine's log-probs, loss, loss-token count, weights and every
+--model and --seed) in float64 on the case's device (judging/oracle_arms.py); the engine's log-probs, loss, loss-token count, weights and every
 gradient are judged against it.
 
 The samples are the goldens' document lengths with tokens and masks of their own seed (input_seed), so no
@@ -21,10 +21,13 @@ from packcheck.harness.compare import ArmId, Arms, Role, Tolerance, compare_resu
 from packcheck.harness.contract import UNPACKED, Partition, packed
 from packcheck.harness.data.lengths import varied
 from packcheck.harness.data.samples import MIXED_DOCUMENTS, PACKED_AT, make_samples, scaled
+from packcheck.harness.engines import Capabilities
 from packcheck.harness.golden import GoldenProblem
 from packcheck.harness.judging.cases import arm, for_model, input_seed, kept
 from packcheck.harness.judging.diagnoses import shared_diagnosis
+from packcheck.harness.judging.oracle_memory import oracle_memory_reason
 from packcheck.harness.judging.judgement import Judgement, Setting
+from packcheck.harness.judging.oracle_arms import oracle_of
 from packcheck.harness.judging.truth import truth_tolerance
 from packcheck.harness.scenarios.base import Before, Scenario, Stage, from_setting
 from packcheck.harness.scenarios.building import failing
@@ -43,9 +46,13 @@ def build(setting: Setting) -> dict:
 
 
 def oracle(setting: Setting, before: Before) -> dict:
-    """The engine's own case, run by the reference in float64 on the CPU (only for an engine arm that ran)."""
-    return {name: case.with_(name=str(ArmId(name).oracle), dtype="float64", device="cpu", attention="auto", optimizer=None)
-            for name, case in before.cases.items() if name in before.results}
+    """The engine's own case, run by the reference in float64 on the case's device (only for an engine arm that ran)."""
+    return {name: oracle_of(case) for name, case in before.cases.items() if name in before.results}
+
+
+def applies(setting: Setting, capabilities: Capabilities) -> str | None:
+    """Every engine, wherever the float64 reference fits the case's device (not at 8B: judging/oracle_memory.py)."""
+    return oracle_memory_reason(setting)
 
 
 def tolerance(j: Judgement) -> Tolerance:
@@ -85,4 +92,5 @@ ORACLE_AGREEMENT = Scenario(
     judge=judge,
     diagnose=diagnose,
     optional_arms=frozenset({"packed", "unpacked"}),
+    applies=applies,
 )

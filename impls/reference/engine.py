@@ -8,6 +8,8 @@ calls `run`; rank 0 returns the result.
 from __future__ import annotations
 
 import json
+import sys
+import time
 from pathlib import Path
 from typing import ClassVar
 
@@ -15,6 +17,7 @@ import torch
 
 from packcheck.harness.contract import Case, LayoutKind, LossKind, StepResult
 from packcheck.harness.engines import Capabilities, Engine, device_missing
+from packcheck.harness.engines.capture import active_recorder
 from packcheck.impls.reference.model import HybridCausalLM
 from packcheck.impls.reference.model.linear_attention import LinearAttentionBackend, default_linear_attention
 from packcheck.impls.reference.model.loading import load_model
@@ -24,7 +27,8 @@ from packcheck.impls.reference.parallel.ring import ring_backend
 from packcheck.impls.reference.parallel.sharded_tower import shard_tower
 from packcheck.impls.reference.parallel.ulysses import ulysses_backend
 from packcheck.impls.reference.step.pipeline import REFERENCE, Pipeline
-from packcheck.impls.reference.step.train_step import train_step
+from packcheck.impls.reference.step.memory_plan import NONE, MemoryPlan, device_bytes, memory_plan, plannable
+from packcheck.impls.reference.step.train_step import build_micro_batches, train_step
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}
 ALL_LAYOUTS = frozenset(LayoutKind)
@@ -44,6 +48,7 @@ class ReferenceEngine(Engine):
         losses=frozenset(LossKind),
         reports=frozenset({"dloss_dlogprobs", "params_after", "aux_loss", "router_tokens_per_expert"}),
         images=True,
+        activations=True,
         attention={
             "auto": ALL_LAYOUTS,
             "sdpa": ALL_LAYOUTS,
@@ -98,15 +103,41 @@ class ReferenceEngine(Engine):
     def train(self, case: Case, mesh: Mesh) -> StepResult | None:
         """One step of this rank of the mesh; rank 0 returns the result."""
         device = mesh.device
+        started = time.perf_counter()
+        if torch.device(device).type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
         model = load_model(case.model.checkpoint, DTYPES[case.dtype], device)
+        loaded = time.perf_counter()
         self.prepare_model(model, case)
         if isinstance(model, HybridCausalLM):
             model.linear_attention = self.linear_attention_backend(case)
         for name, parameter in model.named_parameters():
             parameter.requires_grad_(not case.model.is_frozen(name))
+        recorder = active_recorder()  # a localisation's capture (harness/engines/capture.py); None on every ordinary run
+        if recorder is not None:
+            recorder.attach(model)
         if mesh.dp > 1 and hasattr(model, "encode_images"):  # ranks with other micro-batches: the tower's collectives must match
             shard_tower(model.model.visual, mesh)
         if case.parallel.dp_style == "shard" and mesh.dp > 1:  # FSDP2; "replicate" and None: DDP
             shard_model(model, mesh)
         attention = CONTEXT_PARALLEL[case.parallel.cp_style](mesh) if case.parallel.cp > 1 else self.attention_backend(case)
-        return train_step(model, case, self.pipeline, attention, mesh)
+        micro_batches = build_micro_batches(case, self.pipeline, mesh)
+        # a localisation's capture records each module's output as it runs: a layer recomputed in backward would record twice
+        plan = NONE if recorder is not None else self.memory_plan(model, case, mesh, micro_batches)
+        result = train_step(model, case, plan.apply(model, self.pipeline), attention, mesh, recorder, micro_batches)
+        if plan.saving and torch.device(device).type == "cuda":  # a large step says what it cost (the launch's log)
+            torch.cuda.synchronize(device)
+            print(f"reference: {case.name}: {time.perf_counter() - started:.1f} s ({loaded - started:.1f} s loading the checkpoint), "
+                  f"peak GPU memory {torch.cuda.max_memory_allocated(device) / 1e9:.1f} GB", file=sys.stderr, flush=True)
+        return result
+
+    @staticmethod
+    def memory_plan(model: torch.nn.Module, case: Case, mesh: Mesh, micro_batches) -> MemoryPlan:
+        """Whether this rank's step fits its device as it is (step/memory_plan.py); a step that does not is said on stderr."""
+        if not plannable(model):
+            return NONE
+        shapes = [tuple(p.input_ids_BT.shape) for forwards in micro_batches for p in forwards]
+        plan = memory_plan(model.config, DTYPES[case.dtype].itemsize, device_bytes(mesh.device), shapes)
+        if plan.saving:
+            print(f"reference: {case.name}: {plan.describe()}", file=sys.stderr, flush=True)
+        return plan

@@ -42,7 +42,9 @@ def make_fast(model: torch.nn.Module, compile_layers: bool) -> torch.nn.Module:
 
 class ReferenceFast(ReferenceEngine):
     name = "reference.fast"
-    capabilities = replace(ReferenceEngine.capabilities, families=frozenset({"llama", "qwen3", "qwen3_moe"}), images=False)
+    # no capture: its layers run compiled on a GPU, where module hooks would break the graphs it is measured by
+    capabilities = replace(ReferenceEngine.capabilities, families=frozenset({"llama", "qwen3", "qwen3_moe"}), images=False,
+                           activations=False)
     pipeline = FAST_PIPELINE
 
     @staticmethod

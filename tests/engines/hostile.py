@@ -183,6 +183,59 @@ class IgnoresMeshBehindAFinding(IgnoresMesh):
                                    evidence="hostile.py: this engine", upstream="none found", min_margin=1.0, measured="nothing"),)
 
 
+def _groups(plan) -> tuple[list, list]:
+    """Every rank's context- and data-parallel groups, created in the same order on every rank (rank = dp_rank x cp + cp_rank)."""
+    import torch.distributed as dist
+
+    cp_groups = [dist.new_group([d * plan.cp + c for c in range(plan.cp)]) for d in range(plan.dp)]
+    dp_groups = [dist.new_group([d * plan.cp + c for d in range(plan.dp)]) for c in range(plan.cp)]
+    return cp_groups, dp_groups
+
+
+def _talk(plan, layers: int) -> None:
+    """Collectives that reach every peer: one per attention layer over the context-parallel group, one over the
+    data-parallel group; exactly what the collective trace asks of a rank that ran on its mesh, and nothing more."""
+    import torch.distributed as dist
+
+    cp_groups, dp_groups = _groups(plan)
+    rank = dist.get_rank()
+    for _ in range(layers if plan.cp > 1 else 0):
+        dist.all_reduce(torch.zeros(1), group=cp_groups[rank // plan.cp])
+    if plan.dp > 1:
+        dist.all_reduce(torch.zeros(1), group=dp_groups[rank % plan.cp])
+
+
+class IgnoresMeshQuietly(IgnoresMesh):
+    """IgnoresMesh that also issues the collectives a mesh would need, with nothing in them: every rank computes the
+    whole batch alone, and the collective trace alone cannot tell."""
+
+    name = "hostile.ignores-mesh-quietly"
+
+    def run(self, case):
+        result = super().run(case)
+        _talk(case.parallel, int(case.model.config["num_hidden_layers"]))
+        return result
+
+
+class RunsCpAsDp(ReferenceEngine):
+    """Context parallelism silently run as data parallelism: every rank of a context-parallel group computes its
+    data-parallel rank's rows whole (data parallelism over the ranks of one CP index), then talks over its CP group
+    once per layer as a real CP engine would. The numbers are the single-process ones."""
+
+    name = "hostile.cp-as-dp"
+
+    def run(self, case):
+        import torch.distributed as dist
+
+        plan = case.parallel
+        _, dp_groups = _groups(plan)
+        rank = dist.get_rank()
+        mesh = Mesh(dp=plan.dp, cp=1, rank=rank // plan.cp, dp_group=dp_groups[rank % plan.cp] if plan.dp > 1 else None)
+        result = self.train(case.with_(parallel=replace(plan, cp=1, cp_style=None)), mesh)
+        _talk(plan, int(case.model.config["num_hidden_layers"]))
+        return result
+
+
 class ForgesPassLine(ReferenceEngine):
     """A newline in its name: printed raw, the rest of the name is a console line of its own, a forged PASS."""
 
@@ -283,6 +336,22 @@ class SpawnsDetachedAndHangs(SpawnsDetached):
 
     def run(self, case):
         super().run(case)
+        time.sleep(3600)
+
+
+class SpawnsDetachedWhileBuilding(ReferenceEngine):
+    """Starts the detached grandchild while its engine is being built (the launch's start-up), then never finishes
+    building: for killing the harness before any case has started."""
+
+    name = "hostile.spawns-detached-while-building"
+
+    def __init__(self):
+        import subprocess
+
+        out = _out_of_run(os.path.dirname(os.path.abspath(sys.argv[-1])))  # the rank's argument: its launch's job.json
+        subprocess.Popen([sys.executable, "-c", FORGE, str(out), "3"], start_new_session=True, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        (out / "spawned").write_text(str(os.getpid()))
         time.sleep(3600)
 
 

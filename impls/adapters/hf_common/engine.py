@@ -24,6 +24,8 @@ import torch
 
 from packcheck.harness.contract import Case, LayoutKind, StepResult
 from packcheck.harness.engines import Capabilities, Engine
+from packcheck.harness.engines.capture import active_recorder
+from packcheck.impls.adapters.hf_common.activations import attach_recorder
 from packcheck.impls.adapters.hf_common.capture import StepCapture
 from packcheck.impls.adapters.hf_common.partition import rank_micro_batches
 from packcheck.impls.adapters.hf_common.ranks import combine_ranks
@@ -41,6 +43,7 @@ TRAINER_CAPABILITIES = Capabilities(
     reports=frozenset({"dloss_dlogprobs", "params_after", "grad_norm"}),
     attention={name: PACKED_AND_PADDED for name in ATTENTION},
     max_dp=MAX_DP,  # accelerate's DDP over the launcher's gloo group (the dp2 arms: docs/findings.md)
+    activations=True,  # its model's named_modules, hooked when a localisation asks (activations.py)
 )
 
 
@@ -86,6 +89,8 @@ class TrainerEngine(Engine):
             for name, parameter in trainer.model.named_parameters():
                 parameter.requires_grad_(not case.model.is_frozen(name))
             handles = capture.attach(trainer.model)
+            if (recorder := active_recorder()) is not None:  # a localisation's capture; None on every ordinary run
+                attach_recorder(recorder, trainer.model, case, rank_micro_batches(case))
             try:
                 output = trainer.train()
             finally:

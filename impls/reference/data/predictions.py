@@ -36,6 +36,7 @@ class Predictions:
     sample_BT: torch.Tensor  # which sample each position holds (-1 padding): which samples this forward saw
     image_index_BT: torch.Tensor | None = None  # vision-language only: the image feature of each placeholder, -1 for text
     images: ForwardImages | None = None  # vision-language only: this forward's images, whole on every shard
+    token_BT: torch.Tensor | None = None  # which token of its sample each position holds (-1 padding): where a capture puts it
 
     @classmethod
     def from_rows(cls, rows: Rows) -> Predictions:
@@ -51,6 +52,7 @@ class Predictions:
             label_sample_BT=next_of(rows.sample_BT, -1),
             label_token_BT=next_of(rows.token_BT, -1),
             sample_BT=rows.sample_BT,
+            token_BT=rows.token_BT,
         )
 
     def shard(self, index: int, count: int) -> Predictions:

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from packcheck.impls.reference.model.attention import AttentionBackend, get_attention_backend
 from packcheck.impls.reference.model.config import ModelConfig
@@ -38,6 +39,8 @@ class CausalLM(nn.Module):
     config_class = ModelConfig
     # reference.fast sets this: forward returns LmHeadInputs (hidden states, lm_head weight) for a chunked log-prob
     lm_head_inputs = False
+    # a step too large for its device sets this (step/memory_plan.py): each layer keeps only its input for backward
+    checkpoint_layers = False
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -59,8 +62,12 @@ class CausalLM(nn.Module):
         mask = backend.build_mask(segment_ids_BT)
         x_BTC = self.model.embed_tokens(input_ids_BT)
         cos_BTD, sin_BTD = rope_cos_sin(position_ids_BT, self.config.head_dim, self.config.rope_theta, x_BTC.dtype)
+        recompute = self.checkpoint_layers and torch.is_grad_enabled()
         for layer in self.model.layers:
-            x_BTC = layer(x_BTC, cos_BTD, sin_BTD, backend, mask)
+            if recompute:  # non-reentrant: the mask may be any object (a BlockMask), and DDP's hooks see one backward
+                x_BTC = checkpoint(layer, x_BTC, cos_BTD, sin_BTD, backend, mask, use_reentrant=False)
+            else:
+                x_BTC = layer(x_BTC, cos_BTD, sin_BTD, backend, mask)
         if self.lm_head_inputs:
             return LmHeadInputs(self.model.norm(x_BTC), self.lm_head.weight)
         return self.lm_head(self.model.norm(x_BTC))  # logits_BTV

@@ -24,6 +24,7 @@ import dataclasses
 import torch
 
 from packcheck.harness.contract import Case, StepResult
+from packcheck.harness.engines.capture import ActivationRecorder
 from packcheck.impls.reference.data.layouts import plan_forwards
 from packcheck.impls.reference.data.predictions import Predictions
 from packcheck.impls.reference.data.rows import build_rows
@@ -55,10 +56,11 @@ def build_micro_batches(case: Case, pipe: Pipeline, mesh: Mesh = SINGLE_PROCESS)
 
 def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention, scatter: SampleScatter | None = None,
                          mesh: Mesh = SINGLE_PROCESS, micro_batches: list[list[Predictions]] | None = None,
-                         ) -> tuple[float, int, tuple[float, torch.Tensor] | None]:
+                         recorder: ActivationRecorder | None = None) -> tuple[float, int, tuple[float, torch.Tensor] | None]:
     """Forwards and backwards of every micro-batch into `.grad`, summed over the mesh: the global
     loss and loss-token count, and for a MoE model the global aux loss and router counts [L, E].
-    `micro_batches`: this rank's rows if already built (`build_micro_batches`, e.g. on another thread while the GPU works)."""
+    `micro_batches`: this rank's rows if already built (`build_micro_batches`, e.g. on another thread while the GPU works).
+    `recorder`: a localisation's capture, told where each forward's positions sit (harness/engines/capture.py)."""
     device = next(model.parameters()).device
     if micro_batches is None:
         micro_batches = build_micro_batches(case, pipe, mesh)
@@ -80,6 +82,8 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention,
         for f, predictions in enumerate(forwards):
             p = predictions.to(device)
             images = () if image_features[f] is None else (image_features[f], p.image_index_BT)
+            if recorder is not None:
+                recorder.place(p.sample_BT, p.token_BT)
             with sync.backward_context(last=(m, f) == last), record_routing(model) as routing:
                 logits_BTV = sync.forward_module(p.input_ids_BT, p.position_ids_BT, p.segment_ids_BT, attention, *images)
                 lp_BT = pipe.label_logprobs(logits_BTV, p.label_BT)
@@ -106,12 +110,15 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention,
     return total_loss, global_tokens, (total_aux, global_router.tokens_per_expert_LE)
 
 
-def train_step(model: CausalLM, case: Case, pipe: Pipeline, attention, mesh: Mesh = SINGLE_PROCESS) -> StepResult | None:
+def train_step(model: CausalLM, case: Case, pipe: Pipeline, attention, mesh: Mesh = SINGLE_PROCESS,
+               recorder: ActivationRecorder | None = None, micro_batches: list[list[Predictions]] | None = None) -> StepResult | None:
     scatter = SampleScatter([len(s.input_ids) for s in case.samples], next(model.parameters()).dtype)
-    total_loss, global_tokens, router = accumulate_gradients(model, case, pipe, attention, scatter, mesh)
+    total_loss, global_tokens, router = accumulate_gradients(model, case, pipe, attention, scatter, mesh, micro_batches, recorder=recorder)
     scatter.reduce(mesh)
-    # kept on the device: the harness takes a GPU result from there (harness/launch/device_result.py)
-    grads = {name: full_tensor(p.grad).detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+    # kept on the device: the harness takes a GPU result from there (harness/launch/device_result.py). Copied only where
+    # the optimizer step would change them (clipping scales them in place): at 8B a copy is 16 GB of the GPU
+    own = (lambda g: g.clone()) if case.optimizer is not None else (lambda g: g)
+    grads = {name: own(full_tensor(p.grad).detach()) for name, p in model.named_parameters() if p.requires_grad}
     params_after, grad_norm = None, None
     if case.optimizer is not None:
         grad_norm = take_optimizer_step(model, case.optimizer, pipe, mesh)
