@@ -1,10 +1,11 @@
 """Each public mutant's failing verdict shrunk, with the sizes before and after and the seconds it took (docs/shrink.md).
 
 For every (mutant, scenario, family) of CASES (the scenarios that flag it): the verdict is judged at the scenario's
-size, shrunk within --budget seconds (harness/shrink), and the smallest case replayed from its file; one Markdown
-row per case: tokens, documents, ranks and layers before -> after, how many times fewer tokens, seconds (the whole
-shrink, the judging at full size included), trials, whether the search ran to its end, and whether the replay failed
-the same comparison again. Launches stay warm across the cases (one pool).
+size (as `packcheck run` judges it), shrunk from it within --budget seconds (harness/shrink, as `run --shrink` does),
+and the smallest case replayed from its file; one Markdown row per case: tokens, documents, ranks and layers before
+-> after, how many times fewer tokens, the seconds of the judging and of the shrink (`packcheck shrink RUN_DIR/...`
+judges again first: both), trials, whether the search ran to its end, and whether the replay failed the same
+comparison again. Launches stay warm across the cases (one pool).
 
 Usage:
   1. python3 benchmarks/shrink_mutants.py                                   # every case, CPU float64, 120 s each
@@ -28,7 +29,7 @@ from packcheck.harness.scenarios import SCENARIOS, get_scenario
 from packcheck.harness.shrink.driver import NothingToShrink, shrink
 from packcheck.harness.shrink.record import read_shrunk, write_shrunk
 from packcheck.harness.shrink.replay import replay
-from packcheck.harness.shrink.subject import Subject
+from packcheck.harness.shrink.subject import Subject, run
 
 CASES = (  # (mutant, scenario, family)
     ("mutant.cross-doc-attention", "packed_vs_unpacked", "llama"),
@@ -63,8 +64,8 @@ def main() -> int:
     parser.add_argument("--all", action="store_true", help="every scenario with each mutant it catches (default: CASES)")
     parser.add_argument("--verbose", action="store_true", help="print every trial (default: no)")
     args = parser.parse_args()
-    rows = ["| mutant | scenario | family | tokens | documents | ranks | layers | fewer tokens | seconds | trials | ended | replay fails |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| mutant | scenario | family | tokens | documents | ranks | layers | fewer tokens | judged in (s) | shrunk in (s) | trials | ended | replay fails |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     workdir = Path(tempfile.mkdtemp(prefix="shrink-bench-"))
     with LaunchPool(workdir / "launches", 600.0) as pool:
         for engine, scenario, family in every_claim() if args.all else CASES:
@@ -73,16 +74,19 @@ def main() -> int:
             subject = Subject(engine=engine, engine_name=engine, scenario=get_scenario(scenario), family=family, dtype=args.dtype,
                               device=args.device, inputs=Inputs(model=args.model))
             started = time.monotonic()
+            verdict = run(subject, subject.scenario, None, pool)  # as `packcheck run` judged it before --shrink
+            judged = time.monotonic() - started
             try:
-                shrunk = shrink(subject, pool, args.budget, say=(lambda line: print(line, file=sys.stderr)) if args.verbose else (lambda line: None))
+                shrunk = shrink(subject, pool, args.budget, say=(lambda line: print(line, file=sys.stderr)) if args.verbose else (lambda line: None),
+                                first=verdict)
             except NothingToShrink as why:
-                rows.append(f"| {engine} | {scenario} | {family} | {why} ({time.monotonic() - started:.0f}s) ||||||||")
+                rows.append(f"| {engine} | {scenario} | {family} | {why} (judged in {judged:.0f}s) |||||||||")
                 continue
             case = read_shrunk(write_shrunk(shrunk, workdir / f"{engine}-{scenario}.json"))
             again = replay(case, pool)
             b, a = shrunk.before, shrunk.after
             rows.append(f"| {engine} | {scenario} | {family} | {b.tokens} -> {a.tokens} | {b.documents} -> {a.documents} | {b.ranks} -> {a.ranks} "
-                        f"| {b.layers} -> {a.layers} | {b.tokens / a.tokens:.1f}x | {shrunk.seconds:.0f} | {shrunk.trials} | "
+                        f"| {b.layers} -> {a.layers} | {b.tokens / a.tokens:.1f}x | {judged:.0f} | {shrunk.seconds:.0f} | {shrunk.trials} | "
                         f"{'yes' if shrunk.complete else 'budget'} | {'yes' if shrunk.target.holds(again) else 'NO'} |")
             print(rows[-1], file=sys.stderr, flush=True)
     print("\n".join(rows))

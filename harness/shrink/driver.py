@@ -84,9 +84,11 @@ def _shrink(subject: Subject, pool: LaunchPool, budget: float, say: Callable[[st
     if first is None:
         say(f"shrinking {subject.describe()}: judged again at the scenario's size first")
         first = run(subject, subject.scenario, None, pool)
-        if first.status != FAIL:
-            raise NothingToShrink(f"the failure did not reproduce: judged again, the verdict is {first.status} "
-                                  "(a nondeterministic engine, or one changed since the run)")
+        if first.status == PASS:
+            raise NothingToShrink("the failure did not reproduce: judged again, the verdict passes (a nondeterministic engine, "
+                                  "or one changed since the run)")
+        if (why := refusal(subject, first.status)) is not None:
+            raise NothingToShrink(f"judged again, {why}")
     target = Target.of(first)
     say(f"shrinking {subject.describe()}: {target} fails, diagnosed by {target.diagnosis_class}; budget {budget:g}s "
         f"({time.monotonic() - started:.1f}s spent)")

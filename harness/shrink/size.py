@@ -39,5 +39,6 @@ def before_after(before: Size, after: Size) -> str:
     parts = [f"tokens {before.tokens} -> {after.tokens}{ratio}"]
     parts += [f"{name.replace('_', '-')} {getattr(before, name)} -> {getattr(after, name)}" for name in FIELDS[1:]
               if getattr(before, name) != getattr(after, name)]
-    unchanged = [f"{getattr(after, name)} {name.replace('_', '-')}" for name in FIELDS[1:] if getattr(before, name) == getattr(after, name)]
+    unchanged = [f"{getattr(after, name)} {name.replace('_', '-')[:-1] if getattr(after, name) == 1 else name.replace('_', '-')}"
+                 for name in FIELDS[1:] if getattr(before, name) == getattr(after, name)]
     return ", ".join(parts) + (f" (kept: {', '.join(unchanged)})" if unchanged else "")
