@@ -37,7 +37,7 @@ def handle(args) -> int:
     if changed := drifted(case):
         print(f"packcheck replay: this packcheck builds other arms ({', '.join(changed)}) from the case's inputs than the ones it "
               "recorded (packcheck changed since it was written); replaying the recorded arms", file=sys.stderr)
-    with LaunchPool(Path(tempfile.mkdtemp(prefix="packcheck-replay-")), args.timeout) as pool:
+    with tempfile.TemporaryDirectory(prefix="packcheck-replay-") as launches, LaunchPool(Path(launches), args.timeout) as pool:
         verdict = replay(case, pool, engine)
     summary = case.summary
     print(f"{summary.line()}; replayed from {case.path}", file=sys.stderr)

@@ -90,7 +90,7 @@ def handle(args) -> int:
     run_dir, verdict, provenance = find_verdict(args.verdict)
     subject = subject_of(verdict, provenance)
     out = Path(args.out) if args.out else shrunk_path(run_dir, subject.engine_name, subject.family, subject.scenario.name)
-    with LaunchPool(Path(tempfile.mkdtemp(prefix="packcheck-shrink-")), args.timeout) as pool:
+    with tempfile.TemporaryDirectory(prefix="packcheck-shrink-") as launches, LaunchPool(Path(launches), args.timeout) as pool:
         return shrink_verdict(subject, pool, budget, out, status=verdict["status"])
 
 
