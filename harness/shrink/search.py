@@ -190,22 +190,36 @@ def documents(search: Search) -> None:
             chunks = min(2 * chunks, len(kept))
 
 
+def document_lengths(search: Search) -> dict[int, int]:
+    """Each document kept (its index in the scenario's set) with its length now."""
+    order = search.current.documents if search.current.documents is not None else range(len(search.arm.samples))
+    return {index: len(sample.input_ids) for index, sample in zip(order, search.arm.samples)}
+
+
+def cut_to(lengths: tuple[tuple[int, int], ...], cuts: dict[int, int]) -> tuple[tuple[int, int], ...]:
+    """`lengths` (Smaller.lengths) with the documents of `cuts` cut to their new lengths."""
+    return (*(pair for pair in lengths if pair[0] not in cuts), *sorted(cuts.items()))
+
+
 def lengths(search: Search) -> None:
     """Each document kept cut to its shortest prefix that still fails, the longest document first."""
-    order = search.current.documents if search.current.documents is not None else range(len(search.arm.samples))
-    now = {index: len(sample.input_ids) for index, sample in zip(order, search.arm.samples)}
-
-    def cut(index: int, tokens: int) -> Smaller:
-        return _with(search, lengths=(*(pair for pair in search.current.lengths if pair[0] != index), (index, tokens)))
+    now = document_lengths(search)
     for index in sorted(now, key=lambda i: (-now[i], i)):
-        search.smallest(list(range(1, now[index] + 1)), lambda tokens, index=index: cut(index, tokens))
+        search.smallest(list(range(1, now[index] + 1)), lambda tokens, index=index: _with(search, lengths=cut_to(search.current.lengths, {index: tokens})))
 
 
 def rows(search: Search) -> None:
+    """The packed row's length, every document longer than it cut to it: one move, because either alone can be stuck
+    (a CP arm's shard holds loss tokens only where a document reaches past the row's middle, so a document cannot be
+    cut while the row is long, and the row cannot be shortened while a document is)."""
     case = search.arm
-    if case.layout.seq_len is not None:
-        longest = max(len(sample.input_ids) for sample in case.samples)
-        search.smallest(list(range(longest, case.layout.seq_len + 1)), lambda n: _with(search, row=n))
+    if case.layout.seq_len is None:
+        return
+    now = document_lengths(search)
+
+    def fit(row: int) -> Smaller:
+        return _with(search, row=row, lengths=cut_to(search.current.lengths, {i: row for i, n in now.items() if n > row}))
+    search.smallest(list(range(1, case.layout.seq_len + 1)), fit)
 
 
 def micro_batches(search: Search) -> None:
@@ -227,5 +241,5 @@ def width(search: Search) -> None:
 
 
 PASSES: tuple[tuple[str, Callable[[Search], None]], ...] = (
-    ("ranks", ranks), ("layers", layers), ("documents", documents), ("lengths", lengths), ("rows", rows),
+    ("ranks", ranks), ("layers", layers), ("documents", documents), ("rows", rows), ("lengths", lengths),
     ("micro-batches", micro_batches), ("heads", heads), ("width", width))
