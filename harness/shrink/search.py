@@ -3,8 +3,8 @@
 Each pass makes one kind of input smaller (harness/data/smaller.py) and keeps a candidate only when the scenario's
 own run of it still fails the target (harness/shrink/target.py). The passes run in the order that makes every later
 trial cheapest: ranks first (fewer processes), then layers (less compute per token), then the data: documents (delta
-debugging over the set: halves, then quarters, ... removed while the failure stays), the packed row's length with the
-documents longer than it cut to it, each document's length (the shortest prefix, by bisection), micro-batches; then
+debugging over the set: halves, then quarters, ... removed while the failure stays), the packed row with every document
+in it scaled down by one factor, each document's length (the shortest prefix, by bisection), micro-batches; then
 heads and MLP width. Rounds repeat until
 one changes nothing. A number is searched by trying its smallest value first and bisecting between what passed and
 what failed, so a search takes about log2 of each range in trials.
@@ -210,19 +210,28 @@ def lengths(search: Search) -> None:
 
 
 def rows(search: Search) -> None:
-    """The packed row's length, every document longer than it cut to it: one move, because either alone can be stuck
-    (a CP arm's shard holds loss tokens only where a document reaches past the row's middle, so a document cannot be
-    cut while the row is long, and the row cannot be shortened while a document is). Only rows shorter than the longest
-    document are tried: a row between it and the row now trims padding alone, which is no fewer tokens (at 0.6b such a
-    bisection took half of a 120 s budget)."""
-    case = search.arm
-    if case.layout.seq_len is None:
-        return
-    now = document_lengths(search)
+    """The packed row shortened together with the documents in it, in two moves, because a document and its row can be
+    stuck alone (a CP arm's shard holds loss tokens only where a document reaches past the row's middle: a document
+    cannot be cut while the row is long, nor the row shortened while a document is).
 
-    def fit(row: int) -> Smaller:
-        return _with(search, row=row, lengths=cut_to(search.current.lengths, {i: row for i, n in now.items() if n > row}))
-    search.smallest([*range(1, max(now.values())), case.layout.seq_len], fit)
+    First every document and the row scaled by one factor (a row of r tokens instead of L, a document of n tokens cut
+    to max(1, n * r // L)): the packing is kept, documents that shared a row still share it (and a cross-document leak
+    with them), and one bisection shortens every document at once. Then the row alone, every document longer than it
+    cut to it, over the rows shorter than the longest document (a longer one trims padding only): this parts documents
+    but reaches a shard's edge the scaling cannot."""
+    if search.arm.layout.seq_len is None:
+        return
+    row, now = search.arm.layout.seq_len, document_lengths(search)
+
+    def scaled(shorter: int) -> Smaller:
+        cuts = {i: max(1, n * shorter // row) for i, n in now.items()}
+        return _with(search, row=shorter, lengths=cut_to(search.current.lengths, {i: n for i, n in cuts.items() if n < now[i]}))
+    search.smallest(list(range(1, row + 1)), scaled)
+    row, now = search.arm.layout.seq_len, document_lengths(search)
+
+    def fit(shorter: int) -> Smaller:
+        return _with(search, row=shorter, lengths=cut_to(search.current.lengths, {i: shorter for i, n in now.items() if n > shorter}))
+    search.smallest([*range(1, max(now.values())), row], fit)
 
 
 def micro_batches(search: Search) -> None:
