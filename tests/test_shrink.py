@@ -27,6 +27,7 @@ from packcheck.harness.scenarios.base import ORACLE_ENGINE
 from packcheck.harness.shrink.driver import NothingToShrink, shrink
 from packcheck.harness.shrink.record import read_shrunk, write_shrunk
 from packcheck.harness.shrink.replay import replay
+from packcheck.harness.shrink.search import fitting_cuts, scaled_cuts
 from packcheck.harness.shrink.subject import Subject
 
 BUDGET = 120.0  # seconds per verdict: the bound on the CPU
@@ -48,6 +49,18 @@ def test_smaller_keeps_cuts_and_maps_partitions_onto_the_kept_samples():
     with pytest.raises(ContractError, match="rank 1 .* without a sample"):
         Smaller(documents=(0, 1)).partition(Partition(per_rank=(((0, 1),), ((2, 3),))))
     assert Smaller.from_json(json.loads(json.dumps(smaller.to_json()))) == smaller
+
+
+def test_the_row_pass_scales_a_row_with_its_documents_then_cuts_the_row_alone():
+    # the two documents cross-doc-attention kept at 0.6b, in one row of 4080 tokens
+    together = {8: 425, 9: 1190}
+    for shorter in range(2, 4081):
+        cuts = {**together, **scaled_cuts(together, 4080, shorter)}
+        assert sum(cuts.values()) <= shorter, f"a row of {shorter}: {cuts} no longer fit it together"
+    assert scaled_cuts(together, 4080, 8) == {8: 1, 9: 2}
+    assert scaled_cuts(together, 4080, 4080) == {}, "the row as it is: nothing cut"
+    # a document at a CP shard's edge: the row alone, the longer documents cut to it, the shorter kept
+    assert fitting_cuts({6: 4, 7: 2, 9: 10}, 5) == {9: 5}
 
 
 def test_a_smaller_model_cuts_layers_everywhere_the_family_counts_them():

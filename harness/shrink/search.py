@@ -222,16 +222,23 @@ def rows(search: Search) -> None:
     if search.arm.layout.seq_len is None:
         return
     row, now = search.arm.layout.seq_len, document_lengths(search)
+    search.smallest(list(range(1, row + 1)), lambda shorter: _with(
+        search, row=shorter, lengths=cut_to(search.current.lengths, scaled_cuts(now, row, shorter))))
+    scaled_row, scaled = search.arm.layout.seq_len, document_lengths(search)
+    search.smallest([*range(1, max(scaled.values())), scaled_row], lambda shorter: _with(
+        search, row=shorter, lengths=cut_to(search.current.lengths, fitting_cuts(scaled, shorter))))
 
-    def scaled(shorter: int) -> Smaller:
-        cuts = {i: max(1, n * shorter // row) for i, n in now.items()}
-        return _with(search, row=shorter, lengths=cut_to(search.current.lengths, {i: n for i, n in cuts.items() if n < now[i]}))
-    search.smallest(list(range(1, row + 1)), scaled)
-    row, now = search.arm.layout.seq_len, document_lengths(search)
 
-    def fit(shorter: int) -> Smaller:
-        return _with(search, row=shorter, lengths=cut_to(search.current.lengths, {i: shorter for i, n in now.items() if n > shorter}))
-    search.smallest([*range(1, max(now.values())), row], fit)
+def scaled_cuts(lengths: dict[int, int], row: int, shorter: int) -> dict[int, int]:
+    """The documents (index: length) of rows `row` tokens long, each scaled to rows of `shorter`: the ones it cuts.
+    Rounding down keeps a row's documents within the shorter row, unless one is rounded up to its one token."""
+    cuts = {i: max(1, n * shorter // row) for i, n in lengths.items()}
+    return {i: n for i, n in cuts.items() if n < lengths[i]}
+
+
+def fitting_cuts(lengths: dict[int, int], row: int) -> dict[int, int]:
+    """The documents (index: length) longer than a row of `row` tokens, each cut to it."""
+    return {i: row for i, n in lengths.items() if n > row}
 
 
 def micro_batches(search: Search) -> None:
