@@ -28,6 +28,7 @@ from packcheck.harness.shrink.driver import NothingToShrink, shrink
 from packcheck.harness.shrink.record import read_shrunk, write_shrunk
 from packcheck.harness.shrink.replay import replay
 from packcheck.harness.shrink.search import fitting_cuts, scaled_cuts
+from packcheck.harness.shrink.size import Size, before_after
 from packcheck.harness.shrink.subject import Subject
 
 BUDGET = 120.0  # seconds per verdict: the bound on the CPU
@@ -61,6 +62,13 @@ def test_the_row_pass_scales_a_row_with_its_documents_then_cuts_the_row_alone():
     assert scaled_cuts(together, 4080, 4080) == {}, "the row as it is: nothing cut"
     # a document at a CP shard's edge: the row alone, the longer documents cut to it, the shorter kept
     assert fitting_cuts({6: 4, 7: 2, 9: 10}, 5) == {9: 5}
+
+
+def test_the_sizes_are_said_in_words():
+    before = Size(tokens=112, documents=10, rows=3, ranks=1, micro_batches=1, layers=2)
+    after = Size(tokens=4, documents=2, rows=1, ranks=1, micro_batches=1, layers=1)
+    assert before_after(before, after) == ("tokens 112 -> 4 (28x fewer), documents 10 -> 2, rows 3 -> 1, layers 2 -> 1 "
+                                           "(kept: 1 rank, 1 micro-batch)")
 
 
 def test_a_smaller_model_cuts_layers_everywhere_the_family_counts_them():

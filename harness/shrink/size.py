@@ -9,6 +9,7 @@ from packcheck.harness.contract.rows import layout_rows
 from packcheck.harness.models.smaller import layer_count
 
 FIELDS = ("tokens", "documents", "rows", "ranks", "micro_batches", "layers")
+ONE = {"documents": "document", "rows": "row", "ranks": "rank", "micro_batches": "micro-batch", "layers": "layer"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -39,6 +40,6 @@ def before_after(before: Size, after: Size) -> str:
     parts = [f"tokens {before.tokens} -> {after.tokens}{ratio}"]
     parts += [f"{name.replace('_', '-')} {getattr(before, name)} -> {getattr(after, name)}" for name in FIELDS[1:]
               if getattr(before, name) != getattr(after, name)]
-    unchanged = [f"{getattr(after, name)} {name.replace('_', '-')[:-1] if getattr(after, name) == 1 else name.replace('_', '-')}"
+    unchanged = [f"{getattr(after, name)} {ONE[name] if getattr(after, name) == 1 else name.replace('_', '-')}"
                  for name in FIELDS[1:] if getattr(before, name) == getattr(after, name)]
     return ", ".join(parts) + (f" (kept: {', '.join(unchanged)})" if unchanged else "")
