@@ -34,14 +34,13 @@ WRONG = "tests.engines.wrong_models:"
 ABSOLUTE_RUN = ("--family", "llama", "--scenario", "packed_vs_unpacked", "golden_regression", "gradient_oracle", "oracle_agreement", "--no-report",
                 "--save-arms", "none")
 
-# its own group, not the hostile engines': their runs together were one worker's 700 s at the end of the CI run
-pytestmark = pytest.mark.xdist_group("absolute")
+pytestmark = pytest.mark.xdist_group("hostile")
 
 
 WRONG_ENGINES = ("WrongRope", "NoModel", "ReadsGolden")
 
 
-# seed 3 in `nox -s slow`: its run (about 220 s on the CI machine) sat on one worker's critical path
+# seed 3 in `nox -s slow`: its run (about 220 s on the CI machine) sat on the hostile worker's critical path
 @pytest.fixture(scope="module", params=["0", pytest.param("3", marks=pytest.mark.slow)], ids=lambda seed: f"seed{seed}")
 def absolute_run(request, tmp_path_factory):
     """One run per seed of the three wrong engines and the reference (each engine's processes start once): its exit
