@@ -3,10 +3,9 @@
 Each pass makes one kind of input smaller (harness/data/smaller.py) and keeps a candidate only when the scenario's
 own run of it still fails the target (harness/shrink/target.py). The passes run in the order that makes every later
 trial cheapest: ranks first (fewer processes), then layers (less compute per token), then the data: documents (delta
-debugging over the set: halves, then quarters, ... removed while the failure stays), the packed row with every document
-in it scaled down by one factor, each document's length (the shortest prefix, by bisection), micro-batches; then
-heads and MLP width. Rounds repeat until
-one changes nothing. A number is searched by trying its smallest value first and bisecting between what passed and
+debugging over the set: halves, then quarters, ... removed while the failure stays), the packed rows (every document
+scaled down with its row by one factor, then the row alone), each document's length (the shortest prefix, by
+bisection), micro-batches; then heads and MLP width. Rounds repeat until one changes nothing. A number is searched by trying its smallest value first and bisecting between what passed and
 what failed, so a search takes about log2 of each range in trials.
 
 A candidate is kept only where the control, the reference, passes it too (where the reference passes the scenario's
