@@ -5,8 +5,9 @@ own run of it still fails the target (harness/shrink/target.py). The passes run 
 trial cheapest: ranks first (fewer processes), then layers (less compute per token), then the data: documents (delta
 debugging over the set: halves, then quarters, ... removed while the failure stays), the packed rows (every document
 scaled down with its row by one factor, then the row alone), each document's length (the shortest prefix, by
-bisection), micro-batches; then heads and MLP width. Rounds repeat until one changes nothing. A number is searched by trying its smallest value first and bisecting between what passed and
-what failed, so a search takes about log2 of each range in trials.
+bisection), micro-batches; then heads and MLP width. Rounds repeat until one changes nothing. A number is searched
+by trying its smallest value first and bisecting between what passed and what failed, so a search takes about log2
+of each range in trials.
 
 A candidate is kept only where the control, the reference, passes it too (where the reference passes the scenario's
 own case): a case every engine fails tests nothing (a gradient whose true value is zero, compared relatively, fails
