@@ -11,6 +11,7 @@ import pytest
 from packcheck.harness.cli.main import main
 from packcheck.harness.compare import ArmId, Arms, Comparison, Pass
 from packcheck.harness.compare.bound import RULE, Bound, Source
+from packcheck.harness.compare import tolerances
 from packcheck.harness.compare.tolerances import CALIBRATION_FACTOR, NOISE_FLOORS, NOISE_QUANTITIES, tolerance_for, tolerance_from_floor
 from packcheck.harness.errors import InputError
 from packcheck.harness.report import render_markdown
@@ -67,6 +68,23 @@ def test_a_row_reports_its_error_as_a_multiple_of_the_floor_only_where_the_table
     assert comparison(1.0, table.by("count"), "num_loss_tokens").floor_ratio is None
     own = tolerance_for("bfloat16", {"grad": floor / 2})  # --noise-floors: the run's own floor judges, and the ratio is to it
     assert comparison(floor, own.by("grad")).floor_ratio == pytest.approx(2.0) and own.by("loss")["bound"].floor == NOISE_FLOORS["bfloat16"]["loss"]
+
+
+def test_a_size_preset_raises_the_floors_it_measured_higher_and_keeps_the_rest(monkeypatch):
+    """SIZE_NOISE_FLOORS: a run of `--model 0.6b` is judged by the floors measured there where they are larger, the
+    shipped ones elsewhere, never lower; other sizes and float64 are untouched; a run's own floors still win."""
+    shipped = NOISE_FLOORS["bfloat16"]
+    monkeypatch.setitem(tolerances.SIZE_NOISE_FLOORS, "0.6b", {"bfloat16": {"dloss_dlogprobs": 10 * shipped["dloss_dlogprobs"],
+                                                                           "grad": shipped["grad"] / 10}})
+    sized = tolerance_for("bfloat16", model="0.6b")
+    assert sized.dloss_dlogprobs == pytest.approx(CALIBRATION_FACTOR * 10 * shipped["dloss_dlogprobs"])
+    assert sized.by("dloss_dlogprobs")["bound"].floor == pytest.approx(10 * shipped["dloss_dlogprobs"])
+    assert sized.grad == tolerance_for("bfloat16").grad  # a smaller floor at the size does not tighten the table
+    assert tolerance_for("bfloat16", model="8b") == tolerance_for("bfloat16") == tolerance_for("bfloat16", model="tiny")
+    assert tolerance_for("float64", model="0.6b") == tolerance_for("float64")
+    own = tolerance_for("bfloat16", {"dloss_dlogprobs": shipped["dloss_dlogprobs"]}, model="0.6b")
+    assert own.dloss_dlogprobs == pytest.approx(CALIBRATION_FACTOR * shipped["dloss_dlogprobs"])
+    assert tolerances.table_json(model="0.6b")["bfloat16"]["dloss_dlogprobs"] == sized.dloss_dlogprobs
 
 
 def test_a_run_judges_with_the_floors_calibrate_measured_on_your_own_model(tmp_path, capsys):

@@ -78,8 +78,18 @@ NOISE_FLOORS: dict[str, dict[str, float]] = {
 CALIBRATION_FACTOR = 4.0
 
 
+# The noise floors measured at a realistic size preset (`--model`), per dtype and field, where they exceed the shipped
+# ones: a larger model's bf16 log-probs sit near -ln(vocab) (-11.9 at 151,936 tokens), where a bf16 spacing is 0.0625
+# nats, and a loss's derivative through a KL term inherits that rounding (docs/gpu.md, "Noise floors by size").
+SIZE_NOISE_FLOORS: dict[str, dict[str, dict[str, float]]] = {}
+
+
+def calibrated_fields(floors: Mapping[str, float]) -> dict[str, float]:
+    return {name: CALIBRATION_FACTOR * floor for name, floor in floors.items()}
+
+
 def calibrated(floors: Mapping[str, float], **discrete: float) -> Tolerance:
-    return Tolerance(**{name: CALIBRATION_FACTOR * floors[name] for name in NOISE_QUANTITIES}, **discrete,
+    return Tolerance(**calibrated_fields({name: floors[name] for name in NOISE_QUANTITIES}), **discrete,
                      source=Source.CALIBRATED, floors=dict(floors))
 
 
@@ -105,19 +115,33 @@ def tolerance_from_floor(floor: dict[str, float], dtype: str, factor: float = NO
 
 
 
-def table_json(floors: Mapping[str, Mapping[str, float]] | None = None) -> dict[str, dict[str, float]]:
-    """The table a run judges with (with its own `floors` per dtype, where given), as results.json's provenance records it."""
-    return {dtype: {name: getattr(tolerance_for(dtype, (floors or {}).get(dtype)), name) for name in NOISE_QUANTITIES}
+def table_json(floors: Mapping[str, Mapping[str, float]] | None = None, model: str = "tiny") -> dict[str, dict[str, float]]:
+    """The table a run of `model` judges with (with its own `floors` per dtype, where given), as results.json's
+    provenance records it."""
+    return {dtype: {name: getattr(tolerance_for(dtype, (floors or {}).get(dtype), model), name) for name in NOISE_QUANTITIES}
             for dtype in TOLERANCES}
 
 
-def tolerance_for(dtype: str, floors: Mapping[str, float] | None = None) -> Tolerance:
-    """`dtype`'s row of the table; with `floors` (a calibration of the user's own: `packcheck run --noise-floors`),
+def size_floors(dtype: str, model: str) -> dict[str, float]:
+    """The floors a run of size preset `model` is judged by: the shipped floors, each raised to the one measured at that
+    size where that is larger (SIZE_NOISE_FLOORS). Never lowered: a size's floors come from fewer seeds than the
+    families' many-seed ones, and a smaller floor there would tighten the table on less evidence."""
+    measured = SIZE_NOISE_FLOORS.get(model, {}).get(dtype, {})
+    return {name: max(floor, measured.get(name, 0.0)) for name, floor in NOISE_FLOORS[dtype].items()}
+
+
+def tolerance_for(dtype: str, floors: Mapping[str, float] | None = None, model: str = "tiny") -> Tolerance:
+    """`dtype`'s row of the table for a run of `model` (a size preset with floors of its own raises them:
+    size_floors); with `floors` (a calibration of the user's own: `packcheck run --noise-floors`),
     CALIBRATION_FACTOR x those floors for the fields they give."""
     if dtype not in TOLERANCES:
         raise KeyError(f"no tolerance policy for dtype {dtype!r}; known: {sorted(TOLERANCES)}")
-    if not floors or dtype not in NOISE_FLOORS:
+    if dtype not in NOISE_FLOORS:
         return TOLERANCES[dtype]
+    shipped = TOLERANCES[dtype] if dtype not in SIZE_NOISE_FLOORS.get(model, {}) else \
+        dataclasses.replace(TOLERANCES[dtype], **calibrated_fields(size_floors(dtype, model)), floors=size_floors(dtype, model))
+    if not floors:
+        return shipped
     own = {name: floors[name] for name in NOISE_QUANTITIES if name in floors}
-    return dataclasses.replace(TOLERANCES[dtype], **{name: CALIBRATION_FACTOR * floor for name, floor in own.items()},
-                               floors={**TOLERANCES[dtype].floors, **own})
+    return dataclasses.replace(shipped, **calibrated_fields(own), floors={**shipped.floors, **own})
+

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from packcheck.harness.compare.tolerances import table_json
+from packcheck.harness.compare.tolerances import SIZE_NOISE_FLOORS, table_json
 from packcheck.harness.contract.case import DEVICES, DTYPES
 from packcheck.harness.engines import engine_names, names_a_class, unknown_engine
 from packcheck.harness.engines.registry import file_spec_made_absolute
@@ -44,12 +44,14 @@ class RunChoices:
     relative_only: bool = False  # --relative-only: a run with no absolute check passed may still be green (harness/run/absolute.py)
 
     def provenance(self) -> dict:
-        """What results.json records of these choices: the dtype, the inputs, --relative-only where given, and a run's own
-        floors with the table they make."""
+        """What results.json records of these choices: the dtype, the inputs, --relative-only where given, and the table
+        a run judges with where it is not the shipped one (a size preset's floors, a run's own floors and their file)."""
         made = {"dtype": self.dtype, "inputs": self.inputs.to_json()} | ({"relative_only": True} if self.relative_only else {})
-        if not self.noise_floors:
-            return made
-        return made | {"tolerances": table_json(self.noise_floors), "noise_floors": str(Path(self.noise_floors_file).resolve())}
+        if self.noise_floors or self.inputs.model in SIZE_NOISE_FLOORS:
+            made |= {"tolerances": table_json(self.noise_floors, self.inputs.model)}
+        if self.noise_floors:
+            made |= {"noise_floors": str(Path(self.noise_floors_file).resolve())}
+        return made
 
 
 def expand_engines(specs: list[str]) -> list[str]:

@@ -79,7 +79,7 @@ def localise(engine: EngineInfo, scenario: Scenario, setting: Setting, arm: ArmI
             return unavailable(str(arm), str(against), f"arm {which}: {got}")
         captured.append(got)
     dtype = arms[arm][0].dtype
-    bound = tolerance_for(dtype, (noise_floors or {}).get(dtype)).by("grad")
+    bound = tolerance_for(dtype, (noise_floors or {}).get(dtype), setting.model_name).by("grad")
     found = first_divergence(str(arm), captured[0], str(against), captured[1], bound["threshold"], bound["bound"])
     return replace(found, seconds=time.perf_counter() - started)
 

@@ -133,7 +133,7 @@ def judge_pass(scenario: Scenario, run: Execution, options: RunOptions, saving: 
     """Judge a pass's arms where they can be judged, conclude the pass, and save its arms."""
     judged = None
     if judgeable(scenario, run):
-        tolerance = tolerance_for(run.setting.dtype, options.noise_floors.get(run.setting.dtype))  # the run's own floors, else the shipped
+        tolerance = tolerance_for(run.setting.dtype, options.noise_floors.get(run.setting.dtype), run.setting.model_name)  # the run's own floors, else the shipped
         judged = judge(scenario, judgement(run.setting, run.cases, run.results, tolerance))
         if judged.failed and not judged.crashed:
             judged = keep_obtained(scenario, run, judged)
