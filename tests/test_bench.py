@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import math
 
+import torch
+
 from packcheck.impls.reference.bench import main as bench
 from packcheck.impls.reference.bench.arms import DEFAULT_ARMS
 
@@ -38,3 +40,32 @@ def test_a_failing_arm_is_reported_and_the_others_run(tmp_path):
     arms = json.loads(out.read_text())["arms"]
     assert code == 1 and "FlexAttention" in arms["reference-flex"]["error"] and "median_step_s" not in arms["reference-flex"]
     assert "error" not in arms["reference"] and math.isfinite(arms["reference"]["tokens_per_s"])
+
+
+def test_transformers_flash_rows_laid_end_to_end_keep_the_documents():
+    """transformers-flash's layout on the CPU: its cu_seqlens (from the position resets of the rows laid end to end)
+    are the reference's (from the segment ids), and the rows run as one row (with 'sdpa' here) give the rows' loss."""
+    from packcheck.harness.models.sizes import resolve_model
+    from packcheck.impls.reference.bench.arms import BenchContext, TransformersTrainer, flash_kwargs
+    from packcheck.impls.reference.bench.data import build_bench_data
+    from packcheck.impls.reference.model.varlen_attention import cu_seqlens
+    from packcheck.impls.reference.step.pipeline import REFERENCE
+    from packcheck.impls.reference.step.train_step import build_micro_batches
+
+    spec = resolve_model("qwen3").spec
+    data = build_bench_data(spec, row_tokens=64, rows_per_step=4, steps=1, seed=0, median=8, sigma=1.3, ones=0.02,
+                            dtype="float32", device="cpu")
+    for forwards in build_micro_batches(data.cases[0], REFERENCE):
+        for p in forwards:
+            kwargs = flash_kwargs(p.position_ids_BT.reshape(1, -1))
+            cu_S1, longest = cu_seqlens(p.segment_ids_BT)
+            assert torch.equal(kwargs["cu_seq_lens_q"], cu_S1) and kwargs["max_length_q"] == longest
+    ctx = BenchContext(checkpoint=spec.checkpoint, data=data, dtype="float32", device="cpu")
+    losses = []
+    for one_row in (False, True):
+        trainer = TransformersTrainer(ctx, "sdpa", compile_layers=False, one_row=one_row)
+        try:
+            losses.append(trainer.step(0))
+        finally:
+            trainer.prefetch.close()
+    assert abs(losses[1] - losses[0]) <= 1e-5 * abs(losses[0]), losses

@@ -19,8 +19,11 @@ from packcheck.harness.contract import Case, LayoutKind, LossKind, StepResult
 from packcheck.harness.engines import Capabilities, Engine, device_missing
 from packcheck.harness.engines.capture import active_recorder
 from packcheck.impls.reference.model import HybridCausalLM
+from packcheck.impls.reference.model.attention import AttentionBackend
+from packcheck.impls.reference.model.flash_attention import flash_backend
 from packcheck.impls.reference.model.linear_attention import LinearAttentionBackend, default_linear_attention
 from packcheck.impls.reference.model.loading import load_model
+from packcheck.impls.reference.model.varlen_attention import varlen_backend
 from packcheck.impls.reference.parallel.fully_sharded import missing_fsdp2_feature, shard_model
 from packcheck.impls.reference.parallel.mesh import Mesh
 from packcheck.impls.reference.parallel.ring import ring_backend
@@ -33,6 +36,22 @@ from packcheck.impls.reference.step.train_step import build_micro_batches, train
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}
 ALL_LAYOUTS = frozenset(LayoutKind)
 CONTEXT_PARALLEL = {"ulysses": ulysses_backend, "ring": ring_backend}
+# attention through a CUDA flash kernel (bfloat16 only here): resolved when a case asks for it, where an import
+# that fails becomes the case's unsupported reason
+KERNEL_ATTENTION = {"flash": flash_backend, "varlen": varlen_backend}
+
+
+def kernel_attention_missing(case: Case) -> str | None:
+    """Why the reference cannot run `case`'s kernel attention (KERNEL_ATTENTION) here, or None."""
+    if case.device != "cuda":
+        return f"attention backend {case.attention!r} is a CUDA kernel: use --device cuda, or 'sdpa' on the CPU"
+    if case.dtype != "bfloat16":
+        return f"attention backend {case.attention!r} runs in bfloat16 only (flash kernels): use --dtype bfloat16, or 'sdpa'"
+    try:
+        KERNEL_ATTENTION[case.attention]()
+    except ImportError as missing:
+        return f"attention backend {case.attention!r} is not installed here: {missing}"
+    return None
 
 
 class ReferenceEngine(Engine):
@@ -53,13 +72,17 @@ class ReferenceEngine(Engine):
             "auto": ALL_LAYOUTS,
             "sdpa": ALL_LAYOUTS,
             "flex": ALL_LAYOUTS,
+            "flash": ALL_LAYOUTS,
+            "varlen": ALL_LAYOUTS,
             "sdpa_causal": frozenset({LayoutKind.UNPACKED}),
         },
     )
 
     pipeline: ClassVar[Pipeline] = REFERENCE
 
-    def attention_backend(self, case: Case) -> str:
+    def attention_backend(self, case: Case) -> str | AttentionBackend:
+        if case.attention in KERNEL_ATTENTION:
+            return KERNEL_ATTENTION[case.attention]()
         return "sdpa" if case.attention == "auto" else case.attention
 
     def linear_attention_backend(self, case: Case) -> str | LinearAttentionBackend:
@@ -72,6 +95,8 @@ class ReferenceEngine(Engine):
     def unsupported_reason(self, case: Case) -> str | None:
         reason = super().unsupported_reason(case)
         if reason is not None:
+            return reason
+        if case.attention in KERNEL_ATTENTION and (reason := kernel_attention_missing(case)) is not None:
             return reason
         backend = self.attention_backend(case)
         if backend == "sdpa_causal" and case.layout.kind is not LayoutKind.PACKED and case.layout.padding_side == "left":

@@ -10,8 +10,8 @@ initial weights, for a model size preset (harness/models/sizes.py).
 Data (data.py): a long-tailed (log-normal, clipped) document-length distribution with
 length-1 documents and a document that fills a row, packed first-fit decreasing into rows of
 `--row-tokens`, `--rows-per-step` rows a step (default: 32768 tokens a step). Arms (arms.py):
-reference-fast, transformers, reference by default (in that order); reference-fast-varlen, reference-flex and
-transformers-sdpa on request.
+reference-fast, transformers, reference by default (in that order); reference-fast-varlen, reference-fast-flash,
+reference-flex, transformers-sdpa and transformers-flash on request.
 
 Per arm: the model is loaded and its optimizer built (setup), `--warmup` steps run (compilation
 happens there and is excluded), then `--steps` timed steps, each between two torch.cuda.synchronize().

@@ -11,6 +11,10 @@ forward from the segment ids, `attend` runs in every layer with that mask.
 - "flex": FlexAttention with a document-causal BlockMask, compiled on first use (GPU; on CPU it
   runs forward only).
 
+"flash" (flash-attention's varlen kernel, flash_attention.py) and "varlen" (torch's, varlen_attention.py)
+are CUDA kernels from packages that may be missing: not in this table, the engine builds them when a case
+asks for them (impls/reference/engine.py, KERNEL_ATTENTION).
+
 Shapes: B batch, T sequence, H query heads, K kv heads, D head_dim.
 """
 

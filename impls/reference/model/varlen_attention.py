@@ -37,22 +37,34 @@ def varlen_kwargs(parameters: frozenset[str], scale: float, gqa: bool) -> dict:
     return kwargs
 
 
+def end_to_end(q_BHTD, k_BKTD, v_BKTD, attend_NHD) -> torch.Tensor:
+    """`attend_NHD(q_NHD, k_NKD, v_NKD) -> o_NHD` on the rows' tokens laid end to end (the layout of
+    cu_seqlens), its output back as [B, H, T, D]."""
+    B, H, T, D = q_BHTD.shape
+    q_NHD, k_NKD, v_NKD = (x.transpose(1, 2).reshape(B * T, x.shape[1], D) for x in (q_BHTD, k_BKTD, v_BKTD))
+    return attend_NHD(q_NHD, k_NKD, v_NKD).view(B, T, H, D).transpose(1, 2)
+
+
 def varlen_attend(q_BHTD, k_BKTD, v_BKTD, mask, scale, varlen, parameters: frozenset[str]):
     """`varlen`: torch's varlen_attn (tests pass a CPU stand-in); `parameters`: the keywords it takes."""
     cu_S1, longest = mask
-    B, H, T, D = q_BHTD.shape
+    H = q_BHTD.shape[1]
     gqa = H != k_BKTD.shape[1]
     if gqa and "enable_gqa" not in parameters:
         k_BKTD, v_BKTD = repeat_kv(k_BKTD, H // k_BKTD.shape[1]), repeat_kv(v_BKTD, H // k_BKTD.shape[1])
         gqa = False
-    q_NHD, k_NKD, v_NKD = (x.transpose(1, 2).reshape(B * T, x.shape[1], D) for x in (q_BHTD, k_BKTD, v_BKTD))
-    o_NHD = varlen(q_NHD, k_NKD, v_NKD, cu_S1, cu_S1, longest, longest, **varlen_kwargs(parameters, scale, gqa))
-    return o_NHD.view(B, T, H, D).transpose(1, 2)
+    kwargs = varlen_kwargs(parameters, scale, gqa)
+    return end_to_end(q_BHTD, k_BKTD, v_BKTD,
+                      lambda q_NHD, k_NKD, v_NKD: varlen(q_NHD, k_NKD, v_NKD, cu_S1, cu_S1, longest, longest, **kwargs))
 
 
 def varlen_backend() -> AttentionBackend:
     """The backend over this torch's varlen_attn (ImportError where torch has none)."""
-    from torch.nn.attention.varlen import varlen_attn
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+    except ImportError as missing:
+        raise ImportError(f"attention backend 'varlen' needs torch >= 2.10 (torch.nn.attention.varlen); this is torch "
+                          f"{torch.__version__}: {missing}") from None
 
     parameters = frozenset(inspect.signature(varlen_attn).parameters)
 
