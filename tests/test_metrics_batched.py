@@ -68,3 +68,21 @@ def test_only_cuda_results_are_batched():
         assert batchable(on_gpu)
         assert not batchable(on_gpu + [(torch.zeros(0, device="cuda"), torch.zeros(0, device="cuda"))])
         assert not batchable(on_gpu + [(torch.zeros(2), torch.zeros(2, device="cuda"))])
+
+
+def test_compare_tensors_rows_through_the_batched_path_match(monkeypatch):
+    """compare_tensors' rows (what results.jsonl records) through the batched path, forced here on CPU float32 inputs,
+    against the one-tensor-at-a-time path: the same items, metrics and worst elements; rel_l2 within RTOL_L2."""
+    from packcheck.harness.compare import Arms, tolerance_for
+    from packcheck.harness.compare import arms as arms_module
+    from packcheck.harness.compare.arms import compare_tensors
+
+    pairs = _pairs(torch.float32)
+    observed = {f"p{i}": a for i, (a, _) in enumerate(pairs)}
+    reference = {f"p{i}": b for i, (_, b) in enumerate(pairs)}
+    one = compare_tensors(Arms("packed", "unpacked"), "grad", observed, reference, tolerance_for("float32"))
+    monkeypatch.setattr(arms_module, "batchable", lambda pairs: True)
+    batched = compare_tensors(Arms("packed", "unpacked"), "grad", observed, reference, tolerance_for("float32"))
+    assert [(r.item, r.metric, r.where, r.threshold) for r in batched] == [(r.item, r.metric, r.where, r.threshold) for r in one]
+    for b, o in zip(batched, one):
+        assert b.observed == pytest.approx(o.observed, rel=RTOL_L2, abs=0.0) or b.observed == o.observed
