@@ -10,7 +10,8 @@ Each part of an arm's life outside `engine.run`, timed on the same code paths a 
 (a) building: resolving --model (the weights seeded once per (family, size, seed) into the checkpoint cache: reported
     apart, not per arm), every scenario's arms (`Scenario.build`, the data scaled with the model), and handing one
     arm to its launch (`Launch._submit`: the case's private copy of the checkpoint and its case.json);
-(b) transfer: rank 0's side (`validate_result`, then `StepResult.save`: safetensors on disk; on a GPU `share`) and
+(b) transfer: rank 0's side (`validate_result`, then `StepResult.save`: safetensors on disk; on a GPU `share`, validated
+    with `values=False` as the worker does: the finiteness is the harness's) and
     the harness's side (`StepResult.load`, on a GPU `open_shared`; `validate_result` again in `accept`), for a result with a gradient of
     every parameter of the checkpoint in the run's dtype, made on the run's device as the engine would return it;
 (c) comparison: `compare_results` of two such results (every gradient tensor), as the judges call it;
@@ -40,6 +41,7 @@ from pathlib import Path
 import torch
 
 from packcheck.harness.compare import Arms, compare_results, tolerance_for
+from packcheck.harness.compare.metrics import batchable
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.engines import device_missing, resolve_engine, validate_result
 from packcheck.harness.engines.validate import checkpoint_shapes
@@ -47,7 +49,7 @@ from packcheck.harness.launch.device_result import open_shared, share
 from packcheck.harness.launch.launch import Launch
 from packcheck.harness.launch.layout import LaunchDir
 from packcheck.harness.run.inputs import Inputs
-from packcheck.harness.run.results import ResultsFile
+from packcheck.harness.run.results import ResultsFile, record_of
 from packcheck.harness.run.verdict import PASS, Verdict
 from packcheck.harness.scenarios import SCENARIOS, get_scenario
 
@@ -181,7 +183,8 @@ def _produce(case: Case, dtype: str, scratch: str, count: int, timings: str) -> 
         result = fake_result(case, DTYPES[dtype], "cuda", seed=index)
         directory = Path(scratch) / f"result{index}"
         torch.cuda.ipc_collect()
-        validate_s, _ = timed(lambda made=result: validate_result("bench", case, made), 1)
+        # as harness/launch/worker.py validates a result it shares: all but the values' finiteness, left to the harness
+        validate_s, _ = timed(lambda made=result: validate_result("bench", case, made, values=False), 1)
         share_s, _ = timed(lambda made=result: share(made, directory), 1)
         share_times.append(share_s)
         validate_times.append(validate_s)
@@ -192,16 +195,18 @@ def _produce(case: Case, dtype: str, scratch: str, count: int, timings: str) -> 
     Path(timings).write_text(json.dumps({"share": share_times, "validate": validate_times}))
 
 
-def recording(rows: list, setting, repeat: int) -> tuple[float, float]:
+def recording(rows: list, setting, repeat: int) -> tuple[float, float, float]:
     """(d): one verdict with these comparisons appended to results.jsonl (what a run does after each verdict), and
-    results.json with its tables written from them (what it does once, at the end)."""
+    results.json with its tables written from them (what it does once, at the end); and of the append, the verdict's
+    line made (its rows' JSON, without writing it)."""
     verdict = Verdict(engine="reference", engine_spec="reference", family=setting.family, scenario="packed_vs_unpacked",
                       dtype=setting.dtype, device=setting.device, status=PASS, comparisons=tuple(rows))
     with tempfile.TemporaryDirectory(prefix="packcheck-overhead-") as scratch:
         results = ResultsFile(Path(scratch), {"bench": True})
         add_s, _ = timed(lambda: results.add(verdict), repeat)
         write_s, _ = timed(results.write, repeat)
-    return add_s, write_s
+    encode_s, _ = timed(lambda: json.dumps(record_of(verdict)), repeat)
+    return add_s, write_s, encode_s
 
 
 def engine_step(case: Case, repeat: int) -> tuple[float, float]:
@@ -279,11 +284,14 @@ def main(argv: list[str] | None = None) -> int:
         grads={name: g * (1 + 1e-3) for name, g in reference.grads.items()})
     compare_s, rows = comparison(arm, other, reference, args.dtype, args.repeat)
     parts["c_compare_per_arm"] = compare_s / 2
-    print(f"(c) compare_results of two arms ({len(rows)} comparisons, on the {'GPU' if args.device == 'cuda' else 'CPU'}): "
+    batched = batchable([(other.grads[name], reference.grads[name]) for name in reference.grads])
+    print(f"(c) compare_results of two arms ({len(rows)} comparisons, on the {'GPU' if args.device == 'cuda' else 'CPU'}, the gradients "
+          f"{'in batches (batched_error_sums)' if batched else 'one tensor at a time (error_sums)'}): "
           f"{compare_s:.3f} s", flush=True)
-    add_s, write_s = recording(rows, setting, args.repeat)
+    add_s, write_s, encode_s = recording(rows, setting, args.repeat)
     parts["d_record"] = add_s + write_s / len(SCENARIOS)
-    print(f"(d) recording the verdict: appended to results.jsonl {add_s * 1e3:.2f} ms; results.json and its tables, written "
+    print(f"(d) recording the verdict: appended to results.jsonl {add_s * 1e3:.2f} ms (of it the line's JSON {encode_s * 1e3:.2f} ms, "
+          f"the rest the write and its fsync); results.json and its tables, written "
           f"once a run, {write_s * 1e3:.2f} ms here (counted per verdict over a family's {len(SCENARIOS)}: an upper bound per arm)",
           flush=True)
     del other, reference

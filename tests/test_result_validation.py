@@ -77,3 +77,32 @@ def test_a_missing_optimizer_step_is_reported(case_and_result):
 
     with pytest.raises(InvalidResult, match="params_after is None but the case asks for an optimizer step"):
         validate_result("demo", case.with_(optimizer=OptimizerSpec()), result)
+
+
+def test_without_values_only_the_finiteness_is_left_to_the_harness(case_and_result):
+    """Rank 0 of a CUDA run validates with values=False: NaN gradients pass there, and the harness's full validation
+    refuses them with the sentence it always said; every structural problem is still the rank's."""
+    case, result = case_and_result
+    nan = broken(result, grads={k: torch.full_like(v, float("nan")) if k == "lm_head.weight" else v for k, v in result.grads.items()})
+    assert validate_result("demo", case, nan, values=False) is nan
+    with pytest.raises(InvalidResult, match=r"result.grads\['lm_head.weight'\] has \d+ non-finite values \(NaN/inf\)"):
+        validate_result("demo", case, nan)
+    with pytest.raises(InvalidResult, match=r"has shape .*expected"):
+        validate_result("demo", case, broken(result, grads={k: v.T if v.dim() == 2 else v for k, v in result.grads.items()}), values=False)
+    with pytest.raises(InvalidResult, match=r"result.loss is nan"):
+        validate_result("demo", case, broken(result, loss=float("nan")), values=False)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_a_sum_of_magnitudes_is_finite_only_when_every_value_is(dtype):
+    """finite_at_once's multi-tensor check on a GPU (sums_of_magnitudes), run here on host tensors: NaN or inf anywhere
+    makes its tensor's sum not finite; finite values give a finite sum (an overflow would only send the decision to the
+    per-tensor checks)."""
+    from packcheck.harness.engines.validate import sums_of_magnitudes
+
+    good = [torch.randn(5, 7).to(dtype), torch.randn(3).to(dtype), -torch.ones(1, dtype=dtype)]
+    for bad_value in (float("nan"), float("inf"), float("-inf")):
+        bad = torch.randn(4, 4).to(dtype)
+        bad[2, 3] = bad_value
+        finite = [bool(torch.isfinite(s)) for s in sums_of_magnitudes([*good, bad])]
+        assert finite == [True, True, True, False]

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
+import torch
+
 from packcheck.harness.compare.comparison import Arms, Comparison
 from packcheck.harness.compare.conditioning import error_weights
-from packcheck.harness.compare.metrics import Float64Buffers, error_sums, errors_from_sums, flat_index_to_position, rel_nats, sums_to_host
+from packcheck.harness.compare.metrics import (Float64Buffers, batchable, batched_error_sums, error_sums, errors_from_sums, flat_index_to_position,
+                                               rel_nats, sums_to_host)
 from packcheck.harness.compare.router import compare_router
 from packcheck.harness.compare.tolerances import Tolerance
 from packcheck.harness.contract import OptimizerSpec, StepResult
@@ -43,7 +46,15 @@ def compare_tensors(arms: Arms, quantity: str, observed: dict, reference: dict, 
     """Relative L2 and max-relative error for every named tensor, judged by `tol`'s field of the same name as `quantity`."""
     buffers, allowed = Float64Buffers(), tol.by(quantity)
     names = sorted(reference)
-    sums = [error_sums(observed[name], reference[name], buffers=buffers) for name in names]
+    pairs = [(observed[name], reference[name]) for name in names]
+    sums = None
+    if batchable(pairs):  # a GPU run's results, both on the GPU: a few kernels per batch of tensors, not a dozen per tensor
+        try:
+            sums = batched_error_sums(pairs)
+        except torch.OutOfMemoryError:  # the engine's next arm holds the GPU: one tensor at a time, as below
+            sums = None
+    if sums is None:
+        sums = [error_sums(a, b, buffers=buffers) for a, b in pairs]
     return _tensor_rows(arms, quantity, ("rel_l2", "max_rel"), {name: reference[name].shape for name in names}, sums, allowed)
 
 

@@ -119,6 +119,60 @@ def _on(device: torch.device, observed: torch.Tensor, reference: torch.Tensor, w
     return _sums(observed.to(device), reference.to(device), None if weights is None else weights.to(device), buffers)
 
 
+BATCH_ELEMENTS = 1 << 27  # elements per batch of batched_error_sums: two float64 copies of 1 GiB each at most (a larger tensor alone)
+
+
+def batchable(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> bool:
+    """Whether batched_error_sums takes these pairs in a run: every tensor on one CUDA device (a GPU run's results; never a
+    CPU run, whose float64 rows stay those of error_sums bit for bit), none empty, each pair of one shape."""
+    devices = {t.device for pair in pairs for t in pair}
+    return (len(devices) == 1 and next(iter(devices)).type == "cuda"
+            and all(a.shape == b.shape and a.numel() for a, b in pairs))
+
+
+def batched_error_sums(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> list[torch.Tensor]:
+    """error_sums of every (observed, reference) pair, unweighted, with a few kernels per batch of tensors rather than a
+    dozen per tensor: a 0.6b result's 311 gradients are ~4,000 small kernel launches one tensor at a time on a GPU
+    (launch-bound: docs/performance.md). The pairs are grouped by dtypes and packed into batches of BATCH_ELEMENTS;
+    each batch's tensors are concatenated, made float64 and subtracted at once, their norms and greatest values taken
+    by multi-tensor (torch._foreach_*) reductions over views of the concatenation; only the worst element's index is an
+    argmax per tensor. Nothing waits for the device. Numerically equivalent to error_sums, not bit-equal: the norms
+    sum in another order (the differences and maxima are the same float64 values; tests/test_metrics_batched.py
+    states the tolerance). Used on CUDA tensors only (`batchable`); works on any device."""
+    sums: list[torch.Tensor | None] = [None] * len(pairs)
+    groups: dict[tuple[torch.dtype, torch.dtype], list[int]] = {}
+    for index, (observed, reference) in enumerate(pairs):
+        groups.setdefault((observed.dtype, reference.dtype), []).append(index)
+    for indices in groups.values():
+        batch, size = [], 0
+        for index in sorted(indices, key=lambda i: pairs[i][0].numel()):
+            if batch and size + pairs[index][0].numel() > BATCH_ELEMENTS:
+                _batch_sums(pairs, batch, sums)
+                batch, size = [], 0
+            batch.append(index)
+            size += pairs[index][0].numel()
+        _batch_sums(pairs, batch, sums)
+    return sums
+
+
+def _batch_sums(pairs: list[tuple[torch.Tensor, torch.Tensor]], batch: list[int], sums: list) -> None:
+    """One batch of batched_error_sums: sums[i] for every i of `batch`, the five values of error_sums each."""
+    sizes = [pairs[i][0].numel() for i in batch]
+    reference_64 = torch.cat([pairs[i][1].reshape(-1) for i in batch]).double()  # the flat concatenation in float64: N_
+    diff_64 = torch.cat([pairs[i][0].reshape(-1) for i in batch]).double().sub_(reference_64)  # N_
+    diffs, references = diff_64.split(sizes), reference_64.split(sizes)
+    diff_norm = torch.stack(torch._foreach_norm(diffs, 2))  # B_
+    scale_l2 = torch.stack(torch._foreach_norm(references, 2))  # B_
+    scale_max = torch.stack(torch._foreach_norm(references, float("inf")))  # max |reference|, B_
+    diff_64.abs_()
+    index = torch.stack([d.argmax() for d in diffs])  # the flat index in each tensor: B_
+    starts = torch.tensor([0, *sizes[:-1]], dtype=torch.int64).cumsum(0).to(diff_64.device)
+    error = diff_64[starts + index]  # max |diff|, B_
+    values = torch.stack([diff_norm, scale_l2, error, index.double(), scale_max], dim=1)  # B_ x 5
+    for row, i in enumerate(batch):
+        sums[i] = values[row]
+
+
 def sums_to_host(sums: list[torch.Tensor]) -> list[list[float]]:
     """error_sums' results as numbers, one copy per device they were left on (a result on the GPU may be compared with
     a host golden beside its GPU arms), in the order given."""

@@ -182,17 +182,29 @@ def _save_result(engine: str, case: Case, result: object, case_dir: CaseDir) -> 
     """Rank 0's result on disk, or every way it breaks the contract (invalid.json): what it cannot
     be saved as is never handed to the parent. Notes over their cap are replaced by a sentence naming it (engines/caps.py)."""
     result = capped_notes(result)
+    shared = _shareable(result)
     try:
-        result = validate_result(engine, case, result)
+        # a result shared through CUDA IPC is validated again in full by the harness (outcomes.accept), which says which
+        # values are not finite with the same sentences: rank 0 checks everything but that pass over every value
+        result = validate_result(engine, case, result, values=not shared)
     except InvalidResult as invalid:
         _keep_invalid(case, result, case_dir)
         write_json_atomically(case_dir.invalid, problems_json([replace(p, sentence=safe_text(p.sentence, 2000)) for p in invalid.problems]))
         return
     result.collectives = None  # the parent fills in every rank's recorded log
-    if shareable(result):
+    if shared:
         share(result, case_dir.result)
     else:
         result.save(case_dir.result)
+
+
+def _shareable(result: object) -> bool:
+    """Whether rank 0 hands `result` over through CUDA IPC (device_result.shareable); False for what is not plainly a
+    StepResult of tensors (validation says what is wrong with it)."""
+    try:
+        return isinstance(result, StepResult) and shareable(result)
+    except Exception:  # noqa: BLE001 - whatever the engine put there, validate_result describes it
+        return False
 
 
 def _keep_invalid(case: Case, result: object, case_dir: CaseDir) -> None:
