@@ -234,6 +234,50 @@ def test_a_signal_mid_run_stops_it_kills_every_engine_process_and_keeps_the_resu
     assert [v["status"] for v in results["verdicts"]] == ["pass"], "the verdict judged before the signal is kept"
 
 
+# optimizer_step's judgement with each parameter's step by the harness taking a second, as a float64 pass over an
+# 8B model's embedding does on a host: the marker says the judgement has started
+SLOW_JUDGEMENT = """
+import os, sys, time
+from pathlib import Path
+import packcheck.harness.scenarios.optimizer_step as scenario
+quick = scenario.stepped
+def slow(*args, **kwargs):
+    Path(os.environ["JUDGING_MARKER"]).touch()
+    time.sleep(1)
+    return quick(*args, **kwargs)
+scenario.stepped = slow
+from packcheck.harness.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_sigint_inside_a_long_judgement_stops_the_run_within_seconds_and_keeps_the_verdicts_before_it(tmp_path):
+    """At 8B optimizer_step's judgement runs for minutes: a SIGINT inside it stops the run there (exit 2, the verdict
+    before it kept), not after the judge has turned it into an error verdict and the run has gone on to the next
+    scenario's arms (2026-12-02 on an H200: killed 30 s after its SIGINT, no results.json; docs/gpu.md)."""
+    out, marker = tmp_path / "out", tmp_path / "judging"
+    (tmp_path / "slow_judgement.py").write_text(SLOW_JUDGEMENT)
+    env = {**os.environ, "JUDGING_MARKER": str(marker)}
+    run = subprocess.Popen([sys.executable, str(tmp_path / "slow_judgement.py"), "run", "--engine", "reference", "--family", "llama",
+                            "--scenario", "document_isolation", "optimizer_step", "mask_alignment", "--out", str(out)],
+                           cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not marker.exists() and time.monotonic() < deadline:
+        assert run.poll() is None, run.communicate()
+        time.sleep(0.2)
+    time.sleep(1.5)
+    signalled = time.monotonic()
+    run.send_signal(signal.SIGINT)
+    _, stderr = run.communicate(timeout=60)
+    stopped = time.monotonic() - signalled
+    assert run.returncode == 2 and "interrupted (SIGINT)" in stderr, stderr[-3000:]
+    assert stopped < 10, f"the run took {stopped:.1f} s to stop after its SIGINT (writing the results and the report included)"
+    results = assert_files_whole(out)
+    assert [(v["scenario"], v["status"]) for v in results["verdicts"]] == [("document_isolation", "pass")], \
+        "the verdict judged before the signal is kept; the interrupted one and the next are not there"
+    assert_nothing_left(out)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_during_start_up_is_the_same_clean_interrupted_path(tmp_path, sig):
     """Before the first verdict (the engine still building): one line, exit 2, no traceback, nothing left running

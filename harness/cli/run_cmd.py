@@ -113,8 +113,12 @@ def checked_choices(args, **given):
     return checked(vars(args) | given)
 
 
-class Interrupted(Exception):
-    """SIGINT or SIGTERM: stop the run, keep what it judged."""
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM: stop the run, keep what it judged. Raised by the handler wherever the run is, between two
+    Python steps (inside a verdict's judgement, between two tensors: a single torch operation finishes first), so
+    it is a BaseException like KeyboardInterrupt: the `except Exception` that turns a crashing judge into an error
+    verdict (harness/run/judge.py) let an 8B judgement swallow it, and the run went on to the next scenario's arms
+    until it was killed (docs/gpu.md, 2026-12-02 evening)."""
 
 
 def raise_interrupted(signum, frame) -> None:

@@ -31,6 +31,23 @@ def adamw_step(params: Mapping[str, torch.Tensor], grads: Mapping[str, torch.Ten
     return SteppedParameters(params, grads, spec, coefficient)
 
 
+def stepped(param: torch.Tensor, grad: torch.Tensor, spec: OptimizerSpec, coefficient: float) -> torch.Tensor:
+    """One parameter after the step, float64, where `param` and `grad` are: p (1 - lr wd) - lr / (1 - beta1) m / (sqrt(v)
+    / sqrt(1 - beta2) + eps), m = (1 - beta1) g, v = (1 - beta2) g g, g the gradient times the clip coefficient. The
+    same float64 operations in the same order as that expression, made in place where a temporary would be: three
+    float64 tensors of the parameter's size at once, not seven (an 8B embedding's is 4.2 GB;
+    tests/test_optimizer_judge.py holds it bit for bit to the expression)."""
+    beta1, beta2 = spec.betas
+    g = grad.double() * coefficient
+    exp_avg, exp_avg_sq = (1 - beta1) * g, (1 - beta2) * g
+    exp_avg_sq.mul_(g)
+    del g
+    denom = exp_avg_sq.sqrt_().div_(math.sqrt(1 - beta2)).add_(spec.eps)
+    update = exp_avg.mul_(spec.lr / (1 - beta1)).div_(denom)
+    del denom, exp_avg_sq
+    return (param.double() * (1 - spec.lr * spec.weight_decay)).sub_(update)
+
+
 class SteppedParameters(Mapping):
     """adamw_step's parameters, each computed when it is read and held by no one here: at 8B the whole step is 64 GB
     of float64, more than a GPU spares beside an engine. On the device of its checkpoint tensor (a gradient kept on the
@@ -43,11 +60,7 @@ class SteppedParameters(Mapping):
         p = self.params[name].double()
         if name not in self.grads:
             return p.clone()
-        spec, (beta1, beta2) = self.spec, self.spec.betas
-        g = self.grads[name].to(p.device).double() * self.coefficient
-        exp_avg, exp_avg_sq = (1 - beta1) * g, (1 - beta2) * g * g
-        denom = exp_avg_sq.sqrt() / math.sqrt(1 - beta2) + spec.eps
-        return p * (1 - spec.lr * spec.weight_decay) - spec.lr / (1 - beta1) * exp_avg / denom
+        return stepped(p, self.grads[name].to(p.device), self.spec, self.coefficient)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.params)

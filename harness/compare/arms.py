@@ -55,7 +55,7 @@ def compare_tensors(arms: Arms, quantity: str, observed: dict, reference: dict, 
             sums = None
     if sums is None:
         sums = [error_sums(a, b, buffers=buffers) for a, b in pairs]
-    return _tensor_rows(arms, quantity, ("rel_l2", "max_rel"), {name: reference[name].shape for name in names}, sums, allowed)
+    return tensor_rows(arms, quantity, ("rel_l2", "max_rel"), {name: reference[name].shape for name in names}, sums, allowed)
 
 
 def compare_params_after(arms: Arms, observed: StepResult, reference: StepResult, tol: Tolerance,
@@ -73,10 +73,10 @@ def compare_params_after(arms: Arms, observed: StepResult, reference: StepResult
         weights = error_weights(b, clip * reference.grads[name], optimizer) if name in reference.grads else None
         sums.append(error_sums(a, b, weights, buffers))
         shapes[name] = b.shape
-    return _tensor_rows(arms, "params_after", ("cond_rel_l2", "cond_max_rel"), shapes, sums, allowed)
+    return tensor_rows(arms, "params_after", ("cond_rel_l2", "cond_max_rel"), shapes, sums, allowed)
 
 
-def _tensor_rows(arms: Arms, quantity: str, metrics: tuple[str, str], shapes: dict, sums: list, allowed: dict) -> list[Comparison]:
+def tensor_rows(arms: Arms, quantity: str, metrics: tuple[str, str], shapes: dict, sums: list, allowed: dict) -> list[Comparison]:
     """Two rows per tensor (its L2 and its worst element) from error_sums', brought back from the device in one copy."""
     rows = []
     for (name, shape), values in zip(shapes.items(), sums_to_host(sums)):
@@ -101,18 +101,21 @@ def compare_dloss_dlogprobs(arms: Arms, observed: StepResult, reference: StepRes
                        **tol.by("dloss_dlogprobs"), where=where)]
 
 
+def compare_all_but_tensors(arms: Arms, observed: StepResult, reference: StepResult, tol: Tolerance, locate: Locate) -> list[Comparison]:
+    """compare_results' rows before its gradients and parameters: log-probs, loss, count, dloss/dlogprobs, the router."""
+    return [compare_logprobs(arms, observed, reference, tol, locate), *compare_scalars(arms, observed, reference, tol),
+            *compare_dloss_dlogprobs(arms, observed, reference, tol, locate), *compare_router(arms, observed, reference, tol)]
+
+
 def compare_results(
     arms: Arms, observed: StepResult, reference: StepResult, tol: Tolerance, locate: Locate,
     *, samples: Iterable[int] | None = None, gradients: bool = True, optimizer: OptimizerSpec | None = None,
 ) -> list[Comparison]:
     """Everything two arms of one engine must agree on: log-probs, loss, count, weights, every gradient,
     and the parameters after `optimizer`'s step and the MoE router reports when both report them."""
-    rows = [compare_logprobs(arms, observed, reference, tol, locate, samples)]
     if samples is not None:
-        return rows
-    rows += compare_scalars(arms, observed, reference, tol)
-    rows += compare_dloss_dlogprobs(arms, observed, reference, tol, locate)
-    rows += compare_router(arms, observed, reference, tol)
+        return [compare_logprobs(arms, observed, reference, tol, locate, samples)]
+    rows = compare_all_but_tensors(arms, observed, reference, tol, locate)
     if gradients:
         rows += compare_tensors(arms, "grad", observed.grads, reference.grads, tol)
     if observed.params_after is not None and reference.params_after is not None:

@@ -34,14 +34,17 @@ coefficient is 0.048 or smaller everywhere; tests/test_optimizer_step.py keeps l
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
-from packcheck.harness.compare import HARNESS, Arms, Comparison, Tolerance, compare_results
-from packcheck.harness.compare.adamw_step import adamw_step, global_norm
-from packcheck.harness.compare.arms import compare_params_after
+from packcheck.harness.compare import HARNESS, Arms, Comparison, Tolerance
+from packcheck.harness.compare.adamw_step import stepped
+from packcheck.harness.compare.arms import compare_all_but_tensors, tensor_rows
 from packcheck.harness.compare.bound import RULE
-from packcheck.harness.compare.metrics import rel
+from packcheck.harness.compare.conditioning import error_weights
+from packcheck.harness.compare.metrics import LARGE_ON_HOST, Float64Buffers, error_sums, rel, sums_to_host
 from packcheck.harness.contract import OptimizerSpec, ParallelPlan, Partition, StepResult, packed
 from packcheck.harness.data.samples import SKEWED_LENGTHS
 from packcheck.harness.judging.cases import arm, samples_for
@@ -54,6 +57,7 @@ SEQ_LEN = 48
 BASELINE = "dp1"
 FROZEN_BASELINE, FROZEN_SHARD = "dp1_frozen", "dp2_shard_frozen"
 FROZEN_TEXT_LAYER = "model.layers.0."  # the frozen pair of a text family freezes its first decoder layer
+CONDITIONED = ("cond_rel_l2", "cond_max_rel")  # params_after's metrics: weighted by the step's conditioning
 MAX_GRAD_NORM = 0.05
 OPTIMIZER = OptimizerSpec(lr=1e-2, eps=1e-4, weight_decay=0.1, max_grad_norm=MAX_GRAD_NORM)
 UNEVEN = Partition.single_rank([(0, 7), (1, 2, 4), (3, 5, 6, 8)])
@@ -93,7 +97,18 @@ def baseline_of(arm_name: str) -> str:
 
 
 def checkpoint_params(j: Judgement) -> dict[str, torch.Tensor]:
-    return load_file(str(Path(j.cases[BASELINE].model.checkpoint) / "model.safetensors"), device=str(j.device))
+    return load_file(str(Path(j.cases[BASELINE].model.checkpoint) / "model.safetensors"), device=str(judging_device(j)))
+
+
+def judging_device(j: Judgement) -> torch.device:
+    """Where the judge computes: where the gradients are (the GPU on a CUDA run, even for the results kept on the host
+    beyond the harness's share of it: each of their tensors comes to the GPU once), or the GPU if the process uses one
+    and the gradients are large (metrics.LARGE_ON_HOST); else the CPU, as a CPU run always did (it never initialises
+    CUDA). At 8B a float64 pass over the parameters on the host takes seconds, on an H200 tens of milliseconds."""
+    if j.device.type == "cuda" or not torch.cuda.is_initialized():
+        return j.device
+    large = any(g.numel() >= LARGE_ON_HOST for r in j.results.values() for g in r.grads.values())
+    return torch.device("cuda", torch.cuda.current_device()) if large else j.device
 
 
 def compare_grad_norm(arms: Arms, observed: float, expected: float, tol: Tolerance, item: str = "") -> Comparison:
@@ -107,17 +122,9 @@ def example(names: list[str]) -> str:
     return f", e.g. {names[0]}" if names else ""
 
 
-def compare_frozen(arm_name: str, result: StepResult, before: dict, frozen: list[str]) -> Comparison:
-    moved = [n for n in frozen if not as_checkpoint(result.params_after, before, n, result.params_after[n].dtype)]
-    return Comparison(arms=Arms(arm_name, HARNESS), quantity="frozen_params", item="", metric="changed_tensors",
-                      observed=float(len(moved)), threshold=0.0,
-                      where=f"{len(moved)} of {len(frozen)} frozen tensors differ from the checkpoint" + example(moved))
-
-
-def as_checkpoint(params: dict, before: dict, name: str, dtype: torch.dtype) -> bool:
-    """Whether `name` is exactly as in the checkpoint (on the result's device: at 8B a result may be kept on the host)."""
-    value = params[name]
-    return torch.equal(value.to(dtype), before[name].to(device=value.device, dtype=dtype))
+def as_checkpoint(value: torch.Tensor, checkpoint: torch.Tensor, dtype: torch.dtype) -> bool:
+    """Whether `value` is exactly `checkpoint` in `dtype` (compared where `value` is)."""
+    return torch.equal(value.to(dtype), checkpoint.to(device=value.device, dtype=dtype))
 
 
 def steps_past_rounding(expected: torch.Tensor, before: torch.Tensor, dtype: torch.dtype) -> bool:
@@ -128,14 +135,100 @@ def steps_past_rounding(expected: torch.Tensor, before: torch.Tensor, dtype: tor
     return bool(((expected.double() - value).abs() > torch.finfo(dtype).eps * value.abs()).any())
 
 
-def compare_moved(arm_name: str, result: StepResult, before: dict) -> Comparison:
+@dataclasses.dataclass(slots=True)
+class Facts:
+    """What the judge needs of one parameter, by arm: its few numbers and error_sums' reductions (left on the device)."""
+
+    must_move: dict[str, bool] = dataclasses.field(default_factory=dict)  # the arm's own step by the harness moves it past rounding
+    unchanged: dict[str, bool] = dataclasses.field(default_factory=dict)  # exactly as in the checkpoint (asked of those that must move, and frozen ones)
+    squares: dict[str, torch.Tensor] = dataclasses.field(default_factory=dict)  # a baseline's gradient's sum of squares
+    harness: dict[str, torch.Tensor] = dataclasses.field(default_factory=dict)  # a baseline's parameter against the harness's step
+    grad: dict[str, torch.Tensor] = dataclasses.field(default_factory=dict)  # an arm's gradient against its baseline's
+    params: dict[str, torch.Tensor] = dataclasses.field(default_factory=dict)  # an arm's parameter against its baseline's
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Plan:
+    """Which comparisons the judge makes: the baselines checked against the harness, each other arm's baseline, the
+    tensors each arm freezes."""
+
+    baselines: tuple[str, ...] = ()
+    against: dict[str, str] = dataclasses.field(default_factory=dict)
+    frozen: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)
+
+
+def tensor_facts(name: str, before: dict, results: Mapping[str, StepResult], plan: Plan, device: torch.device,
+                 buffers: Float64Buffers) -> Facts:
+    """Every comparison of parameter `name`, on `device`: each arm's gradient and parameter brought there once, each
+    arm's step by the harness computed once (a baseline's serves its own check and the moved check). The same float64
+    operations on the same values as each comparison made on its own (tests/test_optimizer_judge.py)."""
+    facts = Facts()
+    checkpoint = before.get(name)
+    checkpoint = None if checkpoint is None else checkpoint.to(device)
+    grads = {label: r.grads[name].to(device) for label, r in results.items() if name in r.grads}
+    after = {label: r.params_after[name].to(device) for label, r in results.items()
+             if r.params_after is not None and name in r.params_after}
+    for label, result in results.items():
+        dtype = next(iter(result.params_after.values())).dtype
+        if name in plan.frozen.get(label, ()):
+            facts.unchanged[label] = as_checkpoint(after[label], checkpoint, after[label].dtype)
+        if label not in grads and (label not in plan.baselines or checkpoint is None):
+            continue
+        if label in grads:
+            expected = stepped(checkpoint, grads[label], OPTIMIZER, coefficient(result))
+            facts.must_move[label] = steps_past_rounding(expected, checkpoint, dtype)
+            if facts.must_move[label]:
+                facts.unchanged[label] = as_checkpoint(after[label], checkpoint, dtype)
+        else:  # a frozen parameter: the harness's step leaves it as it was
+            expected = checkpoint.double()
+        if label in plan.baselines:
+            if label in grads:
+                facts.squares[label] = grads[label].double().pow(2).sum()
+            weights = error_weights(expected, coefficient(result) * grads[label], OPTIMIZER) if label in grads else None
+            facts.harness[label] = error_sums(after[label], expected, weights, buffers)
+        del expected
+    for label, base in plan.against.items():
+        if base in grads:
+            facts.grad[label] = error_sums(grads[label], grads[base], buffers=buffers)
+        if base in after and results[label].params_after is not None:
+            weights = error_weights(after[base], coefficient(results[base]) * grads[base], OPTIMIZER) if base in grads else None
+            facts.params[label] = error_sums(after[label], after[base], weights, buffers)
+    return facts
+
+
+def coefficient(result: StepResult) -> float:
+    """The clip coefficient of the step `result` reports: by its own pre-clip norm."""
+    return OPTIMIZER.clip_coefficient(result.grad_norm) if result.grad_norm is not None else 1.0
+
+
+def all_facts(before: dict, results: Mapping[str, StepResult], plan: Plan, device: torch.device) -> dict[str, Facts]:
+    """tensor_facts of every parameter the checkpoint or a result names, one after the other (a SIGINT stops the run
+    between two: harness/cli/run_cmd.py). On the host for a parameter the GPU has no room for (the engine's next arm
+    may hold it): slower, the same comparisons."""
+    buffers, facts = Float64Buffers(), {}
+    names = set(before).union(*(r.grads for r in results.values()), *((r.params_after or {}) for r in results.values()))
+    for name in sorted(names):
+        try:
+            facts[name] = tensor_facts(name, before, results, plan, device, buffers)
+        except torch.OutOfMemoryError:
+            facts[name] = tensor_facts(name, before, results, plan, torch.device("cpu"), Float64Buffers())
+    return facts
+
+
+def frozen_row(arm_name: str, frozen: list[str], facts: dict[str, Facts]) -> Comparison:
+    moved = [n for n in frozen if not facts[n].unchanged[arm_name]]
+    return Comparison(arms=Arms(arm_name, HARNESS), quantity="frozen_params", item="", metric="changed_tensors",
+                      observed=float(len(moved)), threshold=0.0,
+                      where=f"{len(moved)} of {len(frozen)} frozen tensors differ from the checkpoint" + example(moved))
+
+
+def moved_row(arm_name: str, result: StepResult, facts: dict[str, Facts]) -> Comparison:
     """Trainable tensors left exactly as in the checkpoint, among those the harness's own AdamW step moves by more
     than the result dtype's spacing: in bfloat16 an lr-sized step on values near 1 (qwen3_5's A_log, measured on an
     H200) leaves a tensor unchanged in a correct engine too; in float64 every stepped tensor moves."""
     dtype = next(iter(result.params_after.values())).dtype
-    expected = adamw_step(before, result.grads, OPTIMIZER, result.grad_norm)
-    must_move = [n for n in result.grads if steps_past_rounding(expected[n], before[n], dtype)]
-    still = [n for n in must_move if as_checkpoint(result.params_after, before, n, dtype)]
+    must_move = [n for n in result.grads if facts[n].must_move[arm_name]]
+    still = [n for n in must_move if facts[n].unchanged[arm_name]]
     rounded_away = len(result.grads) - len(must_move)
     return Comparison(arms=Arms(arm_name, HARNESS), quantity="trainable_moved", item="", metric="unchanged_tensors",
                       observed=float(len(still)), threshold=0.0,
@@ -143,32 +236,56 @@ def compare_moved(arm_name: str, result: StepResult, before: dict) -> Comparison
                       + (f" ({rounded_away} more whose whole step is within {dtype}'s rounding)" if rounded_away else ""))
 
 
-def check_against_harness(j: Judgement, name: str, before: dict) -> list[Comparison]:
+def compare_moved(arm_name: str, result: StepResult, before: dict) -> Comparison:
+    """moved_row of one arm on its own, where its tensors are."""
+    device = next(iter(result.grads.values())).device
+    return moved_row(arm_name, result, all_facts(before, {arm_name: result}, Plan(), device))
+
+
+def harness_rows(name: str, base: StepResult, before: dict, facts: dict[str, Facts], tol: Tolerance) -> list[Comparison]:
     """A baseline against the harness: its norm is its gradients' norm, its step one clipped AdamW step."""
-    base = j.results[name]
-    rows = [compare_grad_norm(Arms(name, HARNESS), base.grad_norm, global_norm(base.grads), j.tolerance, "L2 of reported grads")]
-    expected = StepResult(logprobs=base.logprobs, loss=base.loss, num_loss_tokens=base.num_loss_tokens, grads=base.grads,
-                          grad_norm=base.grad_norm, params_after=adamw_step(before, base.grads, OPTIMIZER, base.grad_norm))
-    return rows + compare_params_after(Arms(name, HARNESS), base, expected, j.tolerance, OPTIMIZER)
+    squares = sums_to_host([facts[n].squares[name] for n in base.grads])
+    norm = math.sqrt(sum(squares))  # global_norm's float64 sum, in the gradients' order
+    rows = [compare_grad_norm(Arms(name, HARNESS), base.grad_norm, norm, tol, "L2 of reported grads")]
+    names = sorted(before)
+    return rows + tensor_rows(Arms(name, HARNESS), "params_after", CONDITIONED, {n: before[n].shape for n in names},
+                              [facts[n].harness[name] for n in names], tol.by("params_after"))
+
+
+def pair_rows(j: Judgement, name: str, against: str, facts: dict[str, Facts]) -> list[Comparison]:
+    """An arm against its baseline: compare_results' rows (log-probs to parameters), then the pre-clip norm."""
+    result, base, tol = j.results[name], j.results[against], j.tolerance
+    arms = Arms(name, against)
+    rows = compare_all_but_tensors(arms, result, base, tol, j.locate(name))
+    names = sorted(base.grads)
+    rows += tensor_rows(arms, "grad", ("rel_l2", "max_rel"), {n: base.grads[n].shape for n in names}, [facts[n].grad[name] for n in names],
+                        tol.by("grad"))
+    if result.params_after is not None and base.params_after is not None:
+        names = sorted(base.params_after)
+        rows += tensor_rows(arms, "params_after", CONDITIONED, {n: base.params_after[n].shape for n in names},
+                            [facts[n].params[name] for n in names], tol.by("params_after"))
+    return rows + [compare_grad_norm(arms, result.grad_norm, base.grad_norm, tol)]
 
 
 def judge(j: Judgement) -> list:
-    tol = j.tolerance
+    """Every comparison of every parameter in one pass over the parameters (all_facts), then the rows in the
+    scenario's order: each baseline against the harness; per arm, its frozen tensors, its moved ones, and against its
+    baseline."""
     before = checkpoint_params(j)
+    frozen = {name: sorted(n for n in before if j.cases[name].model.is_frozen(n)) for name in j.results}
+    plan = Plan(baselines=tuple(n for n in (BASELINE, FROZEN_BASELINE) if n in j.results),
+                against={n: baseline_of(n) for n in j.results if n != baseline_of(n) and baseline_of(n) in j.results},
+                frozen={n: frozenset(names) for n, names in frozen.items()})
+    facts = all_facts(before, j.results, plan, judging_device(j))
     rows = []
-    for name in (BASELINE, FROZEN_BASELINE):
-        if name in j.results:
-            rows += check_against_harness(j, name, before)
+    for name in plan.baselines:
+        rows += harness_rows(name, j.results[name], before, facts, j.tolerance)
     for name, result in j.results.items():
-        frozen = sorted(n for n in before if j.cases[name].model.is_frozen(n))
-        if frozen:
-            rows.append(compare_frozen(name, result, before, frozen))
-        rows.append(compare_moved(name, result, before))
-        against = baseline_of(name)
-        if name != against and against in j.results:
-            base = j.results[against]
-            rows += compare_results(Arms(name, against), result, base, tol, j.locate(name), optimizer=OPTIMIZER)
-            rows.append(compare_grad_norm(Arms(name, against), result.grad_norm, base.grad_norm, tol))
+        if frozen[name]:
+            rows.append(frozen_row(name, frozen[name], facts))
+        rows.append(moved_row(name, result, facts))
+        if name in plan.against:
+            rows += pair_rows(j, name, plan.against[name], facts)
     return rows
 
 
