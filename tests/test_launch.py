@@ -23,6 +23,8 @@ from packcheck.harness.models import model_spec
 from packcheck.impls.reference.engine import ReferenceEngine
 from tests.engines.distributed import AllReducesLoss, Deadlocks, single_process
 
+pytestmark = pytest.mark.xdist_group("launch")  # module fixtures (deadlock_run, ...) shared by 2-4 tests: one worker runs each once
+
 HANG_TIMEOUT = 5.0
 SAMPLES = (
     Sample(input_ids=(5, 17, 3, 9, 30, 2), loss_mask=(0, 1, 1, 1, 1, 1)),

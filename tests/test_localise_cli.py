@@ -13,6 +13,8 @@ from packcheck.harness.compare.divergence import Divergence, PointError, Where
 from packcheck.harness.report import render_html, render_junit, render_markdown
 from packcheck.harness.run.localisations import add_localisation, read_localisations
 
+pytestmark = pytest.mark.xdist_group("localise-cli")  # run_dir, shared by every test: one worker runs it once
+
 ENGINE = "mutant.cross-doc-attention"
 FIRST = "first divergent module: model.layers.0.self_attn"
 

@@ -16,6 +16,8 @@ from packcheck.harness.cli.main import main
 from packcheck.harness.report import load_run, render_markdown
 from packcheck.harness.run.tables import COMPARISON_TABLE, VERDICT_TABLE
 
+pytestmark = pytest.mark.xdist_group("results-as-data")  # run_dir, shared by every test: one worker runs it once
+
 MUTANT = "mutant.boundary-label"
 
 

@@ -16,6 +16,8 @@ from packcheck.impls.reference.model import CausalLM
 from packcheck.impls.reference.train.corpus import split_corpus
 from packcheck.impls.reference.train.trainer import TrainConfig, train
 
+pytestmark = pytest.mark.xdist_group("train")  # run (a training run), shared by three tests: one worker runs it once
+
 SLICE = 60  # first stdlib files, sorted: the split keeps ~10% of them for validation
 TINY = TrainConfig(
     hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,

@@ -19,6 +19,8 @@ from packcheck.impls.reference.step.pipeline import REFERENCE
 from packcheck.impls.reference.step.train_step import build_micro_batches
 from packcheck.impls.reference.step.vision_step import encode_micro_batch
 
+pytestmark = pytest.mark.xdist_group("vlm-reference")  # case_and_result (a qwen2_5_vl step), shared by every test: one worker runs it once
+
 FROZEN = "model.visual.merger.mlp.2.weight"
 
 

@@ -11,8 +11,9 @@ llama and golden_regression of every family (the goldens are found as package da
 matrix of every family is the tests session's); docs/adapters.md's CI recipe (its `run:` steps, in order, from the
 worked example's own package directory, which registers it as `my_engine` as the docs say) passes with no dtype
 flag and leaves results.json, report.html, summary.md and junit.xml in its run directory; `pytest --pyargs
-packcheck.conformance` fails the example's mean-of-means variant, on the scenario that catches it. Exit 0 when all
-hold; every failed check is printed.
+packcheck.conformance` fails the example's mean-of-means variant, on the scenario that catches it. The reference's
+runs and the example's checks run at once, in two threads (each keeps about one core busy). Exit 0 when all hold;
+every failed check is printed.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 VARIANT = '''
@@ -47,9 +50,9 @@ GOLDEN_FAMILIES = sorted(d.name for d in (Path(__file__).resolve().parents[2] / 
 
 
 def run(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    print("$", " ".join(command), flush=True)
     done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
-    print(done.stdout[-2000:], done.stderr[-2000:], sep="\n", flush=True)
+    # one print, the command with its output: the checks run in two threads (check), their lines must not interleave
+    print("$ " + " ".join(command), done.stdout[-2000:], done.stderr[-2000:], sep="\n", flush=True)
     return done
 
 
@@ -97,21 +100,28 @@ def offline(step: str, wheel: str) -> str:
     return step
 
 
-def run_ci_recipe(wheel: str, venv: Path, package: Path) -> list[str]:
+def run_ci_recipe(wheel: str, venv: Path, package: Path, installed: threading.Event | None = None) -> list[str]:
     """docs/adapters.md's CI steps from the engine's repository (the example package) with the venv's bin first on PATH,
-    as a runner whose setup-python is that venv; what went wrong, in words."""
+    as a runner whose setup-python is that venv; what went wrong, in words. `installed` is set once no `pip install`
+    step is left (or the recipe stopped): from then on the venv's packages no longer change."""
     env = {**os.environ, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}
     env.pop("PYTHONPATH", None)
-    steps = ci_recipe()
-    if not any(step.startswith("pytest ") and f"--out {RECIPE_OUT}" in step for step in steps):
-        return [f"docs/adapters.md's CI recipe has no `pytest ... --out {RECIPE_OUT}` step (it runs {steps})"]
-    for step in steps:
-        command = offline(step, wheel)
-        print("$", command, flush=True)
-        done = subprocess.run(["bash", "-c", command], cwd=package, env=env, capture_output=True, text=True, check=False)
-        print(done.stdout[-3000:], done.stderr[-2000:], sep="\n", flush=True)
-        if done.returncode != 0:
-            return [f"docs/adapters.md's CI step `{step}` exited {done.returncode}"]
+    installed = installed or threading.Event()
+    try:
+        steps = ci_recipe()
+        if not any(step.startswith("pytest ") and f"--out {RECIPE_OUT}" in step for step in steps):
+            return [f"docs/adapters.md's CI recipe has no `pytest ... --out {RECIPE_OUT}` step (it runs {steps})"]
+        last_install = max((i for i, step in enumerate(steps) if step.startswith("pip install")), default=-1)
+        for index, step in enumerate(steps):
+            if index > last_install:
+                installed.set()
+            command = offline(step, wheel)
+            done = subprocess.run(["bash", "-c", command], cwd=package, env=env, capture_output=True, text=True, check=False)
+            print("$ " + command, done.stdout[-3000:], done.stderr[-2000:], sep="\n", flush=True)
+            if done.returncode != 0:
+                return [f"docs/adapters.md's CI step `{step}` exited {done.returncode}"]
+    finally:
+        installed.set()
     out = package / RECIPE_OUT
     missing = [name for name in ("results.json", "report.html", "summary.md", "junit.xml") if not (out / name).is_file()]
     if missing:
@@ -149,6 +159,24 @@ def check(wheel: str, scratch: Path) -> int:
     for bare in ("harness", "impls", "conformance"):
         if run([str(python), "-c", f"import {bare}"], scratch).returncode == 0:
             problems.append(f"`import {bare}` works: the wheel put a bare top-level package into site-packages")
+    # Two independent streams at once (a run keeps about one core busy; CI has two): the reference's runs, and the
+    # docs' recipe followed by the mean-of-means suite. The reference's runs wait for the recipe's `pip install`
+    # steps, which reinstall example_pkg in the venv every run reads its engines' entry points from.
+    installed = threading.Event()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        reference = pool.submit(check_reference_runs, venv, scratch, installed)
+        example = pool.submit(check_example, wheel, venv, package, python, scratch, installed)
+        problems += reference.result() + example.result()
+    for problem in problems:
+        print("FAILED:", problem, file=sys.stderr)
+    print("installed-wheel checks:", "all hold" if not problems else f"{len(problems)} failed", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def check_reference_runs(venv: Path, scratch: Path, installed: threading.Event) -> list[str]:
+    """`packcheck run --engine reference`: every scenario of llama, and every family's golden from the wheel's package data."""
+    installed.wait()
+    problems = []
     packcheck = [str(venv / "bin" / "packcheck"), "run", "--engine", "reference", "--no-report"]
     for label, selection in (("every scenario of llama", ["--family", "llama"]), ("every family's golden", ["--scenario", "golden_regression"])):
         out = f"reports/{selection[1]}"
@@ -159,17 +187,19 @@ def check(wheel: str, scratch: Path) -> int:
     golden = [v for v in verdicts if v["scenario"] == "golden_regression"]
     if sorted(v["family"] for v in golden) != GOLDEN_FAMILIES or any(v["status"] != "pass" for v in golden):
         problems.append(f"golden_regression did not pass for every family ({GOLDEN_FAMILIES}) from the wheel's package data: {golden}")
-    problems += run_ci_recipe(wheel, venv, package)  # the worked example's whole conformance suite, as the docs' CI runs it
+    return problems
+
+
+def check_example(wheel: str, venv: Path, package: Path, python: Path, scratch: Path, installed: threading.Event) -> list[str]:
+    """The docs' CI recipe (the worked example's whole conformance suite), then the suite on its mean-of-means variant."""
+    problems = run_ci_recipe(wheel, venv, package, installed)
     suite = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q", "--pyargs", "packcheck.conformance"]
     elsewhere = scratch / "elsewhere"  # not the folder holding example_pkg's project: that would shadow its editable install
     elsewhere.mkdir()
     bad = run([*suite, "--engine", "example_pkg:MeanOfMeans", "--family", "llama", "--scenario", "microbatch_invariance"], elsewhere)
     if bad.returncode != 1 or "FAILED" not in bad.stdout or "microbatch_invariance" not in bad.stdout:
         problems.append(f"the conformance suite did not fail the mean-of-means variant on microbatch_invariance (exit {bad.returncode})")
-    for problem in problems:
-        print("FAILED:", problem, file=sys.stderr)
-    print("installed-wheel checks:", "all hold" if not problems else f"{len(problems)} failed", file=sys.stderr)
-    return 1 if problems else 0
+    return problems
 
 
 if __name__ == "__main__":
