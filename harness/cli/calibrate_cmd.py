@@ -136,7 +136,8 @@ def summarise(directories: list[Path], factor: float) -> dict:
         data = load_results(directory)
         seed = int(data["provenance"].get("inputs", {}).get("seed", 0))
         for dtype in sorted({v["dtype"] for v in data["verdicts"]}):
-            group = measured.setdefault(dtype, {"judged": [], "oracle": [], "seeds": set(), "verdicts": 0, "not_passing": []})
+            group = measured.setdefault(dtype, {"judged": [], "oracle": [], "seeds": set(), "models": set(), "verdicts": 0, "not_passing": []})
+            group["models"].add(data["provenance"].get("inputs", {}).get("model", "tiny"))
             rows = [r for r in data["rows"] if r.get("dtype") == dtype]
             judged, oracle = calibration.samples(rows, seed)
             group["judged"] += judged
@@ -153,7 +154,8 @@ def dtype_report(dtype: str, group: dict, factor: float) -> dict:
     from packcheck.harness.compare import tolerance_for
     from packcheck.harness.run import calibration
 
-    table = tolerance_for(dtype)
+    models = group["models"]
+    table = tolerance_for(dtype, model=next(iter(models)) if len(models) == 1 else "tiny")  # a size preset's own table
     fields = {}
     for field, floor in calibration.floors(group["judged"]).items():
         allowed = getattr(table, field)
