@@ -13,15 +13,14 @@ DDP to reduce.
 
 from __future__ import annotations
 
-import torch.distributed as dist
 from torch import nn
 
-from packcheck.impls.reference.parallel.mesh import Mesh
+from packcheck.impls.reference.parallel.mesh import Mesh, group_of
 
 
 def shard_tower(tower: nn.Module, mesh: Mesh) -> nn.Module:
     """`tower` sharded over every rank (every rank must call this, in the same order)."""
-    group = dist.new_group(list(range(mesh.world_size)))
+    group = group_of(list(range(mesh.world_size)))
     device_type = "cuda" if mesh.device.startswith("cuda") else "cpu"
     from torch.distributed.device_mesh import DeviceMesh  # with FSDP2, only where a tower is sharded (fully_sharded.py)
     from torch.distributed.fsdp import fully_shard
