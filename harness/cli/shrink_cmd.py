@@ -98,9 +98,9 @@ def handle(args) -> int:
 def shrink_verdict(subject, pool, budget: float, out: Path, status: str = "fail", first=None, trials: bool = True) -> int:
     """Shrink one verdict (its `status` in the run, or `first`, the Verdict itself) and print what became of it: the
     sizes, the diagnosis and the one command that replays the case written to `out`. 1: shrunk; 2: nothing to shrink."""
+    from packcheck.harness.data.size import before_after
     from packcheck.harness.shrink.driver import NothingToShrink, refusal, shrink
     from packcheck.harness.shrink.record import write_shrunk
-    from packcheck.harness.data.size import before_after
 
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
