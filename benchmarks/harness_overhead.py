@@ -49,7 +49,8 @@ from packcheck.harness.launch.device_result import open_shared, share
 from packcheck.harness.launch.launch import Launch
 from packcheck.harness.launch.layout import LaunchDir
 from packcheck.harness.run.inputs import Inputs
-from packcheck.harness.run.results import ResultsFile, record_of
+from packcheck.harness.run_dir import RunDir
+from packcheck.harness.run_dir.results import ResultsFile, record_of
 from packcheck.harness.run.verdict import PASS, Verdict
 from packcheck.harness.scenarios import SCENARIOS, get_scenario
 
@@ -202,7 +203,7 @@ def recording(rows: list, setting, repeat: int) -> tuple[float, float, float]:
     verdict = Verdict(engine="reference", engine_spec="reference", family=setting.family, scenario="packed_vs_unpacked",
                       dtype=setting.dtype, device=setting.device, status=PASS, comparisons=tuple(rows))
     with tempfile.TemporaryDirectory(prefix="packcheck-overhead-") as scratch:
-        results = ResultsFile(Path(scratch), {"bench": True})
+        results = ResultsFile(RunDir(scratch), {"bench": True})
         add_s, _ = timed(lambda: results.add(verdict), repeat)
         write_s, _ = timed(results.write, repeat)
     encode_s, _ = timed(lambda: json.dumps(record_of(verdict)), repeat)

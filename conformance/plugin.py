@@ -68,6 +68,7 @@ def pytest_configure(config):
     config.pluginmanager.register(run_directory, "packcheck-run-directory")
     if any(config.getoption(option.flag) != option.default for option in plugin_options()):
         run_choices(config)  # what no run can take is a usage error before anything runs
+    run_directory.claim(config)
 
 
 def pytest_report_header(config):
@@ -131,14 +132,17 @@ POOL = pytest.StashKey()
 
 def session_pool(config):
     """The session's warm engine processes (harness/launch/pool.py), made on first use: every arm runs in
-    an engine's own processes, none in pytest's; closed when the session ends (pytest_unconfigure)."""
+    an engine's own processes, none in pytest's; closed when the session ends (pytest_unconfigure). Their folders are
+    the run directory's launches/ with --out (kept, as `packcheck run` keeps them), else a temporary folder."""
     if POOL not in config.stash:
         import tempfile
         from pathlib import Path
 
         from packcheck.harness.launch import LaunchPool
 
-        config.stash[POOL] = LaunchPool(Path(tempfile.mkdtemp(prefix="packcheck-launches-")), run_choices(config).timeout)
+        run_dir = run_directory.run_dir_of(config)
+        workdir = run_dir.launches if run_dir is not None else Path(tempfile.mkdtemp(prefix="packcheck-launches-"))
+        config.stash[POOL] = LaunchPool(workdir, run_choices(config).timeout)
     return config.stash[POOL]
 
 
@@ -148,7 +152,10 @@ def pytest_unconfigure(config):
 
         pool = config.stash[POOL]
         pool.close()
-        shutil.rmtree(pool.workdir, ignore_errors=True)
+        if run_directory.run_dir_of(config) is None:
+            shutil.rmtree(pool.workdir, ignore_errors=True)
+    if run_directory.LOCK in config.stash and config.stash[run_directory.LOCK] is not None:
+        config.stash[run_directory.LOCK].close()
 
 
 @pytest.fixture(scope="session")
@@ -186,7 +193,7 @@ def run_arm(packcheck_pool):
 
 
 @pytest.fixture(scope="session")
-def verdict_of(packcheck_pool, packcheck_inputs, packcheck_floors):
+def verdict_of(pytestconfig, packcheck_pool, packcheck_inputs, packcheck_floors):
     """verdict_of(engine_spec, scenario, family, dtype="float64", device="cpu", attention="auto"):
     run once per session and shared, because the conformance suite and packcheck's own mutant proof
     judge the same cells; every case built from the session's --model, --seed and --data-scale, and
@@ -194,11 +201,12 @@ def verdict_of(packcheck_pool, packcheck_inputs, packcheck_floors):
     from packcheck.harness.run.scenario_runner import RunOptions, run_scenario
     from packcheck.harness.scenarios import SCENARIOS
 
-    options = RunOptions(timeout=packcheck_pool.timeout, pool=packcheck_pool, inputs=packcheck_inputs, noise_floors=packcheck_floors)
+    options = RunOptions(timeout=packcheck_pool.timeout, pool=packcheck_pool, inputs=packcheck_inputs, noise_floors=packcheck_floors,
+                         run_dir=run_directory.run_dir_of(pytestconfig))  # with --out, a failing verdict's arms are saved there
 
     @functools.cache
     def run(engine: str, scenario: str, family: str, dtype: str, device: str, attention: str):
-        return run_scenario(engine, SCENARIOS[scenario], family, dtype, device, attention=attention, options=options)
+        return run_scenario(engine, SCENARIOS[scenario], family, dtype, device, attention=attention, save_passing=False, options=options)
 
     def verdict(engine: str, scenario: str, family: str, dtype: str = "float64", device: str = "cpu", attention: str = "auto"):
         return run(engine, scenario, family, dtype, device, attention)  # one cache key whether defaults are spelled out or not

@@ -1,9 +1,12 @@
-"""The pytest run's run directory (`--out DIR`), as `packcheck run --out DIR` writes it: results.jsonl and
-results.json (every scenario cell's verdict, docs/results-schema.md), report.html, summary.md (the Markdown for a
-pull request) and junit.xml (one test case per verdict), so one pytest run is both the CI gate and the report.
+"""The pytest run's run directory (`--out DIR`), the one `packcheck run --out DIR` writes (harness/run_dir, its layout):
+results.jsonl and results.json (every scenario cell's verdict, docs/results-schema.md) with their flat tables,
+report.html, summary.md (the Markdown for a pull request) and junit.xml (one test case per verdict), the saved arms of
+failing verdicts (cases/), the engine's launches (launches/) and the lock that keeps a second run out; so one pytest
+run is both the CI gate and the report.
 
 A cell records its verdict on its test item (`record`); the verdict travels on the test's report, so under
-pytest-xdist the workers' verdicts reach the controller, which alone writes the directory when the session ends.
+pytest-xdist the workers' verdicts reach the controller, which alone writes the results and reports when the session
+ends. The workers save a failing cell's arms as they judge it, each into the cell's own folder.
 """
 
 from __future__ import annotations
@@ -12,18 +15,44 @@ import pytest
 
 OUT_FLAG = "--out"
 RECORD = pytest.StashKey()
-RECORDS = pytest.StashKey()
+LOCK = pytest.StashKey()
 
 
 def add_option(group) -> None:
     group.addoption(OUT_FLAG, dest="packcheck_out", default=None, metavar="DIR",
                     help="write the run directory there, as `packcheck run --out DIR` does: results.json, report.html, "
-                         "summary.md, junit.xml (default: none)")
+                         "summary.md, junit.xml, the failing verdicts' arms (default: none)")
+
+
+def run_dir_of(config):
+    """The RunDir of --out (resolved: pytest-xdist's workers share the controller's working directory), or None."""
+    from pathlib import Path
+
+    from packcheck.harness.run_dir import RunDir
+
+    out = config.getoption("packcheck_out")
+    return None if out is None else RunDir(Path(out).resolve())
+
+
+def claim(config) -> None:
+    """On the controller (or the only process): create --out and hold its lock for the session, as `packcheck run` does
+    (harness/run/out_lock.py); another run writing there is a usage error."""
+    run_dir = run_dir_of(config)
+    if run_dir is None or hasattr(config, "workerinput"):
+        return
+    from packcheck.harness.errors import InputError
+    from packcheck.harness.run.out_lock import claim_out
+
+    run_dir.path.mkdir(parents=True, exist_ok=True)
+    try:
+        config.stash[LOCK] = claim_out(run_dir)
+    except InputError as err:
+        raise pytest.UsageError(str(err)) from None
 
 
 def record(item, verdict) -> None:
     """Keep a cell's verdict for the run directory (its test report carries it: pytest_runtest_makereport)."""
-    from packcheck.harness.run.results import record_of
+    from packcheck.harness.run_dir.results import record_of
 
     item.stash[RECORD] = record_of(verdict)
 
@@ -45,20 +74,15 @@ collected: list[dict] = []  # the verdicts the session's reports carried, in the
 
 
 def write_run_directory(config, provenance: dict) -> str:
-    """The run directory of --out from the verdicts collected (on the controller, or the only process); what it holds,
-    in a line for the terminal summary."""
-    from pathlib import Path
+    """The results and reports of --out from the verdicts collected (on the controller, or the only process); what it
+    holds, in a line for the terminal summary."""
+    from packcheck.harness.report import write_run_reports
+    from packcheck.harness.run_dir.results import ResultsFile
 
-    from packcheck.harness.files import write_atomically
-    from packcheck.harness.report import render_markdown, write_html, write_junit
-    from packcheck.harness.run.results import ResultsFile
-
-    directory = Path(config.getoption("packcheck_out")).resolve()
-    results = ResultsFile(directory, provenance)
+    run_dir = run_dir_of(config)
+    results = ResultsFile(run_dir, provenance)
     for record_ in collected:
         results.add_record(record_)
     results.write()
-    write_html(directory, directory / "report.html")
-    write_atomically(directory / "summary.md", render_markdown(directory))
-    write_junit(directory, directory / "junit.xml")
-    return f"packcheck: {len(collected)} verdicts in {directory}: results.json, report.html, summary.md, junit.xml"
+    reports = write_run_reports(run_dir)
+    return f"packcheck: {len(collected)} verdicts in {run_dir.path}: {', '.join([run_dir.results.name, *reports])}"

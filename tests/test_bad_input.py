@@ -119,11 +119,12 @@ def test_report_output_that_cannot_be_written(finished_run, capsys):
 def test_a_reused_out_keeps_nothing_of_the_earlier_run(finished_run, capsys):
     """A run killed with -9 right after it started in the --out of an earlier run: the earlier results, tables and
     report are gone, so nothing reads them as this run's."""
-    from packcheck.harness.run.results import ResultsFile
+    from packcheck.harness.run_dir import RunDir
+    from packcheck.harness.run_dir.results import ResultsFile
 
     assert main(["report", str(finished_run)]) == 0
     assert (finished_run / "results.json").exists() and (finished_run / "report.html").exists()
-    ResultsFile(finished_run, {"command": "the second run"})  # what a run does first; then the kill
+    ResultsFile(RunDir(finished_run), {"command": "the second run"})  # what a run does first; then the kill
     left = {p.name for p in finished_run.iterdir() if p.is_file()}
     assert not left & {"results.json", "report.html", "verdicts.jsonl", "verdicts.csv", "comparisons.jsonl", "comparisons.csv"}
     assert len((finished_run / "results.jsonl").read_text().splitlines()) == 1  # the new run's header only
@@ -147,9 +148,10 @@ def test_two_runs_into_one_out(tmp_path, capsys):
     with the process that held it, a kill -9 included."""
     import sys as _sys
 
-    from packcheck.harness.run.out_lock import LOCK, claim_out
+    from packcheck.harness.run.out_lock import claim_out
+    from packcheck.harness.run_dir import RunDir
 
-    holder = subprocess.Popen([_sys.executable, "-c", HOLDS_THE_LOCK, str(tmp_path / LOCK)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen([_sys.executable, "-c", HOLDS_THE_LOCK, str(RunDir(tmp_path).lock)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
         assert main([*RUN, "--out", str(tmp_path)]) == 2
@@ -158,6 +160,6 @@ def test_two_runs_into_one_out(tmp_path, capsys):
     finally:
         holder.kill()
         holder.wait()
-    lock = claim_out(tmp_path)
+    lock = claim_out(RunDir(tmp_path))
     assert lock is not None
     lock.close()

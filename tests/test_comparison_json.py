@@ -13,7 +13,7 @@ import pytest
 from packcheck.harness.compare import Arms
 from packcheck.harness.compare.bound import RULE, Bound, Source
 from packcheck.harness.compare.comparison import GOLDEN, HARNESS, Comparison
-from packcheck.harness.run.results import rows_of
+from packcheck.harness.run_dir.results import rows_of
 from packcheck.harness.run.verdict import PASS, Verdict
 
 
@@ -48,5 +48,5 @@ def test_results_jsonl_rows_are_byte_identical():
                       device="cuda", status=PASS, comparisons=tuple(COMPARISONS))
     expected = [{key: getattr(verdict, key) for key in ("engine", "family", "scenario", "dtype", "device", "attention")}
                 | _as_asdict_wrote_it(c) for c in COMPARISONS]
-    from packcheck.harness.run.results import _finite
+    from packcheck.harness.run_dir.results import _finite
     assert json.dumps(rows_of(verdict)) == json.dumps([_finite(row) for row in expected])

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -178,6 +179,9 @@ def test_engine_text_is_kept_safe_in_every_file(crash_run):
     assert "\\ud800" in bad["detail"] and "\\x1b[31m" in bad["detail"] and "\x1b" not in bad["detail"]
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "\x1b" not in page and "\x07" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    for name in ("summary.md", "junit.xml"):  # the other reports of the run directory, as the pytest plugin writes them
+        assert "\x1b" not in (out / name).read_text(encoding="utf-8"), name
+    ET.parse(out / "junit.xml")
     (long_name,) = verdicts_by_engine(json.loads((out / "results.json").read_text()))[HOSTILE + "LongName"]
     assert long_name["engine"] == "hostile." + "x" * 300, "the name is reported whole; only its path is shortened"
 

@@ -20,7 +20,8 @@ from packcheck.harness.provenance import provenance
 from packcheck.harness.report.html import render_html
 from packcheck.harness.run.invalid_arms import CONTRACT_SENTENCE, blocks_judging, empty_micro_batches, invalid_diagnosis, summarise
 from packcheck.harness.run.outcomes import ArmOutcome, Kind
-from packcheck.harness.run.results import ResultsFile, arms_directory
+from packcheck.harness.run_dir import RunDir
+from packcheck.harness.run_dir.results import ResultsFile
 from packcheck.harness.run.scenario_runner import RunOptions, run_scenario, setting_for
 from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.scenarios import SCENARIOS
@@ -109,7 +110,7 @@ def test_a_nan_fails_the_verdict_names_the_empty_micro_batch_first_and_the_valid
 @pytest.mark.parametrize("bug", [BUG])  # grouped with the mutant's proof cells (conftest.py): its launches are warm
 def test_every_arm_is_saved_and_the_report_shows_the_invalid_one(packcheck_pool, tmp_path, bug):
     engine = f"mutant.{bug}"
-    saved = arms_directory(tmp_path, engine, "llama", SCENARIO)
+    saved = RunDir(tmp_path).arms(engine, "llama", SCENARIO)
     verdict = run_scenario(engine, SCENARIOS[SCENARIO], "llama", save_dir=saved,
                            options=RunOptions(timeout=packcheck_pool.timeout, pool=packcheck_pool))
     assert verdict.status == "fail" and verdict.diagnosis.startswith(EMPTY), verdict.message()
@@ -119,7 +120,7 @@ def test_every_arm_is_saved_and_the_report_shows_the_invalid_one(packcheck_pool,
     assert problems_from_json(saved_problems)[0] == NAN_LOSS, "the typed problems are saved beside the sentences"
     assert (saved / "singletons" / "result.safetensors").is_file(), "the NaN result itself is kept"
     assert not (saved / "uneven" / "invalid.json").exists()
-    results = ResultsFile(tmp_path, provenance("cpu"))
+    results = ResultsFile(RunDir(tmp_path), provenance("cpu"))
     results.add(verdict)
     results.write()
     page = render_html(tmp_path)

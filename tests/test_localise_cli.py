@@ -11,7 +11,8 @@ import pytest
 from packcheck.harness.cli.main import main
 from packcheck.harness.compare.divergence import Divergence, PointError, Where
 from packcheck.harness.report import render_html, render_junit, render_markdown
-from packcheck.harness.run.localisations import add_localisation, read_localisations
+from packcheck.harness.run_dir import RunDir
+from packcheck.harness.run_dir.localisations import add_localisation, read_localisations
 
 pytestmark = pytest.mark.xdist_group("localise-cli")  # run_dir, shared by every test: one worker runs it once
 
@@ -27,7 +28,7 @@ def run_dir(tmp_path_factory):
 
 
 def test_run_localise_writes_the_localisation_and_says_it(run_dir, capfd):
-    (divergence,) = read_localisations(run_dir).values()
+    (divergence,) = read_localisations(RunDir(run_dir)).values()
     assert divergence.where is Where.FORWARD and divergence.first_point.module == "model.layers.0.self_attn"
     lines = (run_dir / "localisations.jsonl").read_text().splitlines()
     assert len(lines) == 1 and json.loads(lines[0])["verdict"]["engine"] == ENGINE
@@ -61,7 +62,7 @@ def test_engine_text_in_the_trail_is_escaped(run_dir, tmp_path):
     (record,) = [json.loads(line)["verdict"] for line in (run_dir / "results.jsonl").read_text().splitlines()[1:]]
     hostile = "<script>alert(1)</script>"
     point = PointError(hostile, hostile + "mod", 1.0, 0, 1)
-    add_localisation(copy, record, Divergence(
+    add_localisation(RunDir(copy), record, Divergence(
         where=Where.FORWARD, arm=hostile, against="unpacked", threshold=1e-10, forward=(point,), first=0, tokens=3))
     html = render_html(copy)
     assert hostile not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html

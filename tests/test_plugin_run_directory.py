@@ -30,6 +30,7 @@ def test_one_pytest_run_writes_the_run_directory_and_one_line_per_failure(tmp_pa
     assert "microbatch_invariance" in (out / "summary.md").read_text()
     assert len(ET.parse(out / "junit.xml").findall(".//failure")) == 2
     assert f"packcheck: 2 verdicts in {out}" in done.stdout
+    assert written(out) == written(packcheck_run(tmp_path / "cli")), "both front doors write the same run directory"
 
     failures = done.stdout.split("= FAILURES =", 1)[1].split("\n", 1)[1].split("packcheck: 2 verdicts", 1)[0].strip().splitlines()
     assert len(failures) == 4, failures  # two scenario cells, the partition property in both layouts; one line each
@@ -39,3 +40,19 @@ def test_one_pytest_run_writes_the_run_directory_and_one_line_per_failure(tmp_pa
     for noise in ("reproduce_failure", "Comparison(", "assert 'fail' == 'pass'"):
         assert noise not in done.stdout, noise
     assert "deselected" in done.stdout.splitlines()[-1], "the RL property test is left out with rl_loss_aggregation"
+
+
+def packcheck_run(out: Path) -> Path:
+    """`packcheck run` of the same cells, into `out`."""
+    from packcheck.harness.cli.main import main
+
+    assert main(["run", "--engine", "mutant.ga-mean-of-means", "--family", "llama", "--scenario", "microbatch_invariance",
+                 "token_conservation", "--out", str(out)]) == 1
+    return out
+
+
+def written(out: Path) -> set[str]:
+    """The files and folders a run left in `out`: every path, the engine processes' working folders (launches/) by
+    their top only."""
+    paths = {p.relative_to(out) for p in out.rglob("*")}
+    return {str(p) for p in paths if p.parts[0] != "launches" or len(p.parts) == 1}

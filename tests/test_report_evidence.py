@@ -13,7 +13,7 @@ import torch
 from packcheck.harness.contract import Case, ModelSpec, ParallelPlan, Partition, Sample, StepResult, packed
 from packcheck.harness.report import render_html
 from packcheck.harness.report.collectives import collective_table, well_formed
-from packcheck.harness.run.results import arms_directory
+from packcheck.harness.run_dir import RunDir
 
 SEQ_LEN = 16
 LENGTHS = (5, 7, 4, 9, 3)  # row 0: documents of 5, 7, 4 tokens (full); row 1: 9 + 3 + 4 padding
@@ -45,7 +45,7 @@ def _write(run_dir, scenario: str, arms: dict[str, tuple[Case, StepResult]], row
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "results.json").write_text(json.dumps(data))
     for name, (case, result) in arms.items():
-        directory = arms_directory(run_dir, "handmade", "llama", scenario) / name
+        directory = RunDir(run_dir).arms("handmade", "llama", scenario) / name
         result.save(directory)
         (directory / "case.json").write_text(json.dumps(case.to_json()))
 

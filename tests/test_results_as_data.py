@@ -14,7 +14,7 @@ import pytest
 
 from packcheck.harness.cli.main import main
 from packcheck.harness.report import load_run, render_markdown
-from packcheck.harness.run.tables import COMPARISON_TABLE, VERDICT_TABLE
+from packcheck.harness.run_dir.tables import COMPARISON_TABLE, VERDICT_TABLE
 
 pytestmark = pytest.mark.xdist_group("results-as-data")  # run_dir, shared by every test: one worker runs it once
 

@@ -19,6 +19,7 @@ import pytest
 
 from packcheck.harness.cli.main import main
 from packcheck.harness.contract import ContractError, ParallelPlan, Partition, Sample
+from packcheck.harness.data.size import Size, before_after
 from packcheck.harness.data.smaller import Smaller
 from packcheck.harness.models.smaller import NotSmaller, layer_count, smaller_config
 from packcheck.harness.report import render_junit, render_markdown
@@ -28,7 +29,6 @@ from packcheck.harness.shrink.driver import NothingToShrink, shrink
 from packcheck.harness.shrink.record import read_shrunk, write_shrunk
 from packcheck.harness.shrink.replay import replay
 from packcheck.harness.shrink.search import fitting_cuts, scaled_cuts
-from packcheck.harness.shrink.size import Size, before_after
 from packcheck.harness.shrink.subject import Subject
 
 BUDGET = 120.0  # seconds per verdict: the bound on the CPU

@@ -14,7 +14,6 @@ without verdicts (the run stopped early) is left uncached and judged again on it
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -25,6 +24,8 @@ from pathlib import Path
 from packcheck.harness.bisect.cache import BAD, GOOD, SKIP, Outcome, VerdictCache
 from packcheck.harness.bisect.git import git_env
 from packcheck.harness.bisect.worktree import checkout
+from packcheck.harness.run_dir import RunDir
+from packcheck.harness.run_dir.results import load_results
 
 EXIT_CODES = {GOOD: 0, BAD: 1, SKIP: 125}  # what `git bisect run` reads
 REASON_CHARS = 600
@@ -61,8 +62,8 @@ def _outcomes(code: int, out: Path, families: list[str], stderr: str) -> dict[st
     if code not in (0, 1):
         reason = f"exit {code}: " + stderr.strip()[-REASON_CHARS:]
         return {family: Outcome(status=SKIP, reason=reason) for family in families}
-    results = out / "results.json"
-    verdicts = json.loads(results.read_text())["verdicts"] if results.exists() else []
+    run_dir = RunDir(out)
+    verdicts = load_results(run_dir)["verdicts"] if run_dir.results.exists() else []
     outcomes = {}
     for family in families:
         mine = [v for v in verdicts if v["family"] == family]

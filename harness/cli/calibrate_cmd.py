@@ -26,6 +26,7 @@ from pathlib import Path
 
 from packcheck.harness.cli.errors import UsageError
 from packcheck.harness.cli.run_cmd import Interrupted, add_run_options, checked_choices, output_directory, raise_interrupted
+from packcheck.harness.run_dir import RunDir
 
 JUDGED_DTYPES = ("float32", "bfloat16", "float64")
 
@@ -73,9 +74,9 @@ def handle(args) -> int:
             raise UsageError(f"--dtype {args.dtype!r}: calibrate one of {', '.join(JUDGED_DTYPES)}")
         directories, interrupted = run_seeds(args, parse_seeds(args.seeds), out)
     report = summarise(directories, factor)
-    (out / "calibration.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
+    RunDir(out).calibration.write_text(json.dumps(report, indent=1), encoding="utf-8")
     print(markdown(report))
-    print(f"calibration: {out / 'calibration.json'}", file=sys.stderr)
+    print(f"calibration: {RunDir(out).calibration}", file=sys.stderr)
     if interrupted:
         return 2
     return 1 if any(group["not_passing"] for group in report["dtypes"].values()) else 0
@@ -85,8 +86,7 @@ def run_directories(paths: list[str]) -> list[Path]:
     """Each given run directory, or the seed-N runs under it."""
     found = []
     for path in map(Path, paths):
-        runs = sorted(p.parent for p in path.glob("seed-*/results.json*")) or [path]
-        found += list(dict.fromkeys(runs))
+        found += [run.path for run in RunDir(path).seed_runs()] or [path]
     return found
 
 
@@ -94,18 +94,18 @@ def run_seeds(args, seeds: list[int], out: Path) -> tuple[list[Path], bool]:
     """Each seed's run in OUT/seed-N, and whether Ctrl-C or SIGTERM stopped them (the seeds finished are kept)."""
     from packcheck.harness.launch import LaunchPool
     from packcheck.harness.provenance import provenance
-    from packcheck.harness.run.results import ResultsFile
     from packcheck.harness.run.session import Matrix, run_matrix
+    from packcheck.harness.run_dir.results import ResultsFile
 
     choices = checked_choices(args, seed=seeds[0])
-    pool = LaunchPool(out / "launches", choices.timeout)
+    pool = LaunchPool(RunDir(out).launches, choices.timeout)
     directories: list[Path] = []
     previous = {sig: signal.signal(sig, raise_interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         for seed in seeds:
             seeded = dataclasses.replace(choices, inputs=dataclasses.replace(choices.inputs, seed=seed))
             print(f"seed {seed} ({seeds.index(seed) + 1} of {len(seeds)})", file=sys.stderr, flush=True)
-            results = ResultsFile(out / f"seed-{seed}", provenance(seeded.device, ["packcheck", *args.argv]) | seeded.provenance())
+            results = ResultsFile(RunDir(out).seed_run(seed), provenance(seeded.device, ["packcheck", *args.argv]) | seeded.provenance())
             matrix = Matrix(engines=seeded.engines, families=seeded.families, scenarios=seeded.scenarios, dtype=seeded.dtype,
                             device=seeded.device, attention=seeded.attention, save_arms="none", inputs=seeded.inputs, logic_pass=False,
                             noise_floors=seeded.noise_floors)
@@ -113,7 +113,7 @@ def run_seeds(args, seeds: list[int], out: Path) -> tuple[list[Path], bool]:
                 run_matrix(matrix, results, pool)
             finally:
                 results.write()
-            directories.append(results.directory)
+            directories.append(results.run_dir.path)
         pool.close()
     except (Interrupted, KeyboardInterrupt) as stop:
         pool.kill()
@@ -129,11 +129,11 @@ def run_seeds(args, seeds: list[int], out: Path) -> tuple[list[Path], bool]:
 def summarise(directories: list[Path], factor: float) -> dict:
     """Per dtype: the floors, the floors against float64, each arm pair's floor, and the verdicts that did not pass."""
     from packcheck.harness.run import calibration
-    from packcheck.harness.run.results import load_results
+    from packcheck.harness.run_dir.results import load_results
 
     measured: dict[str, dict] = {}
     for directory in directories:
-        data = load_results(directory)
+        data = load_results(RunDir(directory))
         seed = int(data["provenance"].get("inputs", {}).get("seed", 0))
         for dtype in sorted({v["dtype"] for v in data["verdicts"]}):
             group = measured.setdefault(dtype, {"judged": [], "oracle": [], "seeds": set(), "models": set(), "verdicts": 0, "not_passing": []})

@@ -3,8 +3,8 @@
 VERDICT is the verdict's ENGINE/FAMILY/SCENARIO (the folder its arms are saved in under RUN_DIR/cases/ names it the
 same way); every failing verdict of that cell (each dtype and device the run had) is located: its worst failing
 comparison between two arms is rebuilt from the scenario's plan and the run's inputs and re-run with capture on
-(harness/run/localise.py). The result is appended to RUN_DIR/localisations.jsonl and the run's report.html is
-written again with its "where it parts" section.
+(harness/run/localise.py). The result is appended to the run's localisations (harness/run_dir/localisations.py) and
+the run's reports, where it has them, are written again with its "where it parts" section.
 """
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ def add_parser(commands) -> None:
 
 def handle(args) -> int:
     from packcheck.harness.launch import LaunchPool
-    from packcheck.harness.report import write_html
-    from packcheck.harness.run.localisations import add_localisation
+    from packcheck.harness.report import write_run_reports
     from packcheck.harness.run.localise_from_files import failing_verdicts, localise_recorded
+    from packcheck.harness.run_dir.localisations import add_localisation
 
     run_dir, verdicts = failing_verdicts(Path(args.verdict))
     if not verdicts:
-        raise NoSuchVerdict(f"{args.verdict}: the run in {run_dir} has no failing verdict there; give RUN_DIR/ENGINE/FAMILY/SCENARIO "
+        raise NoSuchVerdict(f"{args.verdict}: the run in {run_dir.path} has no failing verdict there; give RUN_DIR/ENGINE/FAMILY/SCENARIO "
                             "of a verdict whose status is fail")
     with tempfile.TemporaryDirectory(prefix="packcheck-localise-") as work, LaunchPool(Path(work), args.timeout) as pool:
         for record in verdicts:
@@ -46,7 +46,7 @@ def handle(args) -> int:
             add_localisation(run_dir, record, divergence)
             print(f"{record['scenario']} [{record['engine']} / {record['family']} / {record['dtype']} / {record['device']}]: "
                   f"{divergence.sentence()} ({divergence.seconds:.1f} s)")
-    if (run_dir / "report.html").exists():
-        write_html(run_dir, run_dir / "report.html")
-        print(run_dir / "report.html", file=sys.stderr)
+    if run_dir.report_html.exists():
+        write_run_reports(run_dir)
+        print(run_dir.report_html, file=sys.stderr)
     return 0

@@ -19,13 +19,14 @@ def add_parser(commands) -> None:
 def handle(args) -> int:
     from packcheck.harness.report import render_markdown, write_html, write_junit
     from packcheck.harness.files import write_atomically
+    from packcheck.harness.run_dir import RunDir
 
     run_dir = Path(args.run_dir)
-    output = Path(args.output) if args.output else run_dir / "report.html"
+    output = Path(args.output) if args.output else RunDir(run_dir).report_html
     baseline = Path(args.baseline) if args.baseline else None
     write_html(run_dir, output, baseline_dir=baseline)
     print(output)
-    if not (run_dir / "results.json").exists():
+    if not RunDir(run_dir).results.exists():
         from packcheck.harness.report.load import load_run
         print(f"packcheck report: {load_run(run_dir).unfinished}", file=sys.stderr)
     if args.markdown:

@@ -1,4 +1,4 @@
-"""`packcheck run`: run scenarios against engines, write results.json and report.html.
+"""`packcheck run`: run scenarios against engines, write the run directory (harness/run_dir): results, reports.
 
 Every arm runs in the engine's own processes (harness/launch), so the exit status depends only on
 the verdicts and on packcheck's own errors: 0 every supported case passes, 1 a case fails, errs
@@ -18,6 +18,7 @@ from pathlib import Path
 from packcheck.harness.cli.errors import UsageError
 from packcheck.harness.launch.warden import adopt_orphans, end_orphans  # stdlib only: cheap to import
 from packcheck.harness.run.options import add_arguments
+from packcheck.harness.run_dir import RunDir  # stdlib only
 
 
 def add_parser(commands) -> None:
@@ -25,7 +26,7 @@ def add_parser(commands) -> None:
     add_run_options(parser, required=("engine",))
     parser.add_argument("--save-arms", choices=("failing", "all", "none"), default="failing",
                         help="keep each arm's case and full result under OUT/cases for failing verdicts, all, or none (default: failing)")
-    parser.add_argument("--no-report", action="store_true", help="skip report.html (default: write it)")
+    parser.add_argument("--no-report", action="store_true", help="skip report.html, summary.md and junit.xml (default: write them)")
     parser.add_argument("--localise", action="store_true",
                         help="after each failing verdict, re-run its two arms with activation capture and name the first module "
                              "where they part (default: off; later: packcheck localise OUT/ENGINE/FAMILY/SCENARIO)")
@@ -48,28 +49,18 @@ DEFAULT_OUT = "reports/latest"
 def output_directory(out: str | None) -> Path:
     """--out as an absolute path (an engine cannot move it), created and writable, or a usage error. Without --out,
     DEFAULT_OUT under the working directory, which is often the engine's repository: git is told to ignore it."""
-    path = Path(out or DEFAULT_OUT).resolve()
-    if path.exists() and not path.is_dir():
+    run_dir = RunDir(Path(out or DEFAULT_OUT).resolve())
+    if run_dir.path.exists() and not run_dir.path.is_dir():
         raise UsageError(f"--out {out}: is a file, not a directory; point --out at a directory (it is created if missing)")
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".packcheck-write-test"
-        probe.write_text("")
-        probe.unlink()
+        run_dir.path.mkdir(parents=True, exist_ok=True)
+        run_dir.write_probe.write_text("")
+        run_dir.write_probe.unlink()
     except OSError as err:
         raise UsageError(f"--out {out}: cannot write there ({err.strerror}); choose a writable directory") from None
-    if out is None and not (path / ".gitignore").exists():
-        (path / ".gitignore").write_text("# written by packcheck: a run directory, not source\n*\n")
-    return path
-
-
-def forget_shrunk(out: Path) -> None:
-    """An earlier run's shrunk cases in a reused --out: never read as this run's (harness/shrink/record.py)."""
-    import shutil
-
-    from packcheck.harness.shrink.record import FOLDER
-
-    shutil.rmtree(out / FOLDER, ignore_errors=True)
+    if out is None and not run_dir.gitignore.exists():
+        run_dir.gitignore.write_text("# written by packcheck: a run directory, not source\n*\n")
+    return run_dir.path
 
 
 def enough_disk(choices, out: Path, save_arms: str) -> None:
@@ -153,8 +144,8 @@ def _handle(args) -> int:
         from packcheck.harness.run.dtype_choice import AUTO
         from packcheck.harness.run.engine_commit import engine_commits
         from packcheck.harness.run.out_lock import claim_out
-        from packcheck.harness.run.results import ResultsFile
         from packcheck.harness.run.session import Matrix, exit_status, run_matrix, where_arms_ran
+        from packcheck.harness.run_dir.results import ResultsFile
 
         choices = checked_choices(args)
         if args.shrink:
@@ -162,15 +153,15 @@ def _handle(args) -> int:
 
             checked_budget("--shrink-budget", args.shrink_budget)
         out = output_directory(args.out)
-        lock = claim_out(out)  # noqa: F841 - held until this run returns
-        forget_shrunk(out)
+        run_dir = RunDir(out)
+        lock = claim_out(run_dir)  # noqa: F841 - held until this run returns
         adopt_orphans()
         enough_disk(choices, out, args.save_arms)
         usage = Usage(out)
-        pool = LaunchPool(out / "launches", choices.timeout, usage=usage)
+        pool = LaunchPool(run_dir.launches, choices.timeout, usage=usage)
         chosen = auto_dtypes(choices.engines, pool, choices.device) if choices.dtype == AUTO else {}
         commits = engine_commits(choices.engines)
-        results = ResultsFile(out, provenance(choices.device, ["packcheck", *args.argv]) | choices.provenance()
+        results = ResultsFile(run_dir, provenance(choices.device, ["packcheck", *args.argv]) | choices.provenance()
                               | ({"engine_commit": commits} if commits else {})
                               | ({"dtype_choice": {spec: f"{c.dtype} ({c.why})" for spec, c in chosen.items()}} if chosen else {}))
         matrix = Matrix(engines=choices.engines, families=choices.families, scenarios=choices.scenarios, dtype=choices.dtype,
@@ -203,13 +194,13 @@ def _handle(args) -> int:
         resources = usage.to_json()  # as the verdicts left them (the report is not counted)
         results.write(resources=resources, damage=pool.damage if pool is not None else ())
         if not args.no_report and results.verdicts:
-            from packcheck.harness.report import write_html
+            from packcheck.harness.report import write_run_reports
 
-            write_html(out, out / "report.html")
-            print(f"report:  {out / 'report.html'}", file=sys.stderr)
+            write_run_reports(run_dir)
+            print(f"report:  {run_dir.report_html}", file=sys.stderr)
     verdicts = matrix.verdicts
     counts = {status: sum(v.status == status for v in verdicts) for status in ("pass", "fail", "error", "hang", "unsupported")}
-    print(f"{len(verdicts)} verdicts: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + f"\nresults: {results.path}", file=sys.stderr)
+    print(f"{len(verdicts)} verdicts: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + f"\nresults: {run_dir.results}", file=sys.stderr)
     print(usage.summary(resources), file=sys.stderr)
     if where_arms_ran(verdicts):
         print(where_arms_ran(verdicts), file=sys.stderr)

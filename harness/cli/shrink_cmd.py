@@ -62,8 +62,8 @@ def checked_budget(flag: str, seconds: float) -> float:
 def shrink_failing(matrix, pool, out: Path, budget: float) -> None:
     """`packcheck run --shrink`: each failing verdict of the run shrunk in its warm launches, from the verdict just judged."""
     from packcheck.harness.run.verdict import FAIL
+    from packcheck.harness.run_dir import RunDir
     from packcheck.harness.scenarios import get_scenario
-    from packcheck.harness.shrink.record import shrunk_path
     from packcheck.harness.shrink.subject import Subject
 
     budget = checked_budget("--shrink-budget", budget)
@@ -74,22 +74,23 @@ def shrink_failing(matrix, pool, out: Path, budget: float) -> None:
         subject = Subject(engine=verdict.engine_spec or verdict.engine, engine_name=verdict.engine, scenario=get_scenario(verdict.scenario),
                           family=verdict.family, dtype=verdict.dtype, device=verdict.device, attention=verdict.attention,
                           inputs=matrix.inputs, noise_floors=matrix.noise_floors)
-        shrink_verdict(subject, pool, budget, shrunk_path(out, verdict.engine, verdict.family, verdict.scenario), first=verdict, trials=False)
+        shrink_verdict(subject, pool, budget, RunDir(out).shrunk_case(verdict.engine, verdict.family, verdict.scenario), first=verdict,
+                       trials=False)
 
 
 def handle(args) -> int:
     import tempfile
 
     from packcheck.harness.launch import LaunchPool
+    from packcheck.harness.run_dir import RunDir
     from packcheck.harness.shrink.locate import find_verdict, subject_of
-    from packcheck.harness.shrink.record import shrunk_path
 
     budget = checked_budget("--budget", args.budget)
     if not 0 < args.timeout < float("inf"):
         raise UsageError(f"--timeout {args.timeout:g}: give the seconds an arm may run, a positive finite number")
     run_dir, verdict, provenance = find_verdict(args.verdict)
     subject = subject_of(verdict, provenance)
-    out = Path(args.out) if args.out else shrunk_path(run_dir, subject.engine_name, subject.family, subject.scenario.name)
+    out = Path(args.out) if args.out else RunDir(run_dir).shrunk_case(subject.engine_name, subject.family, subject.scenario.name)
     with tempfile.TemporaryDirectory(prefix="packcheck-shrink-") as launches, LaunchPool(Path(launches), args.timeout) as pool:
         return shrink_verdict(subject, pool, budget, out, status=verdict["status"])
 
@@ -97,9 +98,9 @@ def handle(args) -> int:
 def shrink_verdict(subject, pool, budget: float, out: Path, status: str = "fail", first=None, trials: bool = True) -> int:
     """Shrink one verdict (its `status` in the run, or `first`, the Verdict itself) and print what became of it: the
     sizes, the diagnosis and the one command that replays the case written to `out`. 1: shrunk; 2: nothing to shrink."""
+    from packcheck.harness.data.size import before_after
     from packcheck.harness.shrink.driver import NothingToShrink, refusal, shrink
     from packcheck.harness.shrink.record import write_shrunk
-    from packcheck.harness.shrink.size import before_after
 
     def say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)

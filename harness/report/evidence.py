@@ -11,15 +11,15 @@ from pathlib import Path
 import pandas as pd
 
 from packcheck.harness.report.collectives import collective_table, well_formed
-from packcheck.harness.report.saved_arms import SavedArms
 from packcheck.harness.report.token_errors import token_errors
 from packcheck.harness.report.token_strip import token_strip
-from packcheck.harness.run.results import arms_directory
+from packcheck.harness.run_dir import RunDir
+from packcheck.harness.run_dir.saved_arms import SavedArms
 
 
 def arm_evidence(run_dir: Path, v, rows: pd.DataFrame) -> dict | None:
     """Template data for one verdict, or None when the run kept none of its arms."""
-    saved = SavedArms(arms_directory(run_dir, v.engine, v.family, v.scenario))
+    saved = SavedArms(RunDir(run_dir).arms(v.engine, v.family, v.scenario))
     arms, collectives, notes = [], [], []
     for name in saved.names:
         loaded = saved.get(name)

@@ -31,7 +31,8 @@ from packcheck.harness.report.load import Run, describe, format_margin, format_n
 from packcheck.harness.report.scenario_texts import scenario_texts
 from packcheck.harness.report.shrunk import shrunk_by_key, shrunk_card
 from packcheck.harness.report.where_it_parts import where_it_parts
-from packcheck.harness.run.localisations import read_localisations
+from packcheck.harness.run_dir import RunDir
+from packcheck.harness.run_dir.localisations import read_localisations
 
 TEMPLATES = Path(__file__).parent / "templates"
 TOP_COMPARISONS = 8
@@ -196,7 +197,7 @@ def header_provenance(provenance: dict, dtypes: set[str]) -> dict:
 def render_html(run_dir: str | Path, baseline_dir: str | Path | None = None) -> str:
     run = load_run(run_dir)
     verdicts = run.verdicts
-    localised = read_localisations(run_dir)
+    localised = read_localisations(RunDir(run_dir))
     script, script_hash = _script()
     shrunk = shrunk_by_key(run_dir)
     return _environment().get_template("report.html.j2").render(

@@ -19,8 +19,9 @@ from pathlib import Path
 from packcheck.harness.report.load import load_run, status_counts
 from packcheck.harness.report.shrunk import shrunk_by_key, shrunk_text
 from packcheck.harness.report.where_it_parts import parts_line
-from packcheck.harness.run.localisations import read_localisations
 from packcheck.harness.files import write_atomically
+from packcheck.harness.run_dir import RunDir
+from packcheck.harness.run_dir.localisations import read_localisations
 
 OUTCOME = {"pass": None, "fail": "failure", "unsupported": "skipped"}  # any other status (error, hang, ...): <error>
 NOT_XML = re.compile(r"[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -55,7 +56,7 @@ def render_junit(run_dir: str | Path) -> str:
         "time": _seconds(float(verdicts["seconds"].fillna(0).sum()) if len(verdicts) else 0.0),
         "timestamp": _xml_text(run.provenance.get("time", "")),
     })
-    localised = read_localisations(run_dir)
+    localised = read_localisations(RunDir(run_dir))
     properties = ET.SubElement(suite, "properties")
     for name, value in run.provenance.items():
         ET.SubElement(properties, "property", name=_xml_text(name), value=_xml_text(value))

@@ -8,8 +8,8 @@ The public API for results as data (docs/report.md, "Results as data"):
     run.comparisons   # DataFrame, one row per comparison: arm, against, quantity, item, metric, observed, threshold, margin, passed
     run.provenance    # dict: versions, device, git commit, command, time
 
-Reports read runs only through `load_run`, so the schema (`packcheck.results/1`, written by
-harness/run/results.py) is decoded in one place: "inf"/"nan" strings become floats again, and
+Reports read runs only through `load_run`, so the schema (`packcheck.results/1`, written and read by
+harness/run_dir/results.py) is decoded in one place: "inf"/"nan" strings become floats again, and
 each verdict gets `key` (its VERDICT_KEYS values: engine, family, scenario, dtype, device, ...)
 and `anchor` (its HTML id). A key field an older file lacks reads as "".
 """
@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from packcheck.harness.run.results import VERDICT_KEYS, load_results
+from packcheck.harness.run_dir import RunDir
+from packcheck.harness.run_dir.results import VERDICT_KEYS, load_results
 
 STATUSES = ("pass", "fail", "unsupported", "error")
 VERDICT_COLUMNS = (*VERDICT_KEYS, "status", "known_finding", "diagnosis", "detail", "seconds", "max_margin", "worst",
@@ -107,7 +108,7 @@ def load_run(directory: str | Path) -> Run:
     """The run in `directory` (a `packcheck run --out`): results.json, or what results.jsonl kept of an
     unfinished run. Non-finite numbers are floats again; a file that is not a packcheck results file
     raises ResultsProblem naming the file and what is wrong."""
-    data = load_results(directory)
+    data = load_results(RunDir(directory))
     present = {k for record in data.get("verdicts", []) for k in record}
     verdicts = _frame(data.get("verdicts", []), VERDICT_COLUMNS)
     verdicts["worst"] = [

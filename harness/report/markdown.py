@@ -16,7 +16,8 @@ from packcheck.harness.report.baseline import compare_runs
 from packcheck.harness.report.load import describe, format_margin, load_run, status_counts
 from packcheck.harness.report.shrunk import shrunk_by_key
 from packcheck.harness.report.where_it_parts import parts_line
-from packcheck.harness.run.localisations import read_localisations
+from packcheck.harness.run_dir import RunDir
+from packcheck.harness.run_dir.localisations import read_localisations
 
 ERROR_OVER_TOLERANCE = ("Each cell: the status and the worst error/tolerance, the observed error of the verdict's worst "
                         "comparison divided by the allowed error (< 1 passes; a clean float64 engine reads 1e-3 or less, a bug 1e6 and up).")
@@ -128,7 +129,7 @@ def render_markdown(run_dir: str | Path, baseline_dir: str | Path | None = None)
         lines += _baseline_section(run, baseline_dir)
 
     failing = verdicts[~verdicts["status"].isin(["pass", "unsupported"])]  # fail, error, and newer failing statuses (hang)
-    localised = read_localisations(run_dir)
+    localised = read_localisations(RunDir(run_dir))
     if not failing.empty:
         lines += ["", f"### Failing ({len(failing)})", ""]
         shrunk = shrunk_by_key(run_dir)

@@ -1,16 +1,17 @@
 """What the reports say of a verdict that was shrunk (`packcheck shrink`, `packcheck run --shrink`): its smallest case's
-size against the scenario's and the command that replays it, read from the run's shrunk cases (harness/shrink/record.py)."""
+size against the scenario's and the command that replays it, read from the run's shrunk cases (harness/run_dir/shrunk.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from packcheck.harness.shrink.record import Summary, summaries
+from packcheck.harness.run_dir import RunDir
+from packcheck.harness.run_dir.shrunk import Summary, summaries
 
 
 def shrunk_by_key(run_dir: str | Path) -> dict[tuple[str, ...], Summary]:
     """The run's shrunk cases by their verdict's key (harness/report/load.py: engine, family, scenario, dtype, device, attention)."""
-    return summaries(run_dir)
+    return summaries(RunDir(run_dir))
 
 
 def shrunk_text(summary: Summary | None) -> str:

@@ -25,7 +25,7 @@ from packcheck.harness.compare import HARNESS, NOT_ARMS
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.contract.rows import layout_rows
 from packcheck.harness.losses import expected_loss
-from packcheck.harness.report.saved_arms import SavedArms
+from packcheck.harness.run_dir.saved_arms import SavedArms
 
 PER_TOKEN = ("logprobs", "dloss_dlogprobs", "supervised_set")
 MAX_STRIPS = 3  # per verdict: the worst failing per-token comparisons

@@ -13,16 +13,15 @@ handle. Here: what such arms are said and saved as.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterable
 
 from packcheck.harness.contract import Case
-from packcheck.harness.engines import Problem, ProblemKind, problems_json
+from packcheck.harness.engines import Problem, ProblemKind
 from packcheck.harness.run.outcomes import ArmOutcome, Kind
+from packcheck.harness.run_dir.saved_arms import save_invalid_arm
 from packcheck.harness.scenarios import Scenario
 
-INVALID_FILE = "invalid.json"  # beside an invalid arm's case.json in the run's saved arms: its problems
 CONTRACT_SENTENCE = "the contract requires an engine to handle it (loss contribution 0, no division by zero)"
 
 
@@ -108,9 +107,4 @@ def invalid_diagnosis(invalid: Iterable[ArmOutcome]) -> str:
 def save_invalid_arms(directory: Path, invalid: Iterable[ArmOutcome]) -> None:
     """Each invalid arm beside the valid ones: its Case, its problems (invalid.json) and its result where it was kept."""
     for outcome in invalid:
-        path = directory / str(outcome.arm)
-        path.mkdir(parents=True, exist_ok=True)
-        if outcome.result is not None:
-            outcome.result.save(path)
-        (path / "case.json").write_text(json.dumps(outcome.case.to_json(), indent=1))
-        (path / INVALID_FILE).write_text(json.dumps(problems_json(list(outcome.problems)), indent=1))
+        save_invalid_arm(directory, str(outcome.arm), outcome.case, list(outcome.problems), outcome.result)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Mapping
 
 from packcheck.harness.compare import ArmId, Comparison, Pass, tolerance_for
@@ -23,8 +22,9 @@ from packcheck.harness.engines import EngineInfo
 from packcheck.harness.launch import OK, LaunchFailed, LaunchPool
 from packcheck.harness.launch.layout import CaseDir
 from packcheck.harness.run import placement
-from packcheck.harness.run.localisations import add_localisation
 from packcheck.harness.run.verdict import Verdict
+from packcheck.harness.run_dir import RunDir
+from packcheck.harness.run_dir.localisations import add_localisation
 from packcheck.harness.scenarios import Scenario, Setting
 from packcheck.harness.scenarios.base import Before
 
@@ -84,7 +84,7 @@ def localise(engine: EngineInfo, scenario: Scenario, setting: Setting, arm: ArmI
     return replace(found, seconds=time.perf_counter() - started)
 
 
-def localise_in_run(matrix, engine: EngineInfo, scenario: Scenario, verdict: Verdict, run_dir: Path, pool: LaunchPool) -> str:
+def localise_in_run(matrix, engine: EngineInfo, scenario: Scenario, verdict: Verdict, run_dir: RunDir, pool: LaunchPool) -> str:
     """`packcheck run --localise`: locate a failing verdict of the matrix, record it in the run's localisations, and
     say it in a line."""
     setting = matrix.inputs.setting(verdict.family, verdict.dtype, verdict.device, verdict.attention)

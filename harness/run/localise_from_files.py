@@ -12,24 +12,24 @@ from packcheck.harness.launch import LaunchFailed, LaunchPool
 from packcheck.harness.run.calibration import floors_from_report
 from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run.localise import localise, plan_arms
-from packcheck.harness.run.localisations import verdict_key
-from packcheck.harness.run.results import load_results
+from packcheck.harness.run_dir import RunDir
+from packcheck.harness.run_dir.localisations import verdict_key
+from packcheck.harness.run_dir.results import load_results
 from packcheck.harness.compare import Pass
 from packcheck.harness.scenarios import get_scenario
 from packcheck.harness.text import path_name
 
 
-def failing_verdicts(path: Path) -> tuple[Path, list[dict]]:
+def failing_verdicts(path: Path) -> tuple[RunDir, list[dict]]:
     """The run directory above `path` and the failing verdicts of the ENGINE/FAMILY/SCENARIO below it."""
     path = path.resolve()
-    run_dir = next((p for p in path.parents if (p / "results.jsonl").exists() or (p / "results.json").exists()), None)
-    if run_dir is None:
+    found = RunDir.find(path)
+    if found is None:
         raise InputError(f"{path}: no run directory (one holding results.json or results.jsonl) contains it; "
                          "give RUN_DIR/ENGINE/FAMILY/SCENARIO")
-    parts = list(path.relative_to(run_dir).parts)
-    parts = parts[1:] if parts[:1] == ["cases"] else parts
+    run_dir, parts = found
     if len(parts) != 3:
-        raise InputError(f"{path}: after the run directory {run_dir}, give ENGINE/FAMILY/SCENARIO (found {'/'.join(parts) or 'nothing'})")
+        raise InputError(f"{path}: after the run directory {run_dir.path}, give ENGINE/FAMILY/SCENARIO (found {'/'.join(parts) or 'nothing'})")
     engine, family, scenario = parts
     data = load_results(run_dir)
     found = [v for v in data.get("verdicts", []) if (path_name(str(v["engine"])), v["family"], v["scenario"]) == (engine, family, scenario)
@@ -37,7 +37,7 @@ def failing_verdicts(path: Path) -> tuple[Path, list[dict]]:
     return run_dir, found
 
 
-def localise_recorded(run_dir: Path, verdict: dict, pool: LaunchPool) -> Divergence:
+def localise_recorded(run_dir: RunDir, verdict: dict, pool: LaunchPool) -> Divergence:
     """Where the recorded verdict's worst failing comparison between two arms first parts."""
     data = load_results(run_dir)
     key = verdict_key(verdict)

@@ -13,14 +13,14 @@ The steps, each its own module: execution.py runs a pass of the plan into typed 
 judge.py judges them; conclusion.py concludes the pass from that data; placement.py combines the
 run's own pass with the CPU float64 pass (arms with more ranks than the machine has GPUs). Here:
 which passes run, the files a verdict writes (saved arms, a failing golden's `.obtained`), and
-the known findings. Nothing of an arm outlives its verdict but what `save_dir` keeps: once the verdict is
-decided, the pool discards the folders of the cases it ran (harness/launch/tidy.py).
+the known findings. Nothing of an arm outlives its verdict but what `save_dir` (or the run directory's cases/,
+harness/run_dir) keeps: once the verdict is decided, the pool discards the folders of the cases it ran
+(harness/launch/tidy.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -41,6 +41,8 @@ from packcheck.harness.run.invalid_arms import save_invalid_arms
 from packcheck.harness.run.judge import Judged, judge, judgement
 from packcheck.harness.run.outcomes import Kind
 from packcheck.harness.run.verdict import ERROR, FAIL, HANG, PASS, UNSUPPORTED, Verdict
+from packcheck.harness.run_dir import RunDir
+from packcheck.harness.run_dir.saved_arms import save_arm
 from packcheck.harness.scenarios import Scenario, Setting
 
 DEFAULT_TIMEOUT = 600.0
@@ -55,6 +57,7 @@ class RunOptions:
     # `packcheck calibrate`, which measures the asked dtype's noise, not the logic the CPU pass checks)
     logic_pass: bool = True
     noise_floors: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # dtype -> field -> floor (--noise-floors)
+    run_dir: RunDir | None = None  # where no `save_dir` is given, the verdict's arms go to this run directory's cases/ (None: nowhere)
 
 
 def setting_for(family: str, dtype: str, device: str, attention: str = "auto", inputs: Inputs = Inputs()) -> Setting:
@@ -94,6 +97,8 @@ def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dty
     except LaunchFailed as failed:
         return dataclasses.replace(did_not_start(cell, failed), seconds=time.perf_counter() - started)
     cell = dataclasses.replace(cell, engine=info.name)
+    if save_dir is None and options.run_dir is not None:
+        save_dir = options.run_dir.arms(info.name, family, scenario.name)
     setting = setting_for(family, dtype, device, attention, inputs)
     why = scenario.applies(setting, info.capabilities)
     try:
@@ -181,6 +186,4 @@ def did_not_start(cell: Verdict, failed: LaunchFailed) -> Verdict:
 def save_arms(directory: Path, cases: Mapping[ArmId, Case], results: Mapping[ArmId, StepResult]) -> None:
     """Each arm's Case (JSON) and StepResult (safetensors + JSON), for reports and re-judging."""
     for arm, result in results.items():
-        path = directory / str(arm)  # arm names are packcheck's own (an RL arm's holds '/': a folder per part)
-        result.save(path)
-        (path / "case.json").write_text(json.dumps(cases[arm].to_json(), indent=1))
+        save_arm(directory, str(arm), cases[arm], result)

@@ -20,10 +20,10 @@ from packcheck.harness.models import FAMILIES
 from packcheck.harness.run.conclusion import first_error_line
 from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run.progress import Progress
-from packcheck.harness.run.results import ResultsFile, arms_directory
 from packcheck.harness.run.scenario_runner import RunOptions, did_not_start, run_scenario
 from packcheck.harness.run.localise import localise_in_run
 from packcheck.harness.run.verdict import ERROR, FAIL, UNSUPPORTED, Verdict
+from packcheck.harness.run_dir.results import ResultsFile
 from packcheck.harness.scenarios import Scenario
 from packcheck.harness.text import safe_line, safe_text
 
@@ -75,16 +75,16 @@ def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: Text
                 if engine is None:
                     verdict = not_started(matrix, spec, family, scenario, failure)
                 else:
-                    save_dir = None if matrix.save_arms == "none" else arms_directory(results.directory, engine.name, family, scenario.name)
-                    verdict = run_scenario(engine, scenario, family, matrix.dtype_for.get(spec, matrix.dtype), matrix.device, save_dir=save_dir,
+                    verdict = run_scenario(engine, scenario, family, matrix.dtype_for.get(spec, matrix.dtype), matrix.device,
                                            attention=matrix.attention, save_passing=matrix.save_arms == "all",
                                            options=RunOptions(timeout=pool.timeout, pool=pool, inputs=matrix.inputs,
-                                                             logic_pass=matrix.logic_pass, noise_floors=matrix.noise_floors))
+                                                             logic_pass=matrix.logic_pass, noise_floors=matrix.noise_floors,
+                                                             run_dir=None if matrix.save_arms == "none" else results.run_dir))
                 progress.finish(verdict_line(verdict), safe_text(verdict.message()) if verdict.failed else "")
                 matrix.verdicts.append(verdict)
                 results.add(verdict)
                 if matrix.localise and engine is not None and verdict.status == FAIL:
-                    progress.note("  where it parts: " + safe_text(localise_in_run(matrix, engine, scenario, verdict, results.directory, pool)))
+                    progress.note("  where it parts: " + safe_text(localise_in_run(matrix, engine, scenario, verdict, results.run_dir, pool)))
     finally:
         progress.close()
     return matrix.verdicts

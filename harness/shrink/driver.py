@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from packcheck.harness.contract import Case
+from packcheck.harness.data.size import Size
 from packcheck.harness.data.smaller import Smaller
 from packcheck.harness.errors import InputError
 from packcheck.harness.launch import LaunchPool
@@ -23,7 +24,6 @@ from packcheck.harness.scenarios import Scenario
 from packcheck.harness.scenarios.base import ORACLE_ENGINE
 from packcheck.harness.shrink.plans import narrowable, only_arms
 from packcheck.harness.shrink.search import Search
-from packcheck.harness.shrink.size import Size
 from packcheck.harness.shrink.subject import Subject, first_arms, run
 from packcheck.harness.shrink.target import Target
 

@@ -10,12 +10,11 @@ from pathlib import Path
 from packcheck.harness.errors import InputError
 from packcheck.harness.run.calibration import floors_from_report
 from packcheck.harness.run.inputs import Inputs
-from packcheck.harness.run.results import VERDICT_KEYS, load_results
+from packcheck.harness.run_dir import RunDir
+from packcheck.harness.run_dir.results import VERDICT_KEYS, load_results
 from packcheck.harness.scenarios import get_scenario
 from packcheck.harness.shrink.subject import Subject
 from packcheck.harness.text import path_name
-
-CASES = "cases"  # the folder of a run's saved arms (harness/run/results.py, arms_directory)
 
 
 class NoSuchVerdict(InputError):
@@ -24,13 +23,12 @@ class NoSuchVerdict(InputError):
 
 def run_directory(path: str | Path) -> tuple[Path, tuple[str, ...]]:
     """The run directory `path` is in or under (holding results.json or results.jsonl), and the parts after it."""
-    path = Path(path).resolve()
-    for folder in (path, *path.parents):
-        if (folder / "results.json").is_file() or (folder / "results.jsonl").is_file():
-            parts = path.relative_to(folder).parts
-            return folder, parts[1:] if parts[:1] == (CASES,) else parts
-    raise NoSuchVerdict(f"{path}: neither it nor a folder above it holds results.json: give RUN_DIR/ENGINE/FAMILY/SCENARIO, "
-                        "RUN_DIR the --out of a `packcheck run`")
+    found = RunDir.find(path)
+    if found is None:
+        raise NoSuchVerdict(f"{Path(path).resolve()}: neither it nor a folder above it holds results.json: give "
+                            "RUN_DIR/ENGINE/FAMILY/SCENARIO, RUN_DIR the --out of a `packcheck run`")
+    run_dir, parts = found
+    return run_dir.path, parts
 
 
 def verdict_path(run_dir: Path, verdict: dict) -> str:
@@ -40,7 +38,7 @@ def verdict_path(run_dir: Path, verdict: dict) -> str:
 def find_verdict(path: str | Path) -> tuple[Path, dict, dict]:
     """(run directory, the verdict's record, the run's provenance) for `path`."""
     run_dir, parts = run_directory(path)
-    data = load_results(run_dir)
+    data = load_results(RunDir(run_dir))
     verdicts = data.get("verdicts", [])
     if not parts:
         failing = [v for v in verdicts if v["status"] == "fail"]

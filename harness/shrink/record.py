@@ -8,7 +8,8 @@ rebuilt from them on reading; a checkpoint of the user's by its path), and where
 names (`only`: harness/shrink/plans.py); then for people: the failing comparison, the
 diagnosis's class, the diagnosis at the scenario's size and at the shrunk one, the sizes before and after, the
 search's seconds and trials, and the command that replays it. A run keeps its shrunk cases under
-RUN_DIR/shrunk/<engine>/<family>/<scenario>.json, where the report finds them (`summaries`).
+RUN_DIR/shrunk/<engine>/<family>/<scenario>.json (harness/run_dir/layout.py), where the report finds them
+(harness/run_dir/shrunk.py, which also checks a file's schema and reads its summary).
 """
 
 from __future__ import annotations
@@ -21,29 +22,14 @@ from typing import Mapping
 
 from packcheck.harness.contract import Case, ContractError
 from packcheck.harness.data.smaller import Smaller
-from packcheck.harness.errors import InputError
 from packcheck.harness.files import write_atomically
 from packcheck.harness.models import checkpoint_for
 from packcheck.harness.models.sizes import is_path
 from packcheck.harness.models.smaller import seeded
 from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run.reproduce import replay_command
-from packcheck.harness.run.results import VERDICT_KEYS
+from packcheck.harness.run_dir.shrunk import SCHEMA, ShrunkProblem, Summary, read_json, summary_of
 from packcheck.harness.shrink.driver import Shrunk
-from packcheck.harness.shrink.size import Size, before_after
-from packcheck.harness.text import path_name
-
-SCHEMA = "packcheck.shrunk/1"
-FOLDER = "shrunk"
-
-
-class ShrunkProblem(InputError):
-    """A shrunk case's file that cannot be read: the message names the file, the field and the fix."""
-
-
-def shrunk_path(run_dir: str | Path, engine: str, family: str, scenario: str) -> Path:
-    """Where a run keeps the shrunk case of a verdict (beside its saved arms: harness/run/results.py, arms_directory)."""
-    return Path(run_dir) / FOLDER / path_name(engine) / family / f"{scenario}.json"
 
 
 def write_shrunk(shrunk: Shrunk, path: str | Path) -> Path:
@@ -96,51 +82,6 @@ class ShrunkCase:
     summary: Summary
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Summary:
-    """What the report says of a shrunk case: the verdict it shrank, the sizes, the comparison, the replay command."""
-
-    path: Path
-    key: tuple[str, ...]  # the verdict's cell: its VERDICT_KEYS values (engine, family, scenario, dtype, device, attention)
-    comparison: str
-    diagnosis_class: str
-    before: Size
-    after: Size
-    seconds: float
-    trials: int
-    complete: bool
-    replay: str
-
-    def line(self) -> str:
-        """`shrunk logprobs (packed vs unpacked): tokens 112 -> 3 (37.3x fewer), documents 10 -> 2, ...` (harness/shrink/size.py)."""
-        cut = "" if self.complete else " (the budget ran out: the smallest found)"
-        return f"shrunk {self.comparison}: {before_after(self.before, self.after)}{cut}"
-
-
-def read_json(path: str | Path) -> dict:
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise ShrunkProblem(f"{path}: cannot read it ({err.strerror}); give a file `packcheck shrink` wrote") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ShrunkProblem(f"{path}: not JSON ({err}); give a file `packcheck shrink` wrote") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise ShrunkProblem(f"{path}: schema {found!r}, expected {SCHEMA!r}: give a file `packcheck shrink` or `packcheck run --shrink` wrote")
-    return data
-
-
-def summary_of(path: Path, data: dict) -> Summary:
-    try:
-        return Summary(path=path, key=tuple(str(data[k]) for k in VERDICT_KEYS), comparison=str(data["comparison"]),
-                       diagnosis_class=str(data["diagnosis_class"]), before=Size.from_json(data["before"]),
-                       after=Size.from_json(data["after"]), seconds=float(data["search"]["seconds"]), trials=int(data["search"]["trials"]),
-                       complete=bool(data["search"]["complete"]), replay=str(data["replay"]))
-    except (KeyError, TypeError, ValueError) as err:
-        raise ShrunkProblem(f"{path}: field {err} is missing or malformed; rewrite it with `packcheck shrink`") from None
-
-
 def read_shrunk(path: str | Path) -> ShrunkCase:
     """The case in `path`, its seeded checkpoints written again from their config and seed."""
     path = Path(path).resolve()
@@ -169,15 +110,3 @@ def with_checkpoint(case: dict, path: Path, name: str) -> dict:
         raise ShrunkProblem(f"{path}: arms.{name}.model.checkpoint {model['checkpoint']} is not a directory here; "
                             "copy the model's checkpoint there, or edit the field to where it is")
     return case
-
-
-def summaries(run_dir: str | Path) -> dict[tuple[str, ...], Summary]:
-    """The shrunk cases a run directory holds, by their verdict's cell; a file that cannot be read is left out."""
-    found = {}
-    for path in sorted((Path(run_dir) / FOLDER).rglob("*.json")):
-        try:
-            summary = summary_of(path, read_json(path))
-        except ShrunkProblem:
-            continue
-        found[summary.key] = summary
-    return found

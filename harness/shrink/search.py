@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from packcheck.harness.contract import Case, ContractError
+from packcheck.harness.data.size import Size
 from packcheck.harness.data.smaller import Smaller
 from packcheck.harness.errors import InputError
 from packcheck.harness.launch import LaunchPool
 from packcheck.harness.models.smaller import head_counts, layer_count, mlp_width, seeded
 from packcheck.harness.run.verdict import PASS, Verdict
 from packcheck.harness.scenarios import Scenario
-from packcheck.harness.shrink.size import Size
 from packcheck.harness.shrink.subject import CannotBuild, Subject, first_arms, run
 from packcheck.harness.shrink.target import Target
 

@@ -18,9 +18,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-from pathlib import Path
-
 from packcheck.harness.files import write_atomically
+from packcheck.harness.run_dir.layout import RunDir
 
 VERDICT_TABLE = ("engine", "family", "scenario", "dtype", "device", "attention", "engine_spec", "status", "known_finding", "diagnosis",
                  "seconds", "max_margin", "comparisons", "failing", "skipped_arms", "worst_quantity", "worst_item", "worst_arm",
@@ -50,12 +49,9 @@ def _lines(records: list[dict], columns: tuple[str, ...]) -> str:
     return "".join(json.dumps({key: record.get(key, "") for key in columns}, allow_nan=False) + "\n" for record in records)
 
 
-TABLE_FILES = tuple(f"{name}.{kind}" for name in ("verdicts", "comparisons") for kind in ("jsonl", "csv"))
-
-
-def write_tables(directory: Path, verdicts: list[dict], rows: list[dict]) -> None:
-    """verdicts.{jsonl,csv} and comparisons.{jsonl,csv} in `directory`, from results.json's records."""
+def write_tables(run_dir: RunDir, verdicts: list[dict], rows: list[dict]) -> None:
+    """verdicts.{jsonl,csv} and comparisons.{jsonl,csv} in the run directory, from results.json's records."""
     flat = [flat_verdict(v) for v in verdicts]
     for name, records, columns in (("verdicts", flat, VERDICT_TABLE), ("comparisons", rows, COMPARISON_TABLE)):
-        write_atomically(directory / f"{name}.jsonl", _lines(records, columns))
-        write_atomically(directory / f"{name}.csv", _csv(records, columns))
+        write_atomically(run_dir.table(f"{name}.jsonl"), _lines(records, columns))
+        write_atomically(run_dir.table(f"{name}.csv"), _csv(records, columns))

@@ -20,13 +20,14 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import Protocol, Sequence
 
+from packcheck.harness.compare import Comparison
 from packcheck.harness.compare.tolerances import table_json
 from packcheck.harness.errors import InputError
 from packcheck.harness.files import write_atomically
-from packcheck.harness.run.tables import TABLE_FILES, write_tables
-from packcheck.harness.run.verdict import Verdict
-from packcheck.harness.text import path_name
+from packcheck.harness.run_dir.layout import RunDir
+from packcheck.harness.run_dir.tables import write_tables
 
 SCHEMA = "packcheck.results/1"
 VERDICT_KEYS = ("engine", "family", "scenario", "dtype", "device", "attention")
@@ -41,33 +42,39 @@ def _finite(value):
     return value
 
 
+class Judged(Protocol):
+    """What the results record of a verdict (harness/run/verdict.py, Verdict): its cell (VERDICT_KEYS), its JSON and its
+    comparisons. A protocol, not the Verdict: the run directory stands below the runner that concludes verdicts."""
+
+    engine: str
+    family: str
+    scenario: str
+    dtype: str
+    device: str
+    attention: str
+    comparisons: Sequence[Comparison]
+
+    def to_json(self) -> dict: ...
+
+
 class ResultsFile:
-    def __init__(self, directory: Path, provenance: dict):
-        self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+    def __init__(self, run_dir: RunDir, provenance: dict):
+        self.run_dir = run_dir
+        run_dir.path.mkdir(parents=True, exist_ok=True)
         self.provenance = {"tolerances": table_json()} | provenance  # a run with --noise-floors records its own
-        self.verdicts: list[Verdict] = []
+        self.verdicts: list[Judged] = []
         self.records: list[dict] = []  # each verdict as JSON, in the order added
-        for stale in ("results.json", "report.html", *TABLE_FILES):  # an earlier run's, in a reused --out: never read as this run's
-            (self.directory / stale).unlink(missing_ok=True)
-        write_atomically(self.lines_path, json.dumps({"schema": SCHEMA, "provenance": provenance}) + "\n")
+        run_dir.forget_earlier_run()  # an earlier run's, in a reused --out: never read as this run's
+        write_atomically(run_dir.results_lines, json.dumps({"schema": SCHEMA, "provenance": provenance}) + "\n")
 
-    @property
-    def path(self) -> Path:
-        return self.directory / "results.json"
-
-    @property
-    def lines_path(self) -> Path:
-        return self.directory / "results.jsonl"
-
-    def add(self, verdict: Verdict) -> None:
+    def add(self, verdict: Judged) -> None:
         self.verdicts.append(verdict)
         self.add_record(record_of(verdict))
 
     def add_record(self, record: dict) -> None:
         """One verdict as JSON ({"verdict", "rows"}: record_of), e.g. judged in a pytest-xdist worker of the plugin."""
         self.records.append(record)
-        with open(self.lines_path, "a", encoding="utf-8") as lines:
+        with open(self.run_dir.results_lines, "a", encoding="utf-8") as lines:
             lines.write(json.dumps(record) + "\n")
             lines.flush()
             os.fsync(lines.fileno())
@@ -79,34 +86,27 @@ class ResultsFile:
         data = ({"schema": SCHEMA, "provenance": self.provenance, "verdicts": [r["verdict"] for r in self.records],
                  "rows": [row for r in self.records for row in r["rows"]]} | ({"resources": resources} if resources else {})
                 | ({"damage": list(damage)} if damage else {}))
-        write_atomically(self.path, json.dumps(data, indent=1))
-        write_tables(self.directory, data["verdicts"], data["rows"])  # the same records, one flat table per file
+        write_atomically(self.run_dir.results, json.dumps(data, indent=1))
+        write_tables(self.run_dir, data["verdicts"], data["rows"])  # the same records, one flat table per file
 
 
-def record_of(verdict: Verdict) -> dict:
+def record_of(verdict: Judged) -> dict:
     """A verdict as results.jsonl writes it, JSON all through."""
     return {"verdict": _finite(verdict.to_json()), "rows": rows_of(verdict)}
 
 
-def rows_of(verdict: Verdict) -> list[dict]:
+def rows_of(verdict: Judged) -> list[dict]:
     return [_finite({key: getattr(verdict, key) for key in VERDICT_KEYS} | c.to_json())
             for c in verdict.comparisons]
-
-
-def arms_directory(run_dir: str | Path, engine: str, family: str, scenario: str) -> Path:
-    """Where a run keeps each arm's case.json and result.* of one verdict: DIR/cases/<engine>/<family>/<scenario>,
-    the engine's name made a safe path component (an engine names itself: '../x' stays inside DIR)."""
-    return Path(run_dir) / "cases" / path_name(engine) / family / scenario
 
 
 class ResultsProblem(InputError):
     """A results file that cannot be read: the message names the file and what is wrong with it."""
 
 
-def load_results(directory: str | Path) -> dict:
-    """The table of the run in `directory`: results.json, else what results.jsonl kept of an unfinished run."""
-    directory = Path(directory)
-    whole, lines = directory / "results.json", directory / "results.jsonl"
+def load_results(run_dir: RunDir) -> dict:
+    """The table of the run in `run_dir`: results.json, else what results.jsonl kept of an unfinished run."""
+    whole, lines, directory = run_dir.results, run_dir.results_lines, run_dir.path
     if whole.exists():
         data = _read_json(whole)
     elif lines.exists():

@@ -9,30 +9,27 @@ last line of a key wins: a later localisation of the same verdict replaces an ea
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from packcheck.harness.compare.divergence import Divergence
-from packcheck.harness.run.results import VERDICT_KEYS
-from packcheck.harness.run.verdict import Verdict
-
-FILE = "localisations.jsonl"
+from packcheck.harness.run_dir.layout import RunDir
+from packcheck.harness.run_dir.results import VERDICT_KEYS, Judged
 
 
-def verdict_key(verdict: Verdict | dict) -> tuple:
+def verdict_key(verdict: Judged | dict) -> tuple:
     """The verdict's key: its VERDICT_KEYS values, as results.jsonl records them."""
     get = verdict.get if isinstance(verdict, dict) else lambda k, d="": getattr(verdict, k, d)
     return tuple(str(get(k, "")) for k in VERDICT_KEYS)
 
 
-def add_localisation(run_dir: str | Path, verdict: Verdict | dict, divergence: Divergence) -> None:
+def add_localisation(run_dir: RunDir, verdict: Judged | dict, divergence: Divergence) -> None:
     record = {"verdict": dict(zip(VERDICT_KEYS, verdict_key(verdict))), "divergence": divergence.to_json()}
-    with open(Path(run_dir) / FILE, "a", encoding="utf-8") as lines:
+    with open(run_dir.localisations, "a", encoding="utf-8") as lines:
         lines.write(json.dumps(record, allow_nan=True) + "\n")
 
 
-def read_localisations(run_dir: str | Path) -> dict[tuple, Divergence]:
+def read_localisations(run_dir: RunDir) -> dict[tuple, Divergence]:
     """Verdict key -> its latest localisation; {} for a run without any (a line that does not parse is skipped)."""
-    path = Path(run_dir) / FILE
+    path = run_dir.localisations
     found: dict[tuple, Divergence] = {}
     if not path.exists():
         return found

@@ -1,0 +1,153 @@
+"""Where a run keeps its files: the names of everything in a run's --out directory, and nowhere else.
+
+    OUT/
+      results.jsonl         a header line, then one {"verdict", "rows"} line per verdict the moment it is judged (results.py)
+      results.json          the whole table, written once when the run ends or is interrupted (results.py)
+      verdicts.jsonl, verdicts.csv, comparisons.jsonl, comparisons.csv   the same records as flat tables (tables.py)
+      report.html           the self-contained report; summary.md the Markdown for a pull request; junit.xml a testcase
+                            per verdict (harness/report/files.py writes the three)
+      localisations.jsonl   where each located verdict's two arms first part (localisations.py)
+      cases/<engine>/<family>/<scenario>/<arm>/     a verdict's saved arms (saved_arms.py):
+        case.json           the arm's Case
+        result.json, result.safetensors   its StepResult (harness/contract/result.py names them)
+        invalid.json        an arm whose result broke the contract: its problems
+      shrunk/<engine>/<family>/<scenario>.json      a verdict's shrunk case (harness/shrink/record.py; summaries: shrunk.py)
+      launches/             the engines' processes' working folders (harness/launch/layout.py, LaunchDir)
+      .packcheck-run.lock   held by the run writing here (harness/run/out_lock.py)
+      .gitignore            in the default --out only: a run directory is not source
+
+`packcheck calibrate --out OUT` keeps one run directory per seed, OUT/seed-N/, and its summary, OUT/calibration.json.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from packcheck.harness.text import path_name
+
+TABLES = tuple(f"{name}.{kind}" for name in ("verdicts", "comparisons") for kind in ("jsonl", "csv"))
+CASES = "cases"
+
+
+class ArmDir:
+    """One saved arm of a verdict: cases/<engine>/<family>/<scenario>/<arm>/ (the arm's name may hold '/': a folder per part)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    @property
+    def case(self) -> Path:
+        return self.path / "case.json"
+
+    @property
+    def invalid(self) -> Path:
+        return self.path / "invalid.json"
+
+    @property
+    def result_meta(self) -> Path:
+        """The JSON half of the arm's StepResult, which StepResult.save writes into the arm's folder: the arm kept a result."""
+        return self.path / "result.json"
+
+
+class RunDir:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    @classmethod
+    def find(cls, path: str | Path) -> tuple[RunDir, tuple[str, ...]] | None:
+        """The run directory `path` is in or under (one holding results.json or results.jsonl), and the parts of `path`
+        after it, a leading cases/ left out (a verdict's saved arms name it as its ENGINE/FAMILY/SCENARIO does); or None."""
+        path = Path(path).resolve()
+        for folder in (path, *path.parents):
+            if cls(folder).holds_results:
+                parts = path.relative_to(folder).parts
+                return cls(folder), parts[1:] if parts[:1] == (CASES,) else parts
+        return None
+
+    @property
+    def holds_results(self) -> bool:
+        return self.results.is_file() or self.results_lines.is_file()
+
+    @property
+    def results(self) -> Path:
+        return self.path / "results.json"
+
+    @property
+    def results_lines(self) -> Path:
+        return self.path / "results.jsonl"
+
+    def table(self, name: str) -> Path:
+        """One of the flat tables, TABLES: verdicts.jsonl, verdicts.csv, comparisons.jsonl, comparisons.csv."""
+        assert name in TABLES, name
+        return self.path / name
+
+    @property
+    def report_html(self) -> Path:
+        return self.path / "report.html"
+
+    @property
+    def summary_md(self) -> Path:
+        return self.path / "summary.md"
+
+    @property
+    def junit_xml(self) -> Path:
+        return self.path / "junit.xml"
+
+    @property
+    def localisations(self) -> Path:
+        return self.path / "localisations.jsonl"
+
+    @property
+    def cases(self) -> Path:
+        return self.path / CASES
+
+    def arms(self, engine: str, family: str, scenario: str) -> Path:
+        """The folder of one verdict's saved arms, the engine's name made a safe path component (an engine names itself:
+        '../x' stays inside the run directory)."""
+        return self.cases / path_name(engine) / family / scenario
+
+    @property
+    def shrunk(self) -> Path:
+        return self.path / "shrunk"
+
+    def shrunk_case(self, engine: str, family: str, scenario: str) -> Path:
+        """Where the run keeps a verdict's shrunk case, beside its saved arms."""
+        return self.shrunk / path_name(engine) / family / f"{scenario}.json"
+
+    @property
+    def launches(self) -> Path:
+        return self.path / "launches"
+
+    @property
+    def lock(self) -> Path:
+        return self.path / ".packcheck-run.lock"
+
+    @property
+    def gitignore(self) -> Path:
+        return self.path / ".gitignore"
+
+    @property
+    def write_probe(self) -> Path:
+        """A file written and removed at once, to learn before a run starts that it can write here."""
+        return self.path / ".packcheck-write-test"
+
+    @property
+    def calibration(self) -> Path:
+        """`packcheck calibrate`'s summary, beside its seeds' run directories."""
+        return self.path / "calibration.json"
+
+    def seed_run(self, seed: int) -> RunDir:
+        return RunDir(self.path / f"seed-{seed}")
+
+    def seed_runs(self) -> list[RunDir]:
+        """The seed-N run directories of a `packcheck calibrate` out that hold results, in order of their names."""
+        return [RunDir(p) for p in sorted(self.path.glob("seed-*")) if RunDir(p).holds_results]
+
+    def forget_earlier_run(self) -> None:
+        """What an earlier run left in a reused --out and a reader would take for this run's: its whole table, flat
+        tables, reports, localisations and shrunk cases (results.jsonl is written afresh; saved arms are replaced
+        verdict by verdict)."""
+        for stale in (self.results, *map(self.table, TABLES), self.report_html, self.summary_md, self.junit_xml, self.localisations):
+            stale.unlink(missing_ok=True)
+        shutil.rmtree(self.shrunk, ignore_errors=True)
