@@ -128,6 +128,7 @@ def run_seeds(args, seeds: list[int], out: Path) -> tuple[list[Path], bool]:
 
 def summarise(directories: list[Path], factor: float) -> dict:
     """Per dtype: the floors, the floors against float64, each arm pair's floor, and the verdicts that did not pass."""
+    from packcheck.harness.judging.status import counts_as_failed
     from packcheck.harness.run import calibration
     from packcheck.harness.run.results import load_results
 
@@ -145,7 +146,7 @@ def summarise(directories: list[Path], factor: float) -> dict:
             group["seeds"].add(seed)
             verdicts = [v for v in data["verdicts"] if v["dtype"] == dtype]
             group["verdicts"] += len(verdicts)
-            group["not_passing"] += [f"seed {seed}: {v['message']}" for v in verdicts if v["status"] not in ("pass", "unsupported")]
+            group["not_passing"] += [f"seed {seed}: {v['message']}" for v in verdicts if counts_as_failed(v["status"])]
     return {"factor": factor, "runs": [str(d) for d in directories],
             "dtypes": {dtype: dtype_report(dtype, group, factor) for dtype, group in measured.items()}}
 

@@ -145,6 +145,7 @@ def hold_signals() -> None:
 def _handle(args) -> int:
     pool = None
     try:
+        from packcheck.harness.judging.status import VERDICT_STATUSES, Status
         from packcheck.harness.launch import LaunchPool
         from packcheck.harness.launch.usage import Usage
         from packcheck.harness.provenance import provenance
@@ -208,7 +209,7 @@ def _handle(args) -> int:
             write_html(out, out / "report.html")
             print(f"report:  {out / 'report.html'}", file=sys.stderr)
     verdicts = matrix.verdicts
-    counts = {status: sum(v.status == status for v in verdicts) for status in ("pass", "fail", "error", "hang", "unsupported")}
+    counts = {status: sum(v.status == status for v in verdicts) for status in VERDICT_STATUSES}
     print(f"{len(verdicts)} verdicts: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + f"\nresults: {results.path}", file=sys.stderr)
     print(usage.summary(resources), file=sys.stderr)
     if where_arms_ran(verdicts):
@@ -223,7 +224,7 @@ def _handle(args) -> int:
         print(f"packcheck run: error: --engine {', '.join(matrix.unresolved)} does not resolve to an engine: "
               + first_error_line(matrix.not_started[matrix.unresolved[0]].text), file=sys.stderr)
         return 2
-    if verdicts and counts["unsupported"] == len(verdicts):
+    if verdicts and counts[Status.UNSUPPORTED] == len(verdicts):
         reason, times = Counter(v.reason for v in verdicts).most_common(1)[0]
         hint = ("; --dtype auto (the default) runs each engine at the most precise dtype its Capabilities.dtypes declare"
                 if "dtype" in reason and choices.dtype != AUTO else "")
