@@ -78,7 +78,7 @@ def enough_disk(choices, out: Path, save_arms: str) -> None:
     from packcheck.harness.run.disk import LARGE, check_disk, disk_need
 
     families = choices.families or sorted(FAMILIES)
-    need = disk_need(families, [s.name for s in choices.scenarios], len(choices.engines), choices.dtype,
+    need = disk_need(families, choices.scenarios, len(choices.engines), choices.dtype,
                      choices.inputs, save_arms, choices.device, out)
     said = check_disk(out, need)
     if need.bytes > LARGE:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from packcheck.harness.compare import ArmId, Pass, tolerance_for
+from packcheck.harness.compare import ArmId, Pass
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.engines import Engine, EngineInfo, finding_for
 from packcheck.harness.golden import write_obtained
@@ -134,8 +134,7 @@ def judge_pass(scenario: Scenario, run: Execution, options: RunOptions, saving: 
     """Judge a pass's arms where they can be judged, conclude the pass, and save its arms."""
     judged = None
     if judgeable(scenario, run):
-        tolerance = tolerance_for(run.setting.dtype, options.noise_floors.get(run.setting.dtype), run.setting.model_name)  # the run's own floors, else the shipped
-        judged = judge(scenario, judgement(run.setting, run.cases, run.results, tolerance))
+        judged = judge(scenario, judgement(scenario, run.setting, run.cases, run.results, run.setting.tolerance(options.noise_floors)))
         if judged.failed and not judged.crashed:
             judged = keep_obtained(scenario, run, judged)
     verdict = conclude_pass(scenario, run, judged, opening)

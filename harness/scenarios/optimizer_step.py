@@ -334,4 +334,5 @@ OPTIMIZER_STEP = Scenario(
     judge=judge,
     diagnose=diagnose,
     optional_arms=frozenset(MESHES) | {FROZEN_BASELINE, FROZEN_SHARD},
+    disk_arms=8,
 )
