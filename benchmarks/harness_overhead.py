@@ -51,7 +51,8 @@ from packcheck.harness.launch.layout import LaunchDir
 from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run_dir import RunDir
 from packcheck.harness.run_dir.results import ResultsFile, record_of
-from packcheck.harness.run.verdict import PASS, Verdict
+from packcheck.harness.judging.status import Status
+from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.scenarios import SCENARIOS, get_scenario
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -201,7 +202,7 @@ def recording(rows: list, setting, repeat: int) -> tuple[float, float, float]:
     results.json with its tables written from them (what it does once, at the end); and of the append, the verdict's
     line made (its rows' JSON, without writing it)."""
     verdict = Verdict(engine="reference", engine_spec="reference", family=setting.family, scenario="packed_vs_unpacked",
-                      dtype=setting.dtype, device=setting.device, status=PASS, comparisons=tuple(rows))
+                      dtype=setting.dtype, device=setting.device, status=Status.PASS, comparisons=tuple(rows))
     with tempfile.TemporaryDirectory(prefix="packcheck-overhead-") as scratch:
         results = ResultsFile(RunDir(scratch), {"bench": True})
         add_s, _ = timed(lambda: results.add(verdict), repeat)

@@ -66,11 +66,3 @@ def device(pytestconfig) -> str:
 @pytest.fixture(scope="session")
 def attention(pytestconfig) -> str:
     return pytestconfig.getoption("--attention")
-
-
-@pytest.fixture(scope="session")
-def tolerance(dtype, packcheck_floors):
-    """The dtype's tolerance row, with the floors of --noise-floors where given (as `packcheck run` judges)."""
-    from packcheck.harness.compare import tolerance_for
-
-    return tolerance_for(dtype, packcheck_floors.get(dtype))

@@ -251,8 +251,10 @@ _absolute_cells: list[tuple[str, str, str, str]] = []
 
 
 def record_cell(node, engine: str, family: str, scenario: str, status: str) -> None:
-    """A conformance cell's verdict ("xfail": a known finding reproduced as pinned), for the session's absolute-check rule."""
-    node.user_properties.append((ABSOLUTE_CELL, (engine, family, scenario, status)))
+    """A conformance cell's verdict (Status.XFAIL: a known finding reproduced as pinned), for the session's absolute-check rule."""
+    from packcheck.harness.judging.status import Status
+
+    node.user_properties.append((ABSOLUTE_CELL, (engine, family, scenario, Status(status).value)))  # plain text: xdist sends it
 
 
 def absolute_check(session) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from packcheck.conformance.plugin import record_cell
 from packcheck.harness.engines import finding_for
-from packcheck.harness.run.verdict import UNSUPPORTED
+from packcheck.harness.judging.status import Status
 
 
 @pytest.mark.packcheck_cell
@@ -19,15 +19,16 @@ def test_scenario(request, verdict_of, record_verdict, engine, scenario, family,
     verdict = verdict_of(engine.spec, scenario.name, family, dtype, device, attention)
     record_verdict(verdict)
     finding = finding_for(engine.known_findings, scenario.name, family)
-    record_cell(request.node, engine.spec, family, scenario.name, "xfail" if finding is not None and verdict.known_finding else verdict.status)
-    if verdict.status == UNSUPPORTED:
+    record_cell(request.node, engine.spec, family, scenario.name,
+                Status.XFAIL if finding is not None and verdict.known_finding else verdict.status)
+    if verdict.status is Status.UNSUPPORTED:
         pytest.skip(f"unsupported: {verdict.detail}")
     # pytest.fail without a traceback: the message is the report, its first line the whole story under --tb=line
     if finding is None:
-        if verdict.status != "pass":
+        if verdict.status is not Status.PASS:
             pytest.fail(failure_text(verdict), pytrace=False)
         return
-    if verdict.status == "pass":
+    if verdict.status is Status.PASS:
         pytest.fail(f"unexpected pass: {finding.headline()} no longer reproduces; remove it from the known_findings of {engine.spec}",
                     pytrace=False)
     if not verdict.known_finding:

@@ -13,7 +13,8 @@ from packcheck.harness.run import placement
 from packcheck.harness.run.conclusion import NOTHING_TO_COMPARE, PassVerdict
 from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run.session import where_arms_ran
-from packcheck.harness.run.verdict import FAIL, PASS, UNSUPPORTED, Verdict
+from packcheck.harness.judging.status import Status
+from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.scenarios import SCENARIOS
 
 DISTRIBUTED = ("cp_vs_nocp", "dp_cp_reduction")
@@ -46,7 +47,7 @@ def test_a_bad_override_names_the_variable(monkeypatch):
         visible_gpus()
 
 
-CELL = Verdict(engine="e", family="llama", scenario="dp_cp_reduction", dtype="bfloat16", device="cuda", status=PASS)
+CELL = Verdict(engine="e", family="llama", scenario="dp_cp_reduction", dtype="bfloat16", device="cuda", status=Status.PASS)
 MOVED = ArmId("dp2_cp1_uneven")
 
 
@@ -56,20 +57,20 @@ def comparison(arm: ArmId, observed: float) -> Comparison:
 
 
 def test_the_cpu_arms_judgement_is_merged_side_by_side_and_named():
-    here = PassVerdict(status=UNSUPPORTED, nothing_to_compare=True, judged=True)
-    logic = PassVerdict(status=PASS, comparisons=(comparison(MOVED.in_pass(Pass.CPU_LOGIC), 1e-9),), judged=True)
+    here = PassVerdict(status=Status.UNSUPPORTED, nothing_to_compare=True, judged=True)
+    logic = PassVerdict(status=Status.PASS, comparisons=(comparison(MOVED.in_pass(Pass.CPU_LOGIC), 1e-9),), judged=True)
     v = placement.placed(CELL, here, logic, [MOVED], [MOVED.local])
-    assert v.status == PASS and v.relocated_arms == ("dp2_cp1_uneven",) and NOTHING_TO_COMPARE not in v.detail
+    assert v.status == Status.PASS and v.relocated_arms == ("dp2_cp1_uneven",) and NOTHING_TO_COMPARE not in v.detail
     assert [str(c.arms) for c in v.comparisons] == ["cpu_float64/dp2_cp1_uneven vs cpu_float64/single"]
     assert "ran on the CPU in float64 (gloo)" in v.message() and v.to_json()["relocated_arms"] == ["dp2_cp1_uneven"]
     alone = placement.placed(CELL, here, None, [], [])
-    assert alone.status == UNSUPPORTED and alone.detail == NOTHING_TO_COMPARE
+    assert alone.status == Status.UNSUPPORTED and alone.detail == NOTHING_TO_COMPARE
 
-    failing = PassVerdict(status=PASS, comparisons=(comparison(ArmId("other"), 0.1),), judged=True)
-    bad = PassVerdict(status=FAIL, diagnosis="a count reduced over WORLD", comparisons=(comparison(MOVED.in_pass(Pass.CPU_LOGIC), 1e7),),
+    failing = PassVerdict(status=Status.PASS, comparisons=(comparison(ArmId("other"), 0.1),), judged=True)
+    bad = PassVerdict(status=Status.FAIL, diagnosis="a count reduced over WORLD", comparisons=(comparison(MOVED.in_pass(Pass.CPU_LOGIC), 1e7),),
                       judged=True)
     v = placement.placed(CELL, failing, bad, [MOVED], [MOVED.local])
-    assert v.status == FAIL and v.diagnosis == "(arms on cpu float64) a count reduced over WORLD"
+    assert v.status == Status.FAIL and v.diagnosis == "(arms on cpu float64) a count reduced over WORLD"
     assert len(v.comparisons) == 2
 
 
@@ -93,9 +94,9 @@ def test_a_cuda_run_without_gpus_judges_every_arm_on_the_cpu(monkeypatch, packch
     assert sorted(v.relocated_arms) == ["dp1_cp2_ulysses", "dp2_cp1_rank_without_tokens", "dp2_cp1_uneven", "dp2_cp2_ring", "single"]
     assert v.arms_run == {"cpu float64": 5} and all(c.arms.arm.pass_ is Pass.CPU_LOGIC for c in v.comparisons)
     if clean:
-        assert v.status == PASS and v.worst.margin <= 1e-3, v.message()
+        assert v.status == Status.PASS and v.worst.margin <= 1e-3, v.message()
     else:
-        assert v.status == FAIL and v.worst.margin >= 1e6, v.message()
+        assert v.status == Status.FAIL and v.worst.margin >= 1e6, v.message()
 
 
 
@@ -131,9 +132,9 @@ def test_with_one_gpu_the_baseline_stays_and_the_dp_arm_runs_on_the_cpu(monkeypa
     assert any(c.arms.arm == ArmId(dp_arms[0], pass_=Pass.CPU_LOGIC) for c in v.comparisons), "the moved arm is judged on the CPU"
     assert any(c.arms.arm.pass_ is Pass.MAIN for c in v.comparisons), "the hosted arms are judged on their device"
     if clean:
-        assert v.status == PASS and v.worst.margin <= 1e-3, v.message()
+        assert v.status == Status.PASS and v.worst.margin <= 1e-3, v.message()
     else:
-        assert v.status == FAIL and v.worst.margin >= 1e6, v.message()
+        assert v.status == Status.FAIL and v.worst.margin >= 1e6, v.message()
 
 
 def test_at_a_realistic_size_the_cpu_pass_checks_the_logic_at_the_family_tiny_size(monkeypatch):

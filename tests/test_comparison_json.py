@@ -14,7 +14,8 @@ from packcheck.harness.compare import Arms
 from packcheck.harness.compare.bound import RULE, Bound, Source
 from packcheck.harness.compare.comparison import GOLDEN, HARNESS, Comparison
 from packcheck.harness.run_dir.results import rows_of
-from packcheck.harness.run.verdict import PASS, Verdict
+from packcheck.harness.judging.status import Status
+from packcheck.harness.run.verdict import Verdict
 
 
 def _as_asdict_wrote_it(c: Comparison) -> dict:
@@ -45,7 +46,7 @@ def test_to_json_is_what_asdict_wrote(comparison):
 
 def test_results_jsonl_rows_are_byte_identical():
     verdict = Verdict(engine="reference", engine_spec="reference", family="qwen3", scenario="packed_vs_unpacked", dtype="bfloat16",
-                      device="cuda", status=PASS, comparisons=tuple(COMPARISONS))
+                      device="cuda", status=Status.PASS, comparisons=tuple(COMPARISONS))
     expected = [{key: getattr(verdict, key) for key in ("engine", "family", "scenario", "dtype", "device", "attention")}
                 | _as_asdict_wrote_it(c) for c in COMPARISONS]
     from packcheck.harness.run_dir.results import _finite

@@ -71,13 +71,13 @@ def test_a_disk_too_small_for_the_run_refuses_it_with_the_fix(tmp_path, capsys, 
 
 
 def test_the_estimate_grows_with_the_arms_kept_and_stays_small_at_the_tiny_size():
-    families, scenarios = sorted(FAMILIES), sorted(SCENARIOS)
+    families, scenarios = sorted(FAMILIES), list(SCENARIOS.values())
     needs = {keep: disk.disk_need(families, scenarios, 1, "float64", Inputs(), keep).bytes for keep in ("none", "failing", "all")}
     assert needs["none"] < needs["failing"] < needs["all"]
     # at the tiny size the check never refuses a machine that can run packcheck: README command 1 (failing) needs
     # under 500 MB, keeping every arm of every family's every scenario under 2 GB
     assert needs["failing"] < 500 * 10**6 and needs["all"] < 2 * 10**9, needs
-    assert set(disk.ARMS) <= set(SCENARIOS), "the measured arm counts name real scenarios"
+    assert all(s.disk_arms for s in SCENARIOS.values()), "every scenario's entry says its measured arm count"
 
 
 @pytest.mark.parametrize("free, refused", [(10**6, True), (10**12, False)])
@@ -94,9 +94,9 @@ def test_check_disk_compares_free_space_with_the_need(tmp_path, monkeypatch, fre
 def test_a_cuda_run_counts_no_held_results_on_the_disk():
     """A cuda run's results stay on the GPU (harness/launch/device_result.py): only the checkpoint copies and the arms
     --save-arms keeps are on the disk."""
-    cpu = disk.disk_need(["llama"], ["rl_loss_aggregation"], 1, "bfloat16", Inputs(), "none", "cpu")
-    cuda = disk.disk_need(["llama"], ["rl_loss_aggregation"], 1, "bfloat16", Inputs(), "none", "cuda")
-    kept = disk.disk_need(["llama"], ["rl_loss_aggregation"], 1, "bfloat16", Inputs(), "failing", "cuda")
+    cpu = disk.disk_need(["llama"], [SCENARIOS["rl_loss_aggregation"]], 1, "bfloat16", Inputs(), "none", "cpu")
+    cuda = disk.disk_need(["llama"], [SCENARIOS["rl_loss_aggregation"]], 1, "bfloat16", Inputs(), "none", "cuda")
+    kept = disk.disk_need(["llama"], [SCENARIOS["rl_loss_aggregation"]], 1, "bfloat16", Inputs(), "failing", "cuda")
     assert cuda.bytes < cpu.bytes and kept.bytes > cuda.bytes and kept.kept > 0
     assert "on the GPU in a cuda run" in cuda.how
 
@@ -110,7 +110,7 @@ def test_the_8b_estimate_counts_its_bfloat16_checkpoint_once_copied_and_writes_n
     """At 8B a cuda run holds the cache entry it writes (16 GB of bfloat16) and its GPU launch's copy of it; its results
     stay off the disk. 40 GB: it fits the H200 machine's 64 GiB disk, which float32 weights would not (negative control)."""
     monkeypatch.setenv("PACKCHECK_CACHE_DIR", str(tmp_path / "cache"))
-    need = disk.disk_need(["llama"], SINGLE_GPU, 1, "bfloat16", Inputs(model="8b"), "none", "cuda", tmp_path)
+    need = disk.disk_need(["llama"], [SCENARIOS[s] for s in SINGLE_GPU], 1, "bfloat16", Inputs(model="8b"), "none", "cuda", tmp_path)
     assert need.bytes == int(disk.FACTOR * 2 * LLAMA_8B) + 2 * LLAMA_8B, need
     assert "1 checkpoint copies of 16.1 GB" in need.how and "16.1 GB of seeded checkpoints the run writes into the cache" in need.how, need.how
     assert not (tmp_path / "cache").exists(), "the estimate writes no checkpoint"
@@ -120,7 +120,7 @@ def test_the_8b_estimate_counts_its_bfloat16_checkpoint_once_copied_and_writes_n
     with pytest.raises(disk.DiskTooSmall, match=r"30.0 GB free.*40.2 GB.*into the cache"):
         disk.check_disk(tmp_path, need)
     monkeypatch.setitem(PRESETS["llama"], "8b", dataclasses.replace(PRESETS["llama"]["8b"], weights="float32"))
-    heavier = disk.disk_need(["llama"], SINGLE_GPU, 1, "bfloat16", Inputs(model="8b"), "none", "cuda", tmp_path)
+    heavier = disk.disk_need(["llama"], [SCENARIOS[s] for s in SINGLE_GPU], 1, "bfloat16", Inputs(model="8b"), "none", "cuda", tmp_path)
     assert heavier.bytes == 2 * need.bytes and heavier.bytes > 64 * 2**30, "float32 8B weights do not fit a 64 GiB disk"
 
 

@@ -13,14 +13,14 @@ import pytest
 import torch
 
 from packcheck.harness.compare import HARNESS, Arms, Comparison, compare_results, tolerance_for
-from packcheck.harness.compare.adamw_step import adamw_step, global_norm, stepped
-from packcheck.harness.compare.arms import compare_params_after
+from packcheck.harness.compare.adamw_step import adamw_step, global_norm, stepped, steps_past_rounding
+from packcheck.harness.compare.arms import compare_grad_norm, compare_params_after
 from packcheck.harness.contract import StepResult
 from packcheck.harness.run.scenario_runner import setting_for
 from packcheck.harness.scenarios import Judgement
 from packcheck.harness.scenarios.optimizer_step import (
-    BASELINE, FROZEN_BASELINE, FROZEN_SHARD, OPTIMIZER, OPTIMIZER_STEP, baseline_of, build, checkpoint_params, compare_grad_norm,
-    example, steps_past_rounding,
+    BASELINE, FROZEN_BASELINE, FROZEN_SHARD, OPTIMIZER, OPTIMIZER_STEP, baseline_of, build, checkpoint_params,
+    example,
 )
 
 

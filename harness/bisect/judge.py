@@ -24,6 +24,7 @@ from pathlib import Path
 from packcheck.harness.bisect.cache import BAD, GOOD, SKIP, Outcome, VerdictCache
 from packcheck.harness.bisect.git import git_env
 from packcheck.harness.bisect.worktree import checkout
+from packcheck.harness.judging.status import Status, counts_as_failed
 from packcheck.harness.run_dir import RunDir
 from packcheck.harness.run_dir.results import load_results
 
@@ -67,10 +68,10 @@ def _outcomes(code: int, out: Path, families: list[str], stderr: str) -> dict[st
     outcomes = {}
     for family in families:
         mine = [v for v in verdicts if v["family"] == family]
-        failing = tuple(dict.fromkeys(v["scenario"] for v in mine if v["status"] not in ("pass", "unsupported")))
+        failing = tuple(dict.fromkeys(v["scenario"] for v in mine if counts_as_failed(v["status"])))
         if failing:
             outcomes[family] = Outcome(status=BAD, failing=failing)
-        elif any(v["status"] == "pass" for v in mine):
+        elif any(v["status"] == Status.PASS for v in mine):
             outcomes[family] = Outcome(status=GOOD)
         elif mine:
             outcomes[family] = Outcome(status=SKIP, reason="the engine supports none of the cases")

@@ -8,8 +8,8 @@ masks, weights), each seed's results in OUT/seed-N, the engine's launches kept w
 The second reads such runs (any `packcheck run --seed N` output) without running anything. Both
 write OUT/calibration.json and print, per dtype and tolerance field, how many null comparisons
 were measured, their median, 99th percentile and maximum (the floor) with where it occurred, the
-dtype's tolerance today, and the floor x `--factor`, the tolerance the floor suggests
-(harness/run/calibration.py says what counts as a null comparison).
+tolerance that judged it (the threshold its comparison carries), and the floor x `--factor`, the tolerance
+the floor suggests (harness/run/calibration.py says what counts as a null comparison).
 
 The exit status is 1 when any verdict of the runs is not a pass or unsupported: for a clean engine
 that is a false positive of today's tolerances (or a bug the seeds exposed), named in the output;
@@ -128,6 +128,7 @@ def run_seeds(args, seeds: list[int], out: Path) -> tuple[list[Path], bool]:
 
 def summarise(directories: list[Path], factor: float) -> dict:
     """Per dtype: the floors, the floors against float64, each arm pair's floor, and the verdicts that did not pass."""
+    from packcheck.harness.judging.status import counts_as_failed
     from packcheck.harness.run import calibration
     from packcheck.harness.run_dir.results import load_results
 
@@ -136,8 +137,7 @@ def summarise(directories: list[Path], factor: float) -> dict:
         data = load_results(RunDir(directory))
         seed = int(data["provenance"].get("inputs", {}).get("seed", 0))
         for dtype in sorted({v["dtype"] for v in data["verdicts"]}):
-            group = measured.setdefault(dtype, {"judged": [], "oracle": [], "seeds": set(), "models": set(), "verdicts": 0, "not_passing": []})
-            group["models"].add(data["provenance"].get("inputs", {}).get("model", "tiny"))
+            group = measured.setdefault(dtype, {"judged": [], "oracle": [], "seeds": set(), "verdicts": 0, "not_passing": []})
             rows = [r for r in data["rows"] if r.get("dtype") == dtype]
             judged, oracle = calibration.samples(rows, seed)
             group["judged"] += judged
@@ -145,20 +145,17 @@ def summarise(directories: list[Path], factor: float) -> dict:
             group["seeds"].add(seed)
             verdicts = [v for v in data["verdicts"] if v["dtype"] == dtype]
             group["verdicts"] += len(verdicts)
-            group["not_passing"] += [f"seed {seed}: {v['message']}" for v in verdicts if v["status"] not in ("pass", "unsupported")]
+            group["not_passing"] += [f"seed {seed}: {v['message']}" for v in verdicts if counts_as_failed(v["status"])]
     return {"factor": factor, "runs": [str(d) for d in directories],
-            "dtypes": {dtype: dtype_report(dtype, group, factor) for dtype, group in measured.items()}}
+            "dtypes": {dtype: dtype_report(group, factor) for dtype, group in measured.items()}}
 
 
-def dtype_report(dtype: str, group: dict, factor: float) -> dict:
-    from packcheck.harness.compare import tolerance_for
+def dtype_report(group: dict, factor: float) -> dict:
     from packcheck.harness.run import calibration
 
-    models = group["models"]
-    table = tolerance_for(dtype, model=next(iter(models)) if len(models) == 1 else "tiny")  # a size preset's own table
     fields = {}
     for field, floor in calibration.floors(group["judged"]).items():
-        allowed = getattr(table, field)
+        allowed = floor.tolerance
         fields[field] = floor.to_json() | {"tolerance": allowed, "max_over_tolerance": floor.floor / allowed if allowed else None,
                                            "suggested": factor * floor.floor}
     return {"seeds": sorted(group["seeds"]), "verdicts": group["verdicts"], "not_passing": group["not_passing"], "fields": fields,

@@ -69,7 +69,7 @@ def enough_disk(choices, out: Path, save_arms: str) -> None:
     from packcheck.harness.run.disk import LARGE, check_disk, disk_need
 
     families = choices.families or sorted(FAMILIES)
-    need = disk_need(families, [s.name for s in choices.scenarios], len(choices.engines), choices.dtype,
+    need = disk_need(families, choices.scenarios, len(choices.engines), choices.dtype,
                      choices.inputs, save_arms, choices.device, out)
     said = check_disk(out, need)
     if need.bytes > LARGE:
@@ -136,6 +136,7 @@ def hold_signals() -> None:
 def _handle(args) -> int:
     pool = None
     try:
+        from packcheck.harness.judging.status import VERDICT_STATUSES, Status
         from packcheck.harness.launch import LaunchPool
         from packcheck.harness.launch.usage import Usage
         from packcheck.harness.provenance import provenance
@@ -199,7 +200,7 @@ def _handle(args) -> int:
             write_run_reports(run_dir)
             print(f"report:  {run_dir.report_html}", file=sys.stderr)
     verdicts = matrix.verdicts
-    counts = {status: sum(v.status == status for v in verdicts) for status in ("pass", "fail", "error", "hang", "unsupported")}
+    counts = {status: sum(v.status == status for v in verdicts) for status in VERDICT_STATUSES}
     print(f"{len(verdicts)} verdicts: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + f"\nresults: {run_dir.results}", file=sys.stderr)
     print(usage.summary(resources), file=sys.stderr)
     if where_arms_ran(verdicts):
@@ -214,7 +215,7 @@ def _handle(args) -> int:
         print(f"packcheck run: error: --engine {', '.join(matrix.unresolved)} does not resolve to an engine: "
               + first_error_line(matrix.not_started[matrix.unresolved[0]].text), file=sys.stderr)
         return 2
-    if verdicts and counts["unsupported"] == len(verdicts):
+    if verdicts and counts[Status.UNSUPPORTED] == len(verdicts):
         reason, times = Counter(v.reason for v in verdicts).most_common(1)[0]
         hint = ("; --dtype auto (the default) runs each engine at the most precise dtype its Capabilities.dtypes declare"
                 if "dtype" in reason and choices.dtype != AUTO else "")

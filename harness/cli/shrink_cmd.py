@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from packcheck.harness.cli.errors import UsageError
+from packcheck.harness.judging.status import Status
 
 EXAMPLES = """\
 examples:
@@ -61,13 +62,12 @@ def checked_budget(flag: str, seconds: float) -> float:
 
 def shrink_failing(matrix, pool, out: Path, budget: float) -> None:
     """`packcheck run --shrink`: each failing verdict of the run shrunk in its warm launches, from the verdict just judged."""
-    from packcheck.harness.run.verdict import FAIL
     from packcheck.harness.run_dir import RunDir
     from packcheck.harness.scenarios import get_scenario
     from packcheck.harness.shrink.subject import Subject
 
     budget = checked_budget("--shrink-budget", budget)
-    failing = [v for v in matrix.verdicts if v.status == FAIL]
+    failing = [v for v in matrix.verdicts if v.status is Status.FAIL]
     if failing:
         print(f"shrinking {len(failing)} failing verdict(s), at most {budget:g}s each (--shrink-budget)", file=sys.stderr, flush=True)
     for verdict in failing:
@@ -95,7 +95,7 @@ def handle(args) -> int:
         return shrink_verdict(subject, pool, budget, out, status=verdict["status"])
 
 
-def shrink_verdict(subject, pool, budget: float, out: Path, status: str = "fail", first=None, trials: bool = True) -> int:
+def shrink_verdict(subject, pool, budget: float, out: Path, status: str = Status.FAIL, first=None, trials: bool = True) -> int:
     """Shrink one verdict (its `status` in the run, or `first`, the Verdict itself) and print what became of it: the
     sizes, the diagnosis and the one command that replays the case written to `out`. 1: shrunk; 2: nothing to shrink."""
     from packcheck.harness.data.size import before_after

@@ -67,3 +67,16 @@ class SteppedParameters(Mapping):
 
     def __len__(self) -> int:
         return len(self.params)
+
+
+def as_checkpoint(value: torch.Tensor, checkpoint: torch.Tensor, dtype: torch.dtype) -> bool:
+    """Whether `value` is exactly `checkpoint` in `dtype` (compared where `value` is)."""
+    return torch.equal(value.to(dtype), checkpoint.to(device=value.device, dtype=dtype))
+
+
+def steps_past_rounding(expected: torch.Tensor, before: torch.Tensor, dtype: torch.dtype) -> bool:
+    """Whether the harness's step changes some element by more than `dtype`'s spacing there (eps x |value| is at least
+    one spacing). A smaller step can round away in a correct engine: AdamW applies its weight decay and its update as
+    two roundings, each below half a spacing, where the exact sum of the two is above it."""
+    value = before.double()
+    return bool(((expected.double() - value).abs() > torch.finfo(dtype).eps * value.abs()).any())

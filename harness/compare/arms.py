@@ -6,10 +6,11 @@ from typing import Callable, Iterable
 
 import torch
 
+from packcheck.harness.compare.bound import RULE
 from packcheck.harness.compare.comparison import Arms, Comparison
 from packcheck.harness.compare.conditioning import error_weights
 from packcheck.harness.compare.metrics import (Float64Buffers, batchable, batched_error_sums, error_sums, errors_from_sums, flat_index_to_position,
-                                               rel_nats, sums_to_host)
+                                               rel, rel_nats, sums_to_host)
 from packcheck.harness.compare.router import compare_router
 from packcheck.harness.compare.tolerances import Tolerance
 from packcheck.harness.contract import OptimizerSpec, StepResult
@@ -40,6 +41,13 @@ def compare_scalars(arms: Arms, observed: StepResult, reference: StepResult, tol
                    observed=float(abs(observed.num_loss_tokens - reference.num_loss_tokens)), **tol.by("count"),
                    where=f"{observed.num_loss_tokens} vs {reference.num_loss_tokens}"),
     ]
+
+
+def compare_grad_norm(arms: Arms, observed: float, expected: float, tol: Tolerance, item: str = "") -> Comparison:
+    """The pre-clip norm, a scalar judged as relatively as a loss: a rule of its own at the loss's threshold (no
+    calibration measured grad_norm's noise, so it is not a calibrated comparison)."""
+    return Comparison(arms=arms, quantity="grad_norm", item=item, metric="rel", observed=rel(observed, expected),
+                      threshold=tol.loss, bound=RULE, where=f"{observed:.12g} vs {expected:.12g}")
 
 
 def compare_tensors(arms: Arms, quantity: str, observed: dict, reference: dict, tol: Tolerance) -> list[Comparison]:

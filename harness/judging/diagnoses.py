@@ -37,7 +37,7 @@ Rule = Callable[[Judgement, list[Comparison], "str | None"], "str | None"]
 def float32_inside(j: Judgement, failed: list[Comparison], baseline: str | None) -> str | None:
     if not failed or not all(is_float64_truth(c.arms.against) for c in failed):
         return None
-    patterns = [rounding_pattern(j, arm) for arm in sorted({c.arms.arm for c in failed})]
+    patterns = [rounding_pattern(j, arm, failed) for arm in sorted({c.arms.arm for c in failed})]
     if not all(p is not None and p.holds for p in patterns):
         return None
     worst = max(patterns, key=lambda p: p.worst_of_float32)

@@ -7,11 +7,12 @@ from typing import Callable, Mapping
 
 import torch
 
-from packcheck.harness.compare import Tolerance
+from packcheck.harness.compare import Tolerance, tolerance_for
 from packcheck.harness.compare.arm_id import ArmId, Role
 from packcheck.harness.contract import Case, ModelSpec, StepResult
 from packcheck.harness.contract.rows import describe_token
 from packcheck.harness.data.smaller import Smaller
+from packcheck.harness.judging.truth import Bounds
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -26,6 +27,11 @@ class Setting:
     model_name: str = "tiny"  # the --model the setting's model came from (a size preset, or a config directory)
     smaller: Smaller | None = None  # the scenario's inputs made smaller (harness/shrink; its model already is, in `model`)
 
+    def tolerance(self, noise_floors: Mapping[str, Mapping[str, float]] | None = None) -> Tolerance:
+        """The table the setting's arms are judged by: its dtype's row at its model's size, with the run's own floors
+        (--noise-floors: dtype -> field -> floor) where given. The one place it is built; what was judged reads its
+        Comparison's bound."""
+        return tolerance_for(self.dtype, (noise_floors or {}).get(self.dtype), self.model_name)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -36,9 +42,15 @@ class Judgement:
     setting: Setting
     cases: Mapping[str, Case]
     results: Mapping[str, StepResult]
-    tolerance: Tolerance
+    tolerance: Tolerance  # the table the run judges the setting by (Setting.tolerance)
     oracle_cases: Mapping[str, Case] = field(default_factory=dict)
     oracle: Mapping[str, StepResult] = field(default_factory=dict)  # the oracle's result for the engine arm of that name
+    bounds: Bounds = Bounds.TABLE  # what the scenario's entry judges its comparisons by (Scenario.bounds)
+
+    @property
+    def bound(self) -> Tolerance:
+        """The tolerance the judge compares with: the table, or what the entry's `bounds` make of it."""
+        return self.bounds.of(self.setting.family, self.setting.dtype, self.tolerance)
 
     def locate(self, arm: ArmId | str) -> Callable[[int, int], str]:
         case = self.case(arm)

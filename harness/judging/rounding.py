@@ -16,6 +16,7 @@ requires all three signs, and the figures it keeps are what the diagnosis prints
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 
@@ -27,7 +28,6 @@ from packcheck.harness.compare import (
     compare_logprobs,
     compare_results,
     compare_tensors,
-    tolerance_for,
 )
 from packcheck.harness.compare.arm_id import ArmId, Role
 from packcheck.harness.compare.arms import compare_dloss_dlogprobs
@@ -48,12 +48,12 @@ class RoundingPattern:
     arm: ArmId
     worst_of_float32: float  # the largest error / float32 allowance over every comparison: <= 1 is within float32 rounding
     worst_row: str  # that comparison, in words
-    grads_off: int  # gradient tensors off by more than the float64 tolerance
+    grads_off: int  # gradient tensors off by more than the float64 bound their comparisons failed by
     grads: int
     grad_errors: tuple[float, float, float]  # per-tensor rel_l2: lowest, median, highest
     first_documents: float  # worst log-prob error over the first document of each packed row, nats
     later_documents: float  # the same over the documents after it
-    float64_logprobs: float  # the float64 log-prob tolerance, for the spread test
+    float64_logprobs: float  # the float64 log-prob bound the arm failed by (inf: its log-probs were within it), for the spread test
 
     @property
     def holds(self) -> bool:
@@ -79,9 +79,11 @@ def is_float64_truth(against: ArmId | str) -> bool:
     return against == GOLDEN or (isinstance(against, ArmId) and against.role is Role.ORACLE)
 
 
-def rounding_pattern(j: Judgement, arm: ArmId) -> RoundingPattern | None:
+def rounding_pattern(j: Judgement, arm: ArmId, failed: list[Comparison]) -> RoundingPattern | None:
     """`arm`, run at float64, against its float64 truth (its oracle arm, else the golden of the family's golden
-    case), read for float32 rounding; None where it does not apply (another dtype, no truth, no float32 noise floor)."""
+    case), read for float32 rounding; None where it does not apply (another dtype, no truth, no float32 noise floor).
+    `failed`: the arm's failing comparisons against that truth, whose bounds say what float64 allows: a quantity none
+    of them judged was within float64's bound everywhere, so no threshold (inf) counts any of it as off."""
     case, result = j.case(arm), j.result(arm)
     if case.dtype != "float64":
         return None
@@ -98,14 +100,15 @@ def rounding_pattern(j: Judgement, arm: ArmId) -> RoundingPattern | None:
     except GoldenProblem:
         return None
     worst = max(rows, key=lambda c: c.margin)
-    tight = tolerance_for("float64")
+    float64 = {c.bound.field: c.threshold for c in failed if c.arms.arm == arm}
+    grad_bound, logprobs_bound = float64.get("grad", math.inf), float64.get("logprobs", math.inf)
     grad_rel = [c.observed for c in rows if c.quantity == "grad" and c.metric == "rel_l2"]
     first, later = drift_by_document(case, result, truth)
     return RoundingPattern(
         arm=arm, worst_of_float32=worst.margin, worst_row=_in_words(worst),
-        grads_off=sum(e > tight.grad for e in grad_rel), grads=len(grad_rel),
+        grads_off=sum(e > grad_bound for e in grad_rel), grads=len(grad_rel),
         grad_errors=(min(grad_rel), statistics.median(grad_rel), max(grad_rel)) if grad_rel else (0.0, 0.0, 0.0),
-        first_documents=first, later_documents=later, float64_logprobs=tight.logprobs)
+        first_documents=first, later_documents=later, float64_logprobs=logprobs_bound)
 
 
 def _in_words(c: Comparison) -> str:

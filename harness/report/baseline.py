@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from packcheck.harness.judging.status import Status
 from packcheck.harness.report.load import Run, format_margin
 
 
@@ -45,7 +46,7 @@ def compare_runs(run: Run, base: Run) -> dict:
         entry = {"key": " / ".join(map(str, key)), "anchor": a.anchor if a is not None else None,
                  "before": b.status if b is not None else "absent", "after": a.status if a is not None else "absent",
                  "before_margin": margin_text(b) if b is not None else "", "after_margin": margin_text(a) if a is not None else ""}
-        if entry["before"] != entry["after"] and {entry["before"], entry["after"]} != {"unsupported", "absent"}:
+        if entry["before"] != entry["after"] and {entry["before"], entry["after"]} != {Status.UNSUPPORTED, "absent"}:
             changed.append(entry)  # a cell unsupported in one run and not run in the other tested nothing either way
         if a is not None and b is not None:
             entry["factor"], entry["trend"], entry["order"] = _factor(b.max_margin, a.max_margin)

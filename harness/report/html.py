@@ -27,6 +27,7 @@ import pandas as pd
 from packcheck.harness.report.baseline import compare_runs, margin_text, sort_key
 from packcheck.harness.report.evidence import arm_evidence
 from packcheck.harness.files import write_atomically
+from packcheck.harness.judging.status import Status, counts_as_failed
 from packcheck.harness.report.load import Run, describe, format_margin, format_number, load_run, status_counts
 from packcheck.harness.report.scenario_texts import scenario_texts
 from packcheck.harness.report.shrunk import shrunk_by_key, shrunk_card
@@ -53,7 +54,7 @@ def _comparison_line(c: dict) -> str:
 def _cell(v) -> dict:
     status = v.status
     shade = status
-    if status == "pass" and sort_key(v.max_margin) >= NEAR:
+    if status == Status.PASS and sort_key(v.max_margin) >= NEAR:
         shade = "near"
     title = f"{v.scenario} [{describe(v)}]: {status.upper()}"
     if v.worst:
@@ -141,14 +142,14 @@ def _layer_chart(rows: pd.DataFrame) -> dict | None:
 
 def _detail(run: Run, v, localised: dict, shrunk: dict) -> dict:
     rows = run.rows_of(v.key)
-    failed = v.status not in ("pass", "unsupported")  # fail, error, and any status a newer run adds (hang)
+    failing = counts_as_failed(v.status)
     return {
         "anchor": v.anchor, "status": v.status, "scenario": v.scenario, "label": describe(v),
         "known_finding": v.known_finding, "diagnosis": v.diagnosis, "detail": v.detail, "reproduce": v.reproduce,
         "comparisons": v.comparisons, "failing": v.failing, "seconds": v.seconds, "worst": _worst_rows(rows),
-        "layers": _layer_chart(rows) if failed else None,
-        "evidence": arm_evidence(run.directory, v, rows) if failed else None,
-        "parts": where_it_parts(localised.get(tuple(map(str, v.key)))) if failed else None,
+        "layers": _layer_chart(rows) if failing else None,
+        "evidence": arm_evidence(run.directory, v, rows) if failing else None,
+        "parts": where_it_parts(localised.get(tuple(map(str, v.key)))) if failing else None,
         "shrunk": shrunk_card(shrunk.get(v.key)),
     }
 
@@ -209,7 +210,7 @@ def render_html(run_dir: str | Path, baseline_dir: str | Path | None = None) -> 
         damage=run.damage,
         matrix=(matrix := _matrix(run)),
         scenario_texts=scenario_texts(matrix["scenarios"]),
-        details=[_detail(run, v, localised, shrunk) for v in verdicts.itertuples(index=False) if v.status != "pass"],
+        details=[_detail(run, v, localised, shrunk) for v in verdicts.itertuples(index=False) if v.status != Status.PASS],
         verdicts=_all_verdicts(verdicts),
         baseline=None if baseline_dir is None else compare_runs(run, load_run(baseline_dir)),
     )

@@ -16,6 +16,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from packcheck.harness.judging.status import Status
 from packcheck.harness.report.load import load_run, status_counts
 from packcheck.harness.report.shrunk import shrunk_by_key, shrunk_text
 from packcheck.harness.report.where_it_parts import parts_line
@@ -23,7 +24,7 @@ from packcheck.harness.files import write_atomically
 from packcheck.harness.run_dir import RunDir
 from packcheck.harness.run_dir.localisations import read_localisations
 
-OUTCOME = {"pass": None, "fail": "failure", "unsupported": "skipped"}  # any other status (error, hang, ...): <error>
+OUTCOME = {Status.PASS: None, Status.FAIL: "failure", Status.UNSUPPORTED: "skipped"}  # any other status (error, hang, ...): <error>
 NOT_XML = re.compile(r"[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
@@ -51,8 +52,8 @@ def render_junit(run_dir: str | Path) -> str:
     counts = status_counts(verdicts)
     suites = ET.Element("testsuites", name="packcheck")
     suite = ET.SubElement(suites, "testsuite", {
-        "name": f"packcheck {run.directory}", "tests": str(len(verdicts)), "failures": str(counts["fail"]),
-        "errors": str(sum(n for status, n in counts.items() if status not in OUTCOME)), "skipped": str(counts["unsupported"]),
+        "name": f"packcheck {run.directory}", "tests": str(len(verdicts)), "failures": str(counts[Status.FAIL]),
+        "errors": str(sum(n for status, n in counts.items() if status not in OUTCOME)), "skipped": str(counts[Status.UNSUPPORTED]),
         "time": _seconds(float(verdicts["seconds"].fillna(0).sum()) if len(verdicts) else 0.0),
         "timestamp": _xml_text(run.provenance.get("time", "")),
     })

@@ -23,10 +23,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from packcheck.harness.judging.status import Status
 from packcheck.harness.run_dir import RunDir
 from packcheck.harness.run_dir.results import VERDICT_KEYS, load_results
 
-STATUSES = ("pass", "fail", "unsupported", "error")
+STATUSES = (Status.PASS, Status.FAIL, Status.UNSUPPORTED, Status.ERROR)  # counted first, zeros included, in this order
 VERDICT_COLUMNS = (*VERDICT_KEYS, "status", "known_finding", "diagnosis", "detail", "seconds", "max_margin", "worst",
                    "comparisons", "failing", "reproduce", "message")
 ROW_COLUMNS = (*VERDICT_KEYS, "arms", "arm", "against", "quantity", "item", "metric", "observed", "threshold", "where", "passed", "margin")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from packcheck.harness.judging.status import Status, counts_as_failed
 from packcheck.harness.report.load import format_margin, load_run
 from packcheck.harness.scenarios import SCENARIOS
 
@@ -22,7 +23,7 @@ from packcheck.harness.scenarios import SCENARIOS
 def _signal(flagged) -> str:
     """The weakest margin, or the status where a crash or a hang is the signal (no margin)."""
     statuses = set(flagged["status"])
-    if statuses & {"error", "hang"}:
+    if statuses & {Status.ERROR, Status.HANG}:
         return " / ".join(sorted(statuses)).upper()
     return format_margin(flagged["max_margin"].min())
 
@@ -45,7 +46,7 @@ def margin_table(run_dir: Path) -> str:
             mutant = here[here["engine"] == f"mutant.{bug}"]
             if not len(mutant):
                 continue
-            flagged = mutant[mutant["status"].isin(["fail", "error", "hang"])]
+            flagged = mutant[mutant["status"].map(counts_as_failed).astype(bool)]
             families = ", ".join(sorted(flagged["family"])) or "NOT FLAGGED"
             signal = _signal(flagged) if len(flagged) == len(mutant) else "not flagged in every family"
             lines.append(f"| {scenario.name} | {clean_margin} | mutant.{bug} | {signal} | {families} |")

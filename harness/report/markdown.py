@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from packcheck.harness.judging.status import counts_as_failed
 from packcheck.harness.report.baseline import compare_runs
 from packcheck.harness.report.load import describe, format_margin, load_run, status_counts
 from packcheck.harness.report.shrunk import shrunk_by_key
@@ -128,7 +129,7 @@ def render_markdown(run_dir: str | Path, baseline_dir: str | Path | None = None)
     if baseline_dir is not None:
         lines += _baseline_section(run, baseline_dir)
 
-    failing = verdicts[~verdicts["status"].isin(["pass", "unsupported"])]  # fail, error, and newer failing statuses (hang)
+    failing = verdicts[verdicts["status"].map(counts_as_failed).astype(bool)]
     localised = read_localisations(RunDir(run_dir))
     if not failing.empty:
         lines += ["", f"### Failing ({len(failing)})", ""]

@@ -63,6 +63,11 @@ class Floor:
     def floor(self) -> float:
         return self.worst.observed
 
+    @property
+    def tolerance(self) -> float:
+        """The threshold the worst comparison was judged by: the bound its row carries, of the run that measured it."""
+        return number(self.worst.row["threshold"])
+
     def to_json(self) -> dict:
         return {"field": self.field, "count": self.count, "median": self.median, "p99": self.p99, "max": self.floor,
                 "worst": self.worst.origin()}
@@ -101,7 +106,10 @@ def floors_from_report(path: str | Path) -> dict[str, dict[str, float]]:
 
 
 def observed(row: Mapping) -> float:
-    value = row["observed"]
+    return number(row["observed"])
+
+
+def number(value: float | str) -> float:
     return float(value) if isinstance(value, str) else value  # results.json writes inf/nan as strings
 
 

@@ -22,12 +22,12 @@ from packcheck.harness.compare import ArmId, Arms, Comparison, Pass
 from packcheck.harness.run.execution import Execution, ends
 from packcheck.harness.run.invalid_arms import blocks_judging, invalid_detail, invalid_diagnosis
 from packcheck.harness.run.judge import Judged
+from packcheck.harness.judging.status import Status
 from packcheck.harness.run.outcomes import ArmOutcome, Kind
-from packcheck.harness.run.verdict import ERROR, FAIL, HANG, PASS, UNSUPPORTED
 from packcheck.harness.scenarios import Scenario
 
 NOTHING_TO_COMPARE = "no arm beyond the baseline is supported by the engine: nothing to compare"
-STATUS = {Kind.INVALID: FAIL, Kind.UNUSED_MESH: FAIL, Kind.REFUSED: ERROR, Kind.ERROR: ERROR, Kind.HANG: HANG}
+STATUS = {Kind.INVALID: Status.FAIL, Kind.UNUSED_MESH: Status.FAIL, Kind.REFUSED: Status.ERROR, Kind.ERROR: Status.ERROR, Kind.HANG: Status.HANG}
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +43,7 @@ class Note:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class PassVerdict:
-    status: str
+    status: Status
     diagnosis: str = ""
     comparisons: tuple[Comparison, ...] = ()
     skipped: tuple[ArmId, ...] = ()  # optional arms that could not run
@@ -54,7 +54,7 @@ class PassVerdict:
 
     @property
     def failed(self) -> bool:
-        return self.status in (FAIL, ERROR, HANG)
+        return self.status.failed
 
     def with_nothing_to_compare(self) -> tuple[Note, ...]:
         return self.notes + ((Note(NOTHING_TO_COMPARE),) if self.nothing_to_compare else ())
@@ -71,21 +71,21 @@ def first_stage(run: Execution) -> list[ArmOutcome]:
 
 def conclude_pass(scenario: Scenario, run: Execution, judged: Judged | None, opening: tuple[Note, ...] = ()) -> PassVerdict:
     """The pass's conclusion from its outcomes and, where it was judged (judgeable), its judgement."""
-    status, diagnosis, comparisons, skipped, notes = PASS, "", [], [], list(opening)
+    status, diagnosis, comparisons, skipped, notes = Status.PASS, "", [], [], list(opening)
     for outcome in run.outcomes:
         notes += [Note(f"warning: {warning}\n", outcome.arm) for warning in outcome.warnings]
         if outcome.kind is Kind.SKIPPED:
             skipped.append(outcome.arm)
             notes.append(Note(f"arm {outcome.arm.local!r} skipped: {outcome.reason}\n"))
         elif outcome.kind is Kind.UNSUPPORTED:
-            status, notes = UNSUPPORTED, [Note(outcome.reason, outcome.arm)]
+            status, notes = Status.UNSUPPORTED, [Note(outcome.reason, outcome.arm)]
         elif ends(outcome):
             note = problem_note(outcome)
             status, diagnosis = STATUS[outcome.kind], problem_diagnosis(outcome, outcome.reason or str(note))
             notes.append(note)
             comparisons += [outcome.comparison] if outcome.comparison is not None else []
     if run.runner_failed is not None:
-        status, diagnosis = ERROR, f"the oracle engine {run.runner_failed.runner!r} did not start: a packcheck problem, not the engine's"
+        status, diagnosis = Status.ERROR, f"the oracle engine {run.runner_failed.runner!r} did not start: a packcheck problem, not the engine's"
         notes.append(Note(run.runner_failed.text))
     elif run.ending is not None and (runner := scenario.stages[run.ending.stage].runner) is not None:
         diagnosis = f"the oracle engine {runner!r} failed on its arm (a packcheck problem, not the engine's): {diagnosis}"
@@ -94,14 +94,14 @@ def conclude_pass(scenario: Scenario, run: Execution, judged: Judged | None, ope
         comparisons = [in_pass(c, run.pass_) for c in judged.comparisons]
         notes += [Note(text) for text in judged.notes]
         if judged.crashed:
-            status, diagnosis = ERROR, judged.diagnosis
+            status, diagnosis = Status.ERROR, judged.diagnosis
         elif not comparisons:  # every arm beyond the baseline was skipped: nothing was tested
-            status, nothing = UNSUPPORTED, True
+            status, nothing = Status.UNSUPPORTED, True
         elif judged.failed:
-            status, diagnosis = FAIL, judged.diagnosis
+            status, diagnosis = Status.FAIL, judged.diagnosis
     invalid = run.set_aside
     if invalid and (run.ending is None or run.ending.stage > 0) and (run.runner_failed is None or run.runner_failed.stage > 0):
-        status, diagnosis = FAIL, invalid_cause(scenario, run, status, diagnosis, comparisons)
+        status, diagnosis = Status.FAIL, invalid_cause(scenario, run, status, diagnosis, comparisons)
     comparisons += [o.comparison for o in invalid]
     notes = [Note(invalid_detail(o) + "\n", o.arm) for o in invalid] + notes
     ran = Counter(f"{case.device} {case.dtype}" for case in (run.cases[arm] for arm in run.results)) if judged is not None else Counter()
@@ -109,13 +109,13 @@ def conclude_pass(scenario: Scenario, run: Execution, judged: Judged | None, ope
                        nothing_to_compare=nothing, judged=judged is not None, arms_run=dict(ran))
 
 
-def invalid_cause(scenario: Scenario, run: Execution, status: str, diagnosis: str, judged: list[Comparison]) -> str:
+def invalid_cause(scenario: Scenario, run: Execution, status: Status, diagnosis: str, judged: list[Comparison]) -> str:
     """The invalid arms' likely cause first, then what became of the valid ones."""
     cause = invalid_diagnosis(run.set_aside)
     blocked = blocks_judging(scenario, first_stage(run))
     if blocked is not None:
         return f"{cause}. {blocked}"
-    if status == ERROR:
+    if status is Status.ERROR:
         return f"{cause}. Judging the valid arms went wrong too: {diagnosis}"
     if any(not c.passed for c in judged):
         return f"{cause}. The valid arms disagree too: {diagnosis}"

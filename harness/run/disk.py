@@ -7,7 +7,7 @@ What lies under --out while a run goes (harness/launch/tidy.py, private_checkpoi
 the checkpoint (at most KEEP launches at once, harness/launch/pool.py; in a cuda run only the GPU launches, one per
 engine, copy the run's model: the CPU launches run the tiny one); a seeded checkpoint the run writes into the cache
 (PACKCHECK_CACHE_DIR) when the cache lies on the same disk (at 8B, 16 GB of bfloat16); the results of the verdict being judged,
-every arm's, until the verdict is decided (ARMS: measured per scenario); and the arms `--save-arms` keeps: none;
+every arm's, until the verdict is decided (each scenario's entry says how many: Scenario.disk_arms); and the arms `--save-arms` keeps: none;
 for `failing`, one failing verdict's (the largest one's; each further failing verdict keeps its own); for `all`,
 every verdict's. A cuda run holds its verdicts' results on the GPU, not here (harness/launch/device_result.py): only
 the arms kept count. An arm's result is its gradients: the model's parameter count x the run's element size (an arm
@@ -31,14 +31,7 @@ from packcheck.harness.launch.usage import human
 from packcheck.harness.models.checkpoint import WEIGHTS, cache_dir, parameter_count, parameter_shapes
 from packcheck.harness.models.sizes import planned_checkpoint
 from packcheck.harness.run.inputs import Inputs
-
-# arms with a result per verdict (engine and oracle arms), counted in `packcheck run --engine reference --save-arms all`
-# (llama, every scenario; qwen3_5 and qwen2_5_vl where they differ: the most of any family), 2026-12-02
-ARMS = {"packed_vs_unpacked": 3, "document_isolation": 3, "microbatch_invariance": 7, "mask_alignment": 4, "token_conservation": 4,
-        "golden_regression": 1, "cp_vs_nocp": 9, "dp_cp_reduction": 5, "rl_loss_aggregation": 45, "rl_step0_ratio": 9,
-        "linear_attention_reset": 6, "vlm_collective_symmetry": 3, "optimizer_step": 8, "gradient_oracle": 4,
-        "oracle_agreement": 4}
-ARMS_UNKNOWN = 45  # a scenario not measured (a new one, or a user's): as many as the largest
+from packcheck.harness.scenarios import SCENARIOS, Scenario
 FACTOR = 1.5
 LARGE = 1 << 30  # a run that needs more says so before it starts
 ELEMENT_BYTES = {"float64": 8, "float32": 4, "bfloat16": 2, "float16": 2}
@@ -92,7 +85,13 @@ def same_disk(a: Path, b: Path) -> bool:
     return device(a) == device(b)
 
 
-def disk_need(families: Sequence[str], scenarios: Sequence[str], engines: int, dtype: str, inputs: Inputs,
+def arms_of(scenario: Scenario) -> int:
+    """The arms with a result in one verdict of `scenario`: as its entry measured them; one not measured (a new scenario,
+    or a user's) counts as many as the largest measured."""
+    return scenario.disk_arms or max(s.disk_arms or 0 for s in SCENARIOS.values())
+
+
+def disk_need(families: Sequence[str], scenarios: Sequence[Scenario], engines: int, dtype: str, inputs: Inputs,
               save_arms: str, device: str = "cpu", out: Path | None = None) -> Need:
     """What the run will need under --out at its peak (the module's docstring says how it is counted)."""
     sizes = [checkpoint_size(family, inputs) for family in families]
@@ -103,9 +102,9 @@ def disk_need(families: Sequence[str], scenarios: Sequence[str], engines: int, d
     cache = sum(s.bytes for s in sizes if s.unwritten) if out is None or same_disk(cache_dir(), out) else 0
     element = ELEMENT_BYTES.get(dtype, 8)  # "auto": the largest
     arm = params * element
-    most = max(ARMS.get(name, ARMS_UNKNOWN) for name in scenarios)
+    most = max(map(arms_of, scenarios))
     largest = 0 if device == "cuda" else most  # a cuda run's results stay on the GPU (harness/launch/device_result.py)
-    saved = {"none": 0, "failing": most, "all": engines * len(families) * sum(ARMS.get(n, ARMS_UNKNOWN) for n in scenarios)}[save_arms]
+    saved = {"none": 0, "failing": most, "all": engines * len(families) * sum(map(arms_of, scenarios))}[save_arms]
     return Need(bytes=int(FACTOR * (copies + arm * (largest + saved))) + cache, kept=int(FACTOR * arm * saved),
                 how=(f"{FACTOR:g} x ({live} checkpoint copies of {human(copies // live)} + {largest} arm results held by the "
                      f"largest verdict{' on the disk (on the GPU in a cuda run)' if device == 'cuda' else ''} + {saved} kept by --save-arms {save_arms}; an arm's result {human(arm)}: "

@@ -29,12 +29,14 @@ class Judged:
         return [c for c in self.comparisons if not c.passed]
 
 
-def judgement(setting: Setting, cases: Mapping[ArmId, Case], results: Mapping[ArmId, StepResult], tolerance: Tolerance) -> Judgement:
-    """What the judge sees of a pass's arms: the engine's by name, the oracle's by the engine arm each checks."""
+def judgement(scenario: Scenario, setting: Setting, cases: Mapping[ArmId, Case], results: Mapping[ArmId, StepResult],
+              tolerance: Tolerance) -> Judgement:
+    """What the scenario's judge sees of a pass's arms: the engine's by name, the oracle's by the engine arm each checks; the
+    table and the bounds its entry judges by."""
     def named(arms: Mapping[ArmId, object], role: Role) -> dict:
         return {arm.name: value for arm, value in arms.items() if arm.role is role}
     return Judgement(setting=setting, cases=named(cases, Role.ENGINE), results=named(results, Role.ENGINE), tolerance=tolerance,
-                     oracle_cases=named(cases, Role.ORACLE), oracle=named(results, Role.ORACLE))
+                     oracle_cases=named(cases, Role.ORACLE), oracle=named(results, Role.ORACLE), bounds=scenario.bounds)
 
 
 def judge(scenario: Scenario, j: Judgement) -> Judged:

@@ -14,7 +14,7 @@ import time
 from dataclasses import replace
 from typing import Mapping
 
-from packcheck.harness.compare import ArmId, Comparison, Pass, tolerance_for
+from packcheck.harness.compare import ArmId, Comparison, Pass
 from packcheck.harness.compare.divergence import Divergence, first_divergence, unavailable
 from packcheck.harness.contract import Case
 from packcheck.harness.contract.activations import Activations, CaptureRequest
@@ -67,7 +67,8 @@ def localise(engine: EngineInfo, scenario: Scenario, setting: Setting, arm: ArmI
     """Where `arm` first parts from `against`: both rebuilt from the plan on `setting` (the CPU float64 pass's setting
     for arms of that pass) and run again with capture on."""
     started = time.perf_counter()
-    arms = plan_arms(scenario, setting if arm.pass_ is Pass.MAIN else placement.logic_setting(setting), arm.pass_)
+    built_from = setting if arm.pass_ is Pass.MAIN else placement.logic_setting(setting)
+    arms = plan_arms(scenario, built_from, arm.pass_)
     missing = [str(a) for a in (arm, against) if a not in arms]
     if missing:
         return unavailable(str(arm), str(against), f"arm {', '.join(missing)} is built from other arms' results and cannot be re-run alone")
@@ -78,8 +79,9 @@ def localise(engine: EngineInfo, scenario: Scenario, setting: Setting, arm: ArmI
         if isinstance(got, str):
             return unavailable(str(arm), str(against), f"arm {which}: {got}")
         captured.append(got)
-    dtype = arms[arm][0].dtype
-    bound = tolerance_for(dtype, (noise_floors or {}).get(dtype), setting.model_name).by("grad")
+    # activations are judged as gradients are (relative L2), by the grad row of the table the arms' verdict was judged by;
+    # no comparison of the verdict judged an activation, so there is no Comparison's bound to read
+    bound = built_from.tolerance(noise_floors).by("grad")
     found = first_divergence(str(arm), captured[0], str(against), captured[1], bound["threshold"], bound["bound"])
     return replace(found, seconds=time.perf_counter() - started)
 

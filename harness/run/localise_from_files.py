@@ -8,6 +8,7 @@ from pathlib import Path
 
 from packcheck.harness.compare.divergence import Divergence, unavailable
 from packcheck.harness.errors import InputError
+from packcheck.harness.judging.status import Status
 from packcheck.harness.launch import LaunchFailed, LaunchPool
 from packcheck.harness.run.calibration import floors_from_report
 from packcheck.harness.run.inputs import Inputs
@@ -33,7 +34,7 @@ def failing_verdicts(path: Path) -> tuple[RunDir, list[dict]]:
     engine, family, scenario = parts
     data = load_results(run_dir)
     found = [v for v in data.get("verdicts", []) if (path_name(str(v["engine"])), v["family"], v["scenario"]) == (engine, family, scenario)
-             and v["status"] == "fail"]
+             and v["status"] == Status.FAIL]
     return run_dir, found
 
 

@@ -23,11 +23,12 @@ from typing import Mapping, Sequence
 
 from packcheck.harness.compare import ArmId, Pass
 from packcheck.harness.contract import Case
+from packcheck.harness.judging.status import Status
 from packcheck.harness.launch.capacity import cannot_host
 from packcheck.harness.models.sizes import TINY
 from packcheck.harness.run.conclusion import Note, PassVerdict, reason
 from packcheck.harness.run.inputs import Inputs
-from packcheck.harness.run.verdict import PASS, UNSUPPORTED, Verdict
+from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.scenarios import Scenario, Setting
 
 LOGIC_DEVICE, LOGIC_DTYPE = "cpu", "float64"
@@ -70,18 +71,18 @@ def placed(cell: Verdict, main: PassVerdict | None, logic: PassVerdict | None, m
     notes = [] if not here else list(main.notes if logic.comparisons else main.with_nothing_to_compare())  # pass 2 compared the arms that moved
     notes += [Note(f"[{Pass.CPU_LOGIC.value}] {line}\n") for line in "".join(map(str, logic.with_nothing_to_compare())).strip().splitlines()]
     first = main if here else logic
-    status, diagnosis = (UNSUPPORTED, main.diagnosis if here else "")
+    status, diagnosis = (Status.UNSUPPORTED, main.diagnosis if here else "")
     if first.failed:
         status, diagnosis = first.status, first.diagnosis
     elif logic.failed:
         status, diagnosis = logic.status, f"(arms on {LOGIC_DEVICE} {LOGIC_DTYPE}) {logic.diagnosis}"
-    elif PASS in (logic.status, main.status if here else None):
-        status = PASS
+    elif Status.PASS in (logic.status, main.status if here else None):
+        status = Status.PASS
     skipped = (main.skipped if here else ()) + logic.skipped
     arms_run = Counter(main.arms_run if here else {}) + Counter(logic.arms_run)
     return dataclasses.replace(cell, status=status, diagnosis=diagnosis, skipped_arms=tuple(map(str, skipped)),
                                comparisons=(main.comparisons if here else ()) + logic.comparisons, relocated_arms=tuple(sorted(relocated)),
-                               arms_run=dict(arms_run), detail="".join(map(str, notes)), reason=reason(notes) if status == UNSUPPORTED else "")
+                               arms_run=dict(arms_run), detail="".join(map(str, notes)), reason=reason(notes) if status is Status.UNSUPPORTED else "")
 
 
 def only_pass(cell: Verdict, main: PassVerdict, moved: Sequence[ArmId]) -> Verdict:
@@ -95,4 +96,4 @@ def only_pass(cell: Verdict, main: PassVerdict, moved: Sequence[ArmId]) -> Verdi
         notes.append(Note(f"arms {arms} (more ranks than this machine has GPUs) were skipped: the CPU pass is off\n"))
     return dataclasses.replace(cell, status=main.status, diagnosis=main.diagnosis, comparisons=main.comparisons,
                                skipped_arms=tuple(map(str, skipped)), arms_run=dict(main.arms_run), detail="".join(map(str, notes)),
-                               reason=reason(notes) if main.status == UNSUPPORTED else "")
+                               reason=reason(notes) if main.status is Status.UNSUPPORTED else "")

@@ -27,10 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from packcheck.harness.compare import ArmId, Pass, tolerance_for
+from packcheck.harness.compare import ArmId, Pass
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.engines import Engine, EngineInfo, finding_for
 from packcheck.harness.golden import write_obtained
+from packcheck.harness.judging.status import Status
 from packcheck.harness.launch import LaunchFailed, LaunchPool, engine_spec
 from packcheck.harness.provenance import provenance
 from packcheck.harness.run import placement
@@ -40,7 +41,7 @@ from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run.invalid_arms import save_invalid_arms
 from packcheck.harness.run.judge import Judged, judge, judgement
 from packcheck.harness.run.outcomes import Kind
-from packcheck.harness.run.verdict import ERROR, FAIL, HANG, PASS, UNSUPPORTED, Verdict
+from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.run_dir import RunDir
 from packcheck.harness.run_dir.saved_arms import save_arm
 from packcheck.harness.scenarios import Scenario, Setting
@@ -91,7 +92,7 @@ def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dty
     started, inputs = time.perf_counter(), options.inputs
     spec = engine if isinstance(engine, str) else engine.spec
     cell = Verdict(engine=spec if isinstance(engine, str) else engine.name, engine_spec=spec, family=family, scenario=scenario.name,
-                   dtype=dtype, device=device, status=PASS, attention=attention, inputs=inputs.flags())
+                   dtype=dtype, device=device, status=Status.PASS, attention=attention, inputs=inputs.flags())
     try:
         info = pool.engine_info(spec, device) if isinstance(engine, str) else engine
     except LaunchFailed as failed:
@@ -138,8 +139,7 @@ def judge_pass(scenario: Scenario, run: Execution, options: RunOptions, saving: 
     """Judge a pass's arms where they can be judged, conclude the pass, and save its arms."""
     judged = None
     if judgeable(scenario, run):
-        tolerance = tolerance_for(run.setting.dtype, options.noise_floors.get(run.setting.dtype), run.setting.model_name)  # the run's own floors, else the shipped
-        judged = judge(scenario, judgement(run.setting, run.cases, run.results, tolerance))
+        judged = judge(scenario, judgement(scenario, run.setting, run.cases, run.results, run.setting.tolerance(options.noise_floors)))
         if judged.failed and not judged.crashed:
             judged = keep_obtained(scenario, run, judged)
     verdict = conclude_pass(scenario, run, judged, opening)
@@ -169,16 +169,16 @@ def numeric_failure(verdict: Verdict) -> bool:
     """A failing verdict whose failures are all numeric: only such a failure can be a pinned known
     finding (an invalid result or an unused mesh has margin inf, and would match any finding)."""
     failed = [c for c in verdict.comparisons if not c.passed]
-    return verdict.status == FAIL and bool(failed) and not any(c.quantity in CONTRACT_QUANTITIES for c in failed)
+    return verdict.status is Status.FAIL and bool(failed) and not any(c.quantity in CONTRACT_QUANTITIES for c in failed)
 
 
 def unsupported(cell: Verdict, why: str) -> Verdict:
-    return dataclasses.replace(cell, status=UNSUPPORTED, detail=why, reason=reason((Note(why),)))
+    return dataclasses.replace(cell, status=Status.UNSUPPORTED, detail=why, reason=reason((Note(why),)))
 
 
 def did_not_start(cell: Verdict, failed: LaunchFailed) -> Verdict:
     """The verdict of a cell whose engine never got to its first case: hung while building, or failed."""
-    return dataclasses.replace(cell, status=HANG if failed.hung else ERROR, detail=failed.text,
+    return dataclasses.replace(cell, status=Status.HANG if failed.hung else Status.ERROR, detail=failed.text,
                                diagnosis=("importing or constructing the engine hung: see the stacks" if failed.hung
                                           else "the engine did not start: " + first_error_line(failed.text)))
 

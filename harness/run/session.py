@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Sequence, TextIO
 
 from packcheck.harness.engines import EngineInfo
+from packcheck.harness.judging.status import Status
 from packcheck.harness.launch import ErrorKind, LaunchFailed, LaunchPool
 from packcheck.harness.models import FAMILIES
 from packcheck.harness.run.conclusion import first_error_line
@@ -22,7 +23,7 @@ from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run.progress import Progress
 from packcheck.harness.run.scenario_runner import RunOptions, did_not_start, run_scenario
 from packcheck.harness.run.localise import localise_in_run
-from packcheck.harness.run.verdict import ERROR, FAIL, UNSUPPORTED, Verdict
+from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.run_dir.results import ResultsFile
 from packcheck.harness.scenarios import Scenario
 from packcheck.harness.text import safe_line, safe_text
@@ -83,7 +84,7 @@ def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: Text
                 progress.finish(verdict_line(verdict), safe_text(verdict.message()) if verdict.failed else "")
                 matrix.verdicts.append(verdict)
                 results.add(verdict)
-                if matrix.localise and engine is not None and verdict.status == FAIL:
+                if matrix.localise and engine is not None and verdict.status is Status.FAIL:
                     progress.note("  where it parts: " + safe_text(localise_in_run(matrix, engine, scenario, verdict, results.run_dir, pool)))
     finally:
         progress.close()
@@ -92,7 +93,7 @@ def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: Text
 
 def not_started(matrix: Matrix, spec: str, family: str, scenario: Scenario, failure: LaunchFailed) -> Verdict:
     return did_not_start(Verdict(engine=spec, engine_spec=spec, family=family, scenario=scenario.name, dtype=matrix.dtype,
-                                 device=matrix.device, attention=matrix.attention, status=ERROR), failure)
+                                 device=matrix.device, attention=matrix.attention, status=Status.ERROR), failure)
 
 
 def verdict_line(verdict: Verdict) -> str:
@@ -105,7 +106,7 @@ def verdict_line(verdict: Verdict) -> str:
 
 def why_not_all(verdict: Verdict) -> str:
     """What was not judged, on the progress line: the reason of an unsupported verdict, the skipped arms of another."""
-    if verdict.status == UNSUPPORTED:
+    if verdict.status is Status.UNSUPPORTED:
         return f": {verdict.reason}"
     skipped, moved = len(verdict.skipped_arms), len(verdict.relocated_arms)
     named = ", ".join(verdict.skipped_arms)

@@ -1,8 +1,7 @@
 """A verdict: the outcome of one (engine, family, scenario, dtype, device), with its evidence.
 
-status: pass (every comparison within tolerance), fail (a comparison out of tolerance, or an
-invalid result), unsupported (the engine declares it cannot run an arm), error (the engine
-crashed), hang (a step did not finish within the timeout: a deadlock, with every rank's state).
+status: a Status (harness/judging/status.py: pass, fail, unsupported, error, hang; which of them
+count as failed is defined there once); a hang carries every rank's state.
 A failing verdict's message is a small report that ends with the reproduce command. A verdict is
 concluded once, from data (harness/run/conclusion.py, placement.py), and never changed after:
 what is added later (a known finding, the seconds) makes a new one (dataclasses.replace).
@@ -14,10 +13,9 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from packcheck.harness.compare import Comparison
+from packcheck.harness.judging.status import Status
 from packcheck.harness.run.reproduce import reproduce_command
 from packcheck.harness.text import safe_text
-
-PASS, FAIL, UNSUPPORTED, ERROR, HANG = "pass", "fail", "unsupported", "error", "hang"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -27,7 +25,7 @@ class Verdict:
     scenario: str
     dtype: str
     device: str
-    status: str
+    status: Status
     attention: str = "auto"
     comparisons: tuple[Comparison, ...] = ()
     diagnosis: str = ""
@@ -41,6 +39,9 @@ class Verdict:
     arms_run: Mapping[str, int] = field(default_factory=dict)  # "device dtype" -> how many arms ran there
     reason: str = ""  # why an unsupported verdict is unsupported, in one line without the arm's name (the progress line's)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", Status(self.status))  # a status spelled as text is checked, and typed from here on
+
     @property
     def reproduce(self) -> str:
         return reproduce_command(self.engine_spec or self.engine, f"--family {self.family} --scenario {self.scenario} "
@@ -49,7 +50,7 @@ class Verdict:
 
     @property
     def failed(self) -> bool:
-        return self.status in (FAIL, ERROR, HANG)
+        return self.status.failed
 
     @property
     def worst(self) -> Comparison | None:
@@ -81,7 +82,7 @@ class Verdict:
         worst = self.worst
         return {
             "engine": self.engine, "engine_spec": self.engine_spec or self.engine, "family": self.family, "scenario": self.scenario, "dtype": self.dtype, "device": self.device,
-            "attention": self.attention, "status": self.status, "skipped_arms": list(self.skipped_arms),
+            "attention": self.attention, "status": self.status.value, "skipped_arms": list(self.skipped_arms),
             # an engine's words (its exceptions, findings, names) reach these: kept printable and encodable
             "known_finding": self.known_finding and safe_text(self.known_finding), "diagnosis": safe_text(self.diagnosis),
             "detail": safe_text(self.detail), "seconds": round(self.seconds, 3),

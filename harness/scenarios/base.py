@@ -22,6 +22,7 @@ from packcheck.harness.compare import ArmId, Comparison, Role
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.engines import Capabilities
 from packcheck.harness.judging.judgement import Judgement, Setting
+from packcheck.harness.judging.truth import Bounds
 
 ORACLE_ENGINE = "reference"
 
@@ -69,6 +70,12 @@ class Scenario:
     optional_arms: frozenset[str] = field(default_factory=frozenset)  # engine arms the verdict can do without (skipped and named)
     applies: Callable[[Setting, Capabilities], str | None] = everywhere  # why it cannot judge this setting on this engine, or None
     notes: str = ""
+    bounds: Bounds = Bounds.TABLE  # what its judge compares with (harness/judging/truth.py); another than the table says why
+    absolute: bool = False  # judges the engine against float64 truth, not only against itself (harness/run/absolute.py)
+    # arms with a result per verdict (engine and oracle arms), for the disk a run needs (harness/run/disk.py); None: not
+    # measured. Counted in `packcheck run --engine reference --save-arms all` (llama; qwen3_5 and qwen2_5_vl where they
+    # differ: the most of any family), 2026-12-02
+    disk_arms: int | None = None
 
     def build(self, setting: Setting) -> dict[str, Case]:
         """The first stage's arms: those built from the setting alone (what `explain` shows and placement plans with)."""

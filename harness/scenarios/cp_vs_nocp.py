@@ -67,4 +67,5 @@ CP_VS_NOCP = Scenario(
     optional_arms=frozenset({f"cp{cp}_{style}" for cp in (2, 4) for style in CP_STYLES}
                             | {f"cp2_{style}_unpacked" for style in CP_STYLES}
                             | {f"cp4_{style}_seq{INDIVISIBLE_SEQ_LEN}" for style in CP_STYLES}),
+    disk_arms=9,
 )

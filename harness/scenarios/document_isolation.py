@@ -64,4 +64,5 @@ DOCUMENT_ISOLATION = Scenario(
     stages=(from_setting(build),),
     judge=judge,
     diagnose=diagnose,
+    disk_arms=3,
 )

@@ -67,4 +67,5 @@ DP_CP_REDUCTION = Scenario(
     judge=judge,
     diagnose=diagnose,
     optional_arms=frozenset(MESHES),
+    disk_arms=5,
 )

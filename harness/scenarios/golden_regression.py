@@ -76,4 +76,6 @@ GOLDEN_REGRESSION = Scenario(
     judge=judge,
     diagnose=diagnose,
     applies=applies,
+    absolute=True,
+    disk_arms=1,
 )

@@ -18,19 +18,18 @@ mutant.boundary-label). The arms are single-process, packed and unpacked, two un
 
 from __future__ import annotations
 
-from packcheck.harness.compare import ArmId, Arms, Role, Tolerance, compare_logprobs, compare_tensors
+from packcheck.harness.compare import ArmId, Arms, Role, compare_logprobs, compare_tensors
 from packcheck.harness.compare.arms import compare_dloss_dlogprobs
 from packcheck.harness.compare.router import compare_router
 from packcheck.harness.contract import UNPACKED, Partition, packed
 from packcheck.harness.data.samples import MIXED_DOCUMENTS
 from packcheck.harness.engines import Capabilities
-from packcheck.harness.golden import GoldenProblem
 from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.oracle_memory import oracle_memory_reason
 from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.judging.oracle_arms import oracle_arms
-from packcheck.harness.judging.truth import truth_tolerance
+from packcheck.harness.judging.truth import Bounds
 from packcheck.harness.scenarios.base import Before, Scenario, Stage, from_setting
 from packcheck.harness.scenarios.building import failing
 
@@ -56,18 +55,9 @@ def applies(setting: Setting, capabilities: Capabilities) -> str | None:
     return oracle_memory_reason(setting)
 
 
-def tolerance(j: Judgement) -> Tolerance:
-    """Against float64 truth (judging/truth.py: the golden's noise floor on these samples, packed, in this partition);
-    the table's where a family has no golden."""
-    try:
-        return truth_tolerance(j.setting.family, j.setting.dtype, j.tolerance)
-    except GoldenProblem:
-        return j.tolerance
-
-
 def judge(j: Judgement) -> list:
     rows = []
-    tol = tolerance(j)
+    tol = j.bound
     for name, result in j.results.items():
         if name not in j.oracle:
             continue
@@ -108,4 +98,7 @@ GRADIENT_ORACLE = Scenario(
     diagnose=diagnose,
     applies=applies,
     optional_arms=frozenset({"packed", "unpacked"}),
+    bounds=Bounds.TRUTH,  # against float64 truth: the golden's noise floor on these samples, packed, in this partition (the table where a family has no golden)
+    absolute=True,
+    disk_arms=4,
 )

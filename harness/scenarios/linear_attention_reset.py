@@ -111,4 +111,5 @@ LINEAR_ATTENTION_RESET = Scenario(
     judge=judge,
     diagnose=diagnose,
     optional_arms=frozenset(CP_ARMS) | frozenset(f"{name}_{OTHER}" for name in CP_ARMS),
+    disk_arms=6,
 )

@@ -56,4 +56,5 @@ MASK_ALIGNMENT = Scenario(
     # every arm is judged on its own: an engine that only pads on the right (TRL's collator, verl's padded
     # path) or never packs is judged on the arms it runs; the skipped ones are named in the verdict
     optional_arms=frozenset({"packed_left", "packed_right", "unpacked_left", "unpacked_right"}),
+    disk_arms=4,
 )

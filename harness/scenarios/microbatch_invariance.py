@@ -89,4 +89,5 @@ MICROBATCH_INVARIANCE = Scenario(
     # the packed arms against `one`, the unpacked ones against `one_unpacked`: an engine that never packs (or
     # never pads) is judged on the layout it runs
     optional_arms=frozenset({REFERENCE_ARM, *PARTITIONS, "one_unpacked", "uneven_unpacked", DP_ARM}),
+    disk_arms=7,
 )

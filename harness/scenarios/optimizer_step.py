@@ -40,14 +40,14 @@ from pathlib import Path
 
 import torch
 from packcheck.harness.compare import HARNESS, Arms, Comparison, Tolerance
-from packcheck.harness.compare.adamw_step import stepped
-from packcheck.harness.compare.arms import compare_all_but_tensors, tensor_rows
-from packcheck.harness.compare.bound import RULE
+from packcheck.harness.compare.adamw_step import as_checkpoint, stepped, steps_past_rounding
+from packcheck.harness.compare.arms import compare_all_but_tensors, compare_grad_norm, tensor_rows
 from packcheck.harness.compare.conditioning import error_weights
-from packcheck.harness.compare.metrics import LARGE_ON_HOST, Float64Buffers, error_sums, rel, sums_to_host
+from packcheck.harness.compare.metrics import Float64Buffers, error_sums, sums_to_host
 from packcheck.harness.contract import OptimizerSpec, ParallelPlan, Partition, StepResult, packed
 from packcheck.harness.data.samples import SKEWED_LENGTHS
 from packcheck.harness.judging.cases import arm, samples_for
+from packcheck.harness.judging.device import judging_device
 from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.scenarios.base import Scenario, from_setting
 from packcheck.harness.scenarios.building import failing
@@ -100,39 +100,8 @@ def checkpoint_params(j: Judgement) -> dict[str, torch.Tensor]:
     return load_file(str(Path(j.cases[BASELINE].model.checkpoint) / "model.safetensors"), device=str(judging_device(j)))
 
 
-def judging_device(j: Judgement) -> torch.device:
-    """Where the judge computes: where the gradients are (the GPU on a CUDA run, even for the results kept on the host
-    beyond the harness's share of it: each of their tensors comes to the GPU once), or the GPU if the process uses one
-    and the gradients are large (metrics.LARGE_ON_HOST); else the CPU, as a CPU run always did (it never initialises
-    CUDA). At 8B a float64 pass over the parameters on the host takes seconds, on an H200 tens of milliseconds."""
-    if j.device.type == "cuda" or not torch.cuda.is_initialized():
-        return j.device
-    large = any(g.numel() >= LARGE_ON_HOST for r in j.results.values() for g in r.grads.values())
-    return torch.device("cuda", torch.cuda.current_device()) if large else j.device
-
-
-def compare_grad_norm(arms: Arms, observed: float, expected: float, tol: Tolerance, item: str = "") -> Comparison:
-    """The pre-clip norm, a scalar judged as relatively as a loss: the scenario's own rule at the loss's threshold (no
-    calibration measured grad_norm's noise, so it is not a calibrated comparison)."""
-    return Comparison(arms=arms, quantity="grad_norm", item=item, metric="rel", observed=rel(observed, expected),
-                      threshold=tol.loss, bound=RULE, where=f"{observed:.12g} vs {expected:.12g}")
-
-
 def example(names: list[str]) -> str:
     return f", e.g. {names[0]}" if names else ""
-
-
-def as_checkpoint(value: torch.Tensor, checkpoint: torch.Tensor, dtype: torch.dtype) -> bool:
-    """Whether `value` is exactly `checkpoint` in `dtype` (compared where `value` is)."""
-    return torch.equal(value.to(dtype), checkpoint.to(device=value.device, dtype=dtype))
-
-
-def steps_past_rounding(expected: torch.Tensor, before: torch.Tensor, dtype: torch.dtype) -> bool:
-    """Whether the harness's step changes some element by more than `dtype`'s spacing there (eps x |value| is at least
-    one spacing). A smaller step can round away in a correct engine: AdamW applies its weight decay and its update as
-    two roundings, each below half a spacing, where the exact sum of the two is above it."""
-    value = before.double()
-    return bool(((expected.double() - value).abs() > torch.finfo(dtype).eps * value.abs()).any())
 
 
 @dataclasses.dataclass(slots=True)
@@ -334,4 +303,5 @@ OPTIMIZER_STEP = Scenario(
     judge=judge,
     diagnose=diagnose,
     optional_arms=frozenset(MESHES) | {FROZEN_BASELINE, FROZEN_SHARD},
+    disk_arms=8,
 )

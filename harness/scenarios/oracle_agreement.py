@@ -17,18 +17,17 @@ had no absolute check (harness/run/absolute.py).
 
 from __future__ import annotations
 
-from packcheck.harness.compare import ArmId, Arms, Role, Tolerance, compare_results
+from packcheck.harness.compare import ArmId, Arms, Role, compare_results
 from packcheck.harness.contract import UNPACKED, Partition, packed
 from packcheck.harness.data.lengths import varied
 from packcheck.harness.data.samples import MIXED_DOCUMENTS, PACKED_AT, make_samples, scaled
 from packcheck.harness.engines import Capabilities
-from packcheck.harness.golden import GoldenProblem
 from packcheck.harness.judging.cases import arm, for_model, input_seed, kept
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.oracle_memory import oracle_memory_reason
 from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.judging.oracle_arms import oracle_of
-from packcheck.harness.judging.truth import truth_tolerance
+from packcheck.harness.judging.truth import Bounds
 from packcheck.harness.scenarios.base import Before, Scenario, Stage, from_setting
 from packcheck.harness.scenarios.building import failing
 
@@ -55,16 +54,8 @@ def applies(setting: Setting, capabilities: Capabilities) -> str | None:
     return oracle_memory_reason(setting)
 
 
-def tolerance(j: Judgement) -> Tolerance:
-    """As gradient_oracle's: the table in float64, else the family's golden noise floor; the table where it has none."""
-    try:
-        return truth_tolerance(j.setting.family, j.setting.dtype, j.tolerance)
-    except GoldenProblem:
-        return j.tolerance
-
-
 def judge(j: Judgement) -> list:
-    tol = tolerance(j)
+    tol = j.bound
     return [row for name, result in j.results.items() if name in j.oracle
             for row in compare_results(Arms(name, ArmId(name).oracle), result, j.oracle[name], tol, j.locate(name))]
 
@@ -93,4 +84,7 @@ ORACLE_AGREEMENT = Scenario(
     diagnose=diagnose,
     optional_arms=frozenset({"packed", "unpacked"}),
     applies=applies,
+    bounds=Bounds.TRUTH,  # against float64 truth: the table in float64, else the family's golden noise floor (the table where it has none)
+    absolute=True,
+    disk_arms=4,
 )

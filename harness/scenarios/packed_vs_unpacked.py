@@ -59,4 +59,5 @@ PACKED_VS_UNPACKED = Scenario(
     judge=judge,
     diagnose=diagnose,
     optional_arms=frozenset({"stacked"}),
+    disk_arms=3,
 )

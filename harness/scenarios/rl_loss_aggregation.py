@@ -186,4 +186,5 @@ RL_LOSS_AGGREGATION = Scenario(
     # every policy arm is judged against the definition on its own and against the baseline of its mode (baseline_of)
     # when that ran: an engine is judged on the modes, terms and layouts it declares (TRL's GRPOTrainer never packs)
     optional_arms=frozenset(ONE_OF),
+    disk_arms=45,
 )

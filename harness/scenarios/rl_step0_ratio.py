@@ -115,4 +115,5 @@ RL_STEP0_RATIO = Scenario(
     diagnose=diagnose,
     # each arm is judged on its own, when the engine runs its layout and that of its rollout (TRL's GRPOTrainer never packs)
     optional_arms=frozenset({*ARMS, *(rollout_arm(name) for name in LAYOUTS)}),
+    disk_arms=9,
 )

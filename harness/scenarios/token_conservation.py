@@ -61,4 +61,5 @@ TOKEN_CONSERVATION = Scenario(
     judge=judge,
     diagnose=diagnose,
     optional_arms=frozenset({"packed", "packed_micro", "unpacked", DP_ARM}),  # each arm is judged on its own
+    disk_arms=4,
 )

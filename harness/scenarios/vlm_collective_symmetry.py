@@ -76,4 +76,5 @@ VLM_COLLECTIVE_SYMMETRY = Scenario(
     judge=judge,
     diagnose=diagnose,
     optional_arms=frozenset(LAYOUTS),
+    disk_arms=3,
 )

@@ -17,9 +17,10 @@ from packcheck.harness.contract import Case
 from packcheck.harness.data.size import Size
 from packcheck.harness.data.smaller import Smaller
 from packcheck.harness.errors import InputError
+from packcheck.harness.judging.status import Status
 from packcheck.harness.launch import LaunchPool
 from packcheck.harness.launch.pool import KEEP
-from packcheck.harness.run.verdict import FAIL, PASS, UNSUPPORTED, Verdict
+from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.scenarios import Scenario
 from packcheck.harness.scenarios.base import ORACLE_ENGINE
 from packcheck.harness.shrink.plans import narrowable, only_arms
@@ -52,12 +53,12 @@ class Shrunk:
 
 
 def refusal(subject: Subject, status: str) -> str | None:
-    """Why a verdict of `status` on the subject's scenario cannot be shrunk, or None."""
-    if status == PASS:
+    """Why a verdict of `status` (a Status, or its text in a results file) on the subject's scenario cannot be shrunk, or None."""
+    if status == Status.PASS:
         return "nothing to shrink: the verdict passed"
-    if status == UNSUPPORTED:
+    if status == Status.UNSUPPORTED:
         return "nothing to shrink: the verdict is unsupported (none of its arms was judged)"
-    if status != FAIL:
+    if status != Status.FAIL:
         return (f"nothing to shrink: the verdict ended in {status}, not in a failing comparison; its reproduce command reruns it, "
                 "and a crash or a hang is read from its detail")
     if any(stage.golden for stage in subject.scenario.stages):
@@ -71,7 +72,7 @@ def shrink(subject: Subject, pool: LaunchPool, budget: float = DEFAULT_BUDGET, s
     """The smallest case found within `budget` seconds on which `first` (the subject's failing verdict; None: judged
     again here) still fails its worst comparison with the same class of diagnosis. NothingToShrink where it cannot be."""
     started = time.monotonic()
-    if (why := refusal(subject, FAIL if first is None else first.status)) is not None:
+    if (why := refusal(subject, Status.FAIL if first is None else first.status)) is not None:
         raise NothingToShrink(why)
     keep, pool.keep = pool.keep, max(pool.keep, 2 * KEEP)  # the control's launches warm beside the engine's
     try:
@@ -84,7 +85,7 @@ def _shrink(subject: Subject, pool: LaunchPool, budget: float, say: Callable[[st
     if first is None:
         say(f"shrinking {subject.describe()}: judged again at the scenario's size first")
         first = run(subject, subject.scenario, None, pool)
-        if first.status == PASS:
+        if first.status is Status.PASS:
             raise NothingToShrink("the failure did not reproduce: judged again, the verdict passes (a nondeterministic engine, "
                                   "or one changed since the run)")
         if (why := refusal(subject, first.status)) is not None:
@@ -116,7 +117,7 @@ def control_for(subject: Subject, scenario: Scenario, pool: LaunchPool) -> Subje
     if subject.engine == ORACLE_ENGINE:
         return None
     reference = dataclasses.replace(subject, engine=ORACLE_ENGINE, engine_name=ORACLE_ENGINE)
-    return reference if run(reference, scenario, None, pool).status == PASS else None
+    return reference if run(reference, scenario, None, pool).status is Status.PASS else None
 
 
 def narrowed_plan(subject: Subject, target: Target, full: Mapping[str, Case], first: Verdict, pool: LaunchPool) -> tuple[Scenario, Verdict, bool]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from packcheck.harness.errors import InputError
+from packcheck.harness.judging.status import Status
 from packcheck.harness.run.calibration import floors_from_report
 from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run_dir import RunDir
@@ -41,7 +42,7 @@ def find_verdict(path: str | Path) -> tuple[Path, dict, dict]:
     data = load_results(RunDir(run_dir))
     verdicts = data.get("verdicts", [])
     if not parts:
-        failing = [v for v in verdicts if v["status"] == "fail"]
+        failing = [v for v in verdicts if v["status"] == Status.FAIL]
         if len(failing) == 1:
             return run_dir, failing[0], data.get("provenance", {})
         listed = "\n  ".join(verdict_path(run_dir, v) for v in (failing or verdicts))

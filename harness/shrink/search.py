@@ -28,9 +28,10 @@ from packcheck.harness.contract import Case, ContractError
 from packcheck.harness.data.size import Size
 from packcheck.harness.data.smaller import Smaller
 from packcheck.harness.errors import InputError
+from packcheck.harness.judging.status import Status
 from packcheck.harness.launch import LaunchPool
 from packcheck.harness.models.smaller import head_counts, layer_count, mlp_width, seeded
-from packcheck.harness.run.verdict import PASS, Verdict
+from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.scenarios import Scenario
 from packcheck.harness.shrink.subject import CannotBuild, Subject, first_arms, run
 from packcheck.harness.shrink.target import Target
@@ -95,7 +96,7 @@ class Search:
         try:
             verdict = run(self.subject, self.scenario, candidate, self.pool)
             why = self.target.why_not(verdict)
-            if why is None and self.control is not None and (control := run(self.control, self.scenario, candidate, self.pool)).status != PASS:
+            if why is None and self.control is not None and (control := run(self.control, self.scenario, candidate, self.pool)).status is not Status.PASS:
                 why = f"the control {self.control.engine_name} does not pass it ({control.status})"
         except (ContractError, InputError) as err:  # a later stage that cannot be built from the smaller first one
             verdict, why = None, f"cannot be built: {err}"

@@ -9,7 +9,8 @@ from typing import Mapping
 from packcheck.harness.compare import ArmId, Arms, Comparison
 from packcheck.harness.contract import Case
 from packcheck.harness.judging.diagnoses import diagnosis_rule
-from packcheck.harness.run.verdict import FAIL, Verdict
+from packcheck.harness.judging.status import Status
+from packcheck.harness.run.verdict import Verdict
 
 OWN_READING = "the scenario's own reading"  # how a diagnosis without a shared rule is named to people
 
@@ -24,7 +25,7 @@ class Target:
     def of(cls, verdict: Verdict) -> Target:
         """The failing verdict's worst comparison and its diagnosis's class."""
         worst = verdict.worst
-        assert verdict.status == FAIL and worst is not None and not worst.passed, "only a failing comparison is a target"
+        assert verdict.status is Status.FAIL and worst is not None and not worst.passed, "only a failing comparison is a target"
         return cls(arms=worst.arms, quantity=worst.quantity, rule=diagnosis_rule(verdict.diagnosis))
 
     @property
@@ -44,8 +45,8 @@ class Target:
 
     def why_not(self, verdict: Verdict) -> str | None:
         """Why `verdict` does not show the target (None: it does), in a few words for the progress line."""
-        if verdict.status != FAIL:
-            return verdict.status if verdict.status != "pass" else "passes"
+        if verdict.status is not Status.FAIL:
+            return "passes" if verdict.status is Status.PASS else verdict.status
         if not self.failing(verdict):
             return f"{self} passes"
         rule = diagnosis_rule(verdict.diagnosis)
