@@ -114,12 +114,9 @@ BUGS_DOC = "docs/bugs.md in packcheck's repository"
 
 def catch_rows(scenario) -> list[str]:
     from packcheck.harness.cli.list_cmd import mutant_summary
-    from packcheck.harness.engines import mutant_names, resolve_engine
+    from packcheck.harness.engines import mutants_by_bug
 
-    carriers: dict[str, list] = {}
-    for name in mutant_names():
-        engine = resolve_engine(name)
-        carriers.setdefault(getattr(engine, "bug", None), []).append((name, engine))
+    carriers = mutants_by_bug()
     rows = [("bug (docs/bugs.md)", "mutant", "what it does")]
     for bug in scenario.catches:
         for name, engine in carriers.get(bug, [("(no mutant)", None)]):
