@@ -21,7 +21,7 @@ def signature(entry: dict) -> tuple:
     """What must be equal on every member for this entry."""
     matched = _spec(entry).matched
     tensors = tuple(
-        (t["arg"], tuple(t["shape"]), t["dtype"]) for t in entry["tensors"] if t["arg"].split("[")[0] in matched
+        (t["arg"], tuple(t["shape"]), t["dtype"]) for t in entry["tensors"] if t["param"] in matched
     )
     args = tuple(sorted((k, v) for k, v in entry.get("args", {}).items() if k != "tag"))
     return entry["op"], tensors, args
