@@ -9,7 +9,6 @@ from __future__ import annotations
 import shlex
 import sys
 
-from packcheck.harness.cli.errors import UsageError
 from packcheck.harness.run.options import add_option
 
 

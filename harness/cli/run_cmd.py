@@ -226,7 +226,7 @@ def _handle(args) -> int:
     if verdicts and counts["unsupported"] == len(verdicts):
         reason, times = Counter(v.reason for v in verdicts).most_common(1)[0]
         undeclared = choices.dtype != AUTO and any(choices.dtype not in pool.engine_info(spec, choices.device).capabilities.dtypes
-                                                   for spec in {v.engine_spec for v in verdicts})  # each one's description: asked already
+                                                   for spec in {v.engine_spec for v in verdicts})  # described before its verdicts: no launch
         hint = ("; --dtype auto (the default) runs each engine at the most precise dtype its Capabilities.dtypes declare"
                 if undeclared else "")
         print(f"packcheck run: error: every case was unsupported by the engine: nothing was tested. Most common reason "
