@@ -45,10 +45,10 @@ def test_each_call_is_logged_once_in_order_with_group_shapes_dtypes_and_site(rec
     assert [e["op"] for e in log] == ["all_reduce", "all_gather", "all_gather_into_tensor", "broadcast", "all_gather_object", "barrier"]
     assert [e["seq"] for e in log] == list(range(6))
     assert all(e["group"] == [0] and e["state"] == "completed" and not e["async"] for e in log)
-    assert log[0]["tensors"] == [{"arg": "tensor", "shape": [4], "dtype": "float64"}]
+    assert log[0]["tensors"] == [{"arg": "tensor", "param": "tensor", "shape": [4], "dtype": "float64"}]
     assert log[0]["args"] == {"reduce_op": "MAX"}
     assert [t["arg"] for t in log[1]["tensors"]] == ["tensor_list[0]", "tensor"]
-    assert log[2]["tensors"][1] == {"arg": "input_tensor", "shape": [4], "dtype": "float32"}
+    assert log[2]["tensors"][1] == {"arg": "input_tensor", "param": "input_tensor", "shape": [4], "dtype": "float32"}
     assert log[3]["args"] == {"src": 0}
     assert log[0]["site"].startswith("tests/test_collectives.py:") and log[0]["site"].endswith("in test_each_call_is_logged_once_in_order_with_group_shapes_dtypes_and_site")
     assert describe(log[0]).startswith("all_reduce(tensor: float64[4], reduce_op=MAX) on group [0], seq 0, at tests/test_collectives.py:")
@@ -105,7 +105,7 @@ def test_a_second_recorder_is_refused(recorder):
 # Logs as the recorder writes them, for a world of 2 or 4 ranks.
 
 def entry(seq: int, op: str, group: list[int], *shapes: list[int], dtype: str = "float64", arg: str = "tensor", **args) -> dict:
-    tensors = [{"arg": arg if len(shapes) == 1 else f"{arg}[{i}]", "shape": s, "dtype": dtype} for i, s in enumerate(shapes)]
+    tensors = [{"arg": arg if len(shapes) == 1 else f"{arg}[{i}]", "param": arg, "shape": s, "dtype": dtype} for i, s in enumerate(shapes)]
     return {"seq": seq, "op": op, "group": group, "tensors": tensors, "args": args, "async": False, "state": "completed", "site": "engine.py:1 in step"}
 
 

@@ -16,6 +16,14 @@ def test_registered_names_include_the_reference_and_every_bug():
     }
 
 
+def test_a_registered_mutant_carries_the_bug_it_is_named_after():
+    """Mutants are told apart by registration (the packcheck.mutants group), and each says its bug as data."""
+    for name in mutant_names():
+        bug = resolve_engine(name).bug
+        assert bug is not None and name == f"mutant.{bug}", name
+    assert resolve_engine("reference").bug is None and not set(mutant_names()) - set(engine_names())
+
+
 def test_resolve_by_name_class_path_class_and_instance():
     assert isinstance(resolve_engine("reference"), ReferenceEngine)
     assert isinstance(resolve_engine("packcheck.impls.reference.engine:ReferenceEngine"), ReferenceEngine)

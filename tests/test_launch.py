@@ -83,7 +83,7 @@ def test_results_come_back_from_rank_0_with_every_ranks_collective_log(deadlock_
     for log in logs:
         assert [(e["seq"], e["op"], e["group"], e["state"]) for e in log] == [
             (0, "all_reduce", [0, 1], "completed"), (1, "all_gather", [0, 1], "completed")]
-        assert log[0]["tensors"] == [{"arg": "tensor", "shape": [1], "dtype": "float64"}]
+        assert log[0]["tensors"] == [{"arg": "tensor", "param": "tensor", "shape": [1], "dtype": "float64"}]
         assert log[0]["site"].startswith("tests/engines/distributed.py:")
     assert first_divergence(logs) is None
 
@@ -101,7 +101,7 @@ def test_a_deadlock_is_a_hang_naming_the_collective_rank_0_waits_in_within_twice
     hang = stuck.hang
     waiting = hang.waiting[0]
     assert (waiting["op"], waiting["group"], waiting["seq"], waiting["state"]) == ("all_reduce", [0, 1], 2, "entered")
-    assert waiting["tensors"] == [{"arg": "tensor", "shape": [2], "dtype": "float64"}]
+    assert waiting["tensors"] == [{"arg": "tensor", "param": "tensor", "shape": [2], "dtype": "float64"}]
     assert hang.finished_ranks == [1] and 1 not in hang.waiting
     rank0, rank1 = hang.ranks
     assert "dist.all_reduce(torch.ones(2, dtype=torch.float64))" in rank0.stacks
@@ -138,6 +138,7 @@ def test_a_mesh_records_every_group_async_completion_and_point_to_point(mesh_run
             ("batch_isend_irecv", [0, 1, 2, 3], True), ("all_gather_object", cp_group, False)]
         assert all(e["state"] == "completed" for e in log)
         assert [t["arg"] for t in log[3]["tensors"]] == [f"isend peer {cp_group[1 - rank % 2]}", f"irecv peer {cp_group[1 - rank % 2]}"]
+        assert [t["peer"] for t in log[3]["tensors"]] == [cp_group[1 - rank % 2]] * 2, "a point-to-point tensor carries its peer"
     assert first_divergence(logs) is None
 
 

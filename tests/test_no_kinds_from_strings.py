@@ -5,7 +5,10 @@ the package's source (harness/, conformance/) for each way a kind used to be rea
     exception   a class name tested as text: `error_type.endswith("EngineNotFound")`, `type(e).__name__ == ...`
     arm name    an arm's kind told by its name: `arm.startswith(ORACLE_PREFIX)`, `name.rsplit("/", 1)`, `name.endswith(OTHER)`
     wording     a regular expression over the words of a problem or a verdict: `re.compile(r"non-finite ...")`, `re.sub(r"^arm '...")`
-    detail      a verdict's text edited or searched: `verdict.detail.replace(...)`, `... in verdict.detail`
+    detail      a verdict's text edited or searched: `verdict.detail.replace(...)`, `... in verdict.detail`, a comparison's
+                `"fewer" in c.where`, an unsupported verdict's `"dtype" in reason`
+    engine      a mutant told by its registered name: `name.startswith("mutant.")` (the packcheck.mutants group and
+                Engine.bug say it)
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ ARM_NAMES = {"arm", "against"}  # what an arm's name is held in, wherever it is
 WORDING = ("non-finite", "NaN/inf", "nan|inf", "arm '", r"result\.")  # validate_result's and the runner's words
 REGEX_CALLS = {"compile", "search", "match", "fullmatch", "sub", "subn", "findall", "finditer", "split"}
 TEXT = {"detail", "diagnosis"}  # a verdict's text, for people
+WORDS_OF = {"where", "reason"}  # a comparison's where, an unsupported verdict's reason: searched for a word (a dict may be called where)
+MUTANT_PREFIX = "mutant."
 
 
 def _name(node: ast.AST) -> str | None:
@@ -67,13 +72,17 @@ def findings(source: str) -> list[tuple[int, str]]:
             equal = any(isinstance(op, (ast.Eq, ast.NotEq)) for op in node.ops)  # `"<locals>" in cls.__qualname__` is no kind
             if any(_exception_text(o, class_names=equal) for o in [node.left, *node.comparators]):
                 found.add((node.lineno, "exception"))
-            if any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) and any(_name(c) in TEXT for c in node.comparators):
+            if any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) and any(
+                    _name(c) in TEXT or _name(c) in WORDS_OF and isinstance(node.left, ast.Constant) and isinstance(node.left.value, str)
+                    for c in node.comparators):
                 found.add((node.lineno, "detail"))
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
             continue
         method, receiver = node.func.attr, node.func.value
         if method in ("startswith", "endswith") and _exception_text(receiver):
             found.add((node.lineno, "exception"))
+        elif method in AFFIXES and any(isinstance(a, ast.Constant) and a.value == MUTANT_PREFIX for a in node.args):
+            found.add((node.lineno, "engine"))
         elif method in AFFIXES and _arm_affix(receiver, node.args):
             found.add((node.lineno, "arm name"))
         elif method == "replace" and _name(receiver) in TEXT:
@@ -98,6 +107,9 @@ def findings(source: str) -> list[tuple[int, str]]:
     ('re.sub(r"^arm \'[^\']*\': ", "", first)', "wording"),
     ('verdict.detail = verdict.detail.replace(NOTHING_TO_COMPARE, "")', "detail"),
     ('NOTHING_TO_COMPARE in verdict.detail', "detail"),
+    ('if "fewer" in counts[0].where: pass', "detail"),
+    ('"dtype" in reason and choices.dtype != AUTO', "detail"),
+    ('[n for n in engine_names() if n.startswith("mutant.")]', "engine"),
 ])
 def test_each_way_of_reading_a_kind_back_is_found(source, pattern):
     assert pattern in {which for _, which in findings(source)}, source
@@ -108,7 +120,6 @@ def test_each_way_of_reading_a_kind_back_is_found(source, pattern):
     'f"{error[\'type\'].rsplit(\'.\', 1)[-1]}: {error[\'message\']}"',
     'outcome.error_kind is ErrorKind.UNSUPPORTED_CASE',
     'name.endswith(".bias") or name.startswith(self.frozen) or name.rsplit(".", 1)[-1]',
-    'n.startswith("mutant.")',
     'if cls.__module__ == "__main__" or "<locals>" in cls.__qualname__: pass',
     'self.detail.strip().replace("\\n", "\\n  ")',
     're.search(r"\\w(Error|Exception|Exit|Interrupt)\\b", line)',

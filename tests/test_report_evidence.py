@@ -111,7 +111,7 @@ def test_a_label_across_a_boundary_peaks_right_after_it(tmp_path):
 
 def _call(seq: int, op: str, group: list[int], shape: list[int], site: str = "engine.py:10 in step") -> dict:
     """A collective-recorder entry (packcheck.harness.collectives), as multi-rank results carry them."""
-    return {"seq": seq, "op": op, "group": group, "tensors": [{"arg": "tensor", "shape": shape, "dtype": "float32"}],
+    return {"seq": seq, "op": op, "group": group, "tensors": [{"arg": "tensor", "param": "tensor", "shape": shape, "dtype": "float32"}],
             "args": {"reduce_op": "SUM"} if op == "all_reduce" else {}, "async": False, "state": "completed", "site": site}
 
 

@@ -1,7 +1,7 @@
 """`packcheck run` and the pytest plugin take the same run options, generated from one table
 (harness/run/options.py): the same names, types, defaults and help texts, differing only where
 PLUGIN_SPELLING says, and checked by the same code with the same messages, so they cannot drift
-apart again. Also the one test of an engine spec naming a class, and of a device this process lacks."""
+apart again; every other command that takes one of them takes it from the same table. Also the one test of an engine spec naming a class, and of a device this process lacks."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from packcheck.conformance import plugin
 from packcheck.harness.cli import run_cmd
 from packcheck.harness.cli.main import main
 from packcheck.harness.engines import device_missing, names_a_class
-from packcheck.harness.run.options import OPTIONS, PLUGIN_SPELLING, Option, plugin_options, plugin_values
+from packcheck.harness.run.options import NAMED_DTYPES, OPTIONS, PLUGIN_SPELLING, Option, plugin_options, plugin_values
 
 CLI_ONLY = {"out", "save_arms", "no_report"}  # where a run writes its results; the plugin's results are pytest's report
 CLI_ONLY |= {"localise"}  # what a run does after a failing verdict (a re-run with capture): packcheck localise does it later too
@@ -61,6 +61,31 @@ def test_the_command_line_and_the_plugin_take_the_same_run_options():
         assert registered[spelled.flag]["default"] == spelled.default
         differs = {f.name for f in dataclasses.fields(Option) if getattr(option, f.name) != getattr(spelled, f.name)}
         assert differs <= set(PLUGIN_SPELLING.get(option.name, {})) | ({"means"} if option.many else set()), option.name
+
+
+SHARED = {"--timeout", "--dtype", "--device"}  # the run options other commands take alone
+
+
+def test_every_command_takes_a_shared_flag_from_the_table():
+    """A command's --timeout, --dtype or --device is the table's (its type and help text), with that command's default,
+    which its help says."""
+    from packcheck.harness.cli.main import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    taken: dict[str, list[str]] = {}
+    for command, parser in commands.items():
+        for action in parser._actions:
+            option = next((o for o in OPTIONS if o.flag in action.option_strings and o.flag in SHARED), None)
+            if option is None:
+                continue
+            taken.setdefault(option.flag, []).append(command)
+            assert action.type is option.type, (command, option.flag)
+            assert action.help.startswith((option.means, NAMED_DTYPES)), (command, action.help)
+            default = (option.default_text if action.default == option.default and option.default_text else
+                       f"{action.default:g}" if isinstance(action.default, float) else action.default)
+            assert action.help.endswith(f"(default: {default})"), (command, action.help)
+    assert sorted(taken["--timeout"]) == ["bisect", "calibrate", "localise", "replay", "run", "shrink"]
+    assert sorted(taken["--dtype"]) == ["bisect", "calibrate", "explain", "run"]
 
 
 class Config:

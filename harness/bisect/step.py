@@ -19,6 +19,7 @@ from pathlib import Path
 from packcheck.harness.bisect.cache import VerdictCache
 from packcheck.harness.bisect.git import git
 from packcheck.harness.bisect.judge import EXIT_CODES, Probe, describe, judge
+from packcheck.harness.run.options import add_option
 
 ABORT = 255
 BOOTSTRAP = ("import sys\ntry:\n    from packcheck.harness.bisect.step import main\nexcept BaseException:\n"
@@ -32,9 +33,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--engine", required=True)
     parser.add_argument("--families", nargs="+", required=True)
     parser.add_argument("--scenario", nargs="+", default=[])
-    parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--timeout", type=float, default=600.0)
+    for shared in ("dtype", "device", "timeout"):
+        add_option(parser, shared)
     return parser.parse_args(argv)
 
 

@@ -8,11 +8,11 @@ that cannot be judged, skipped commits hiding the answer), 2 on a usage error.
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
 from packcheck.harness.cli.errors import UsageError
+from packcheck.harness.run.options import add_option
 
 UNDECIDED = ("already bad", "cannot judge", "ambiguous")
 
@@ -27,11 +27,9 @@ def add_parser(commands) -> None:
                         help="'package.module:Class' importable from the repository's root (or a registered name), at every revision")
     parser.add_argument("--family", nargs="+", default=None, help="families to bisect (default: every family packcheck has)")
     parser.add_argument("--scenario", nargs="+", default=None, help="the scenarios that judge a revision (default: all)")
-    parser.add_argument("--dtype", default="auto",
-                        help="float64 | float32 | bfloat16 | auto: the most precise dtype the engine declares at each revision "
-                             "(default: auto, float64 where the engine declares it)")
-    parser.add_argument("--device", default="cpu", help="cpu | cuda (default: cpu)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds one verdict may take at a revision (default: 600)")
+    add_option(parser, "dtype")
+    add_option(parser, "device")
+    add_option(parser, "timeout")
     parser.add_argument("--cache", default=None, help="JSON file of judged revisions (default: ~/.cache/packcheck/bisect.json)")
     parser.add_argument("--allow-dirty", action="store_true",
                         help="bisect although the repository has uncommitted changes, which no judged revision contains "
@@ -68,24 +66,21 @@ def handle(args) -> int:
     from packcheck.harness.bisect import SWAPPED, Probe, bisect_families
     from packcheck.harness.bisect.cache import VerdictCache, default_cache_path
     from packcheck.harness.bisect.git import GitError, git
-    from packcheck.harness.contract import DTYPES
     from packcheck.harness.models import FAMILIES, get_family
-    from packcheck.harness.run.dtype_choice import AUTO
+    from packcheck.harness.run.choices import checked_dtype, checked_timeout
     from packcheck.harness.scenarios import get_scenario
 
     try:
         repo = Path(git(Path(args.repo), "rev-parse", "--show-toplevel"))
     except GitError as err:
         raise UsageError(f"--repo {args.repo} is not a git repository: {err}") from err
-    if args.dtype not in (*DTYPES, AUTO):
-        raise UsageError(f"--dtype {args.dtype!r} is not one of {', '.join(DTYPES)}, {AUTO}")
+    checked_dtype(args.dtype)
     families = args.family or sorted(FAMILIES)
     for family in families:
         get_family(family)
     for scenario in args.scenario or ():
         get_scenario(scenario)
-    if not 0 < args.timeout < math.inf:
-        raise UsageError(f"--timeout {args.timeout:g}: give the seconds an arm may run, a positive finite number")
+    checked_timeout(args.timeout)
     cache = VerdictCache(Path(args.cache) if args.cache else default_cache_path())
     cache.check()
     check_range(repo, args.good, args.bad, args.allow_dirty)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from packcheck.harness.cli.errors import UsageError
 from packcheck.harness.cli.run_cmd import Interrupted, add_run_options, checked_choices, output_directory, raise_interrupted
+from packcheck.harness.run.options import NAMED_DTYPES, add_option
 from packcheck.harness.run_dir import RunDir
 
 JUDGED_DTYPES = ("float32", "bfloat16", "float64")
@@ -38,8 +39,7 @@ def add_parser(commands) -> None:
     runs.add_argument("--results", nargs="+", help="read these runs' directories (each holding results.json, or seed-N/ folders) instead")
     # --results reads runs: no engine; --seeds gives the seeds; a calibration measures one named dtype (no auto)
     add_run_options(parser, leave_out=("seed", "dtype", "relative_only"))
-    parser.add_argument("--dtype", default="float64", help=f"the dtype whose noise floor is measured: {' | '.join(JUDGED_DTYPES)} "
-                                                           "(default: float64)")
+    add_option(parser, "dtype", default="float64", means=NAMED_DTYPES)
     parser.add_argument("--factor", type=float, default=None,
                         help="the suggested tolerance is the floor times this (default: the table's CALIBRATION_FACTOR, 4)")
     parser.set_defaults(handler=handle)

@@ -14,6 +14,7 @@ import sys
 import textwrap
 
 from packcheck.harness.cli.errors import UsageError
+from packcheck.harness.run.options import NAMED_DTYPES, add_option
 
 WIDTH = 100  # paragraphs
 TABLE_WIDTH = 130  # tables: their last column wraps under itself
@@ -39,7 +40,7 @@ def add_parser(commands) -> None:
     parser = commands.add_parser("explain", help="what a scenario checks: invariant, arms, quantities, tolerances, bugs it catches")
     parser.add_argument("scenario", help="a scenario name (packcheck list scenarios)")
     parser.add_argument("--family", default="llama", help="the family to build the arms for (default: llama)")
-    parser.add_argument("--dtype", default="float64", help="the dtype to build the arms for (default: float64)")
+    add_option(parser, "dtype", default="float64", means=NAMED_DTYPES)
     parser.add_argument("--run", action="store_true",
                         help="also run the reference trainer on it and list every comparison it makes (default: no)")
     parser.set_defaults(handler=handle)
@@ -113,12 +114,9 @@ BUGS_DOC = "docs/bugs.md in packcheck's repository"
 
 def catch_rows(scenario) -> list[str]:
     from packcheck.harness.cli.list_cmd import mutant_summary
-    from packcheck.harness.engines import mutant_names, resolve_engine
+    from packcheck.harness.engines import mutants_by_bug
 
-    carriers: dict[str, list] = {}
-    for name in mutant_names():
-        engine = resolve_engine(name)
-        carriers.setdefault(getattr(engine, "bug", None), []).append((name, engine))
+    carriers = mutants_by_bug()
     rows = [("bug (docs/bugs.md)", "mutant", "what it does")]
     for bug in scenario.catches:
         for name, engine in carriers.get(bug, [("(no mutant)", None)]):

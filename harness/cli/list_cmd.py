@@ -28,9 +28,9 @@ def handle(args) -> int:
         for f in FAMILIES.values():
             print(f"{f.name:10} {f.description}; --model {' | '.join(PRESETS[f.name])}")
     elif args.what == "engines":
-        unloadable = 0
+        unloadable, mutants = 0, set(mutant_names())
         for name in engine_names():
-            if not name.startswith("mutant."):
+            if name not in mutants:
                 try:
                     caps = resolve_engine(name).capabilities
                 except (EngineNotFound, EngineVersionError) as err:  # a registered adapter whose engine (its extra, its release) is not here
@@ -43,7 +43,7 @@ def handle(args) -> int:
                       f"reports {','.join(sorted(caps.reports)) or '-'}")
         if unloadable:
             print(f"({unloadable} not loadable here: `packcheck run --engine NAME` says in full what each needs)")
-        print(f"(and {len(mutant_names())} mutants: packcheck list mutants)")
+        print(f"(and {len(mutants)} mutants: packcheck list mutants)")
     else:
         print(mutant_table({name: mutant_summary(resolve_engine(name)) for name in mutant_names()}))
     return 0
@@ -63,10 +63,11 @@ def short_reason(error: str) -> str:
 
 
 def mutant_summary(engine) -> str:
-    """The first paragraph of the mutant's module docstring (the bug in a sentence or two), without its `name: ` prefix."""
+    """The first paragraph of the mutant's module docstring (the bug in a sentence or two), without the engine's name that
+    heads it (`mutant.pad-in-loss: `)."""
     doc = (sys.modules[type(engine).__module__].__doc__ or "").strip()
     first = " ".join(doc.split("\n\n", 1)[0].split())
-    return first.split(": ", 1)[-1] if first.startswith("mutant.") else first
+    return first.removeprefix(f"{engine.name}: ")
 
 
 def mutant_table(summaries: dict[str, str], width: int | None = None) -> str:

@@ -14,8 +14,7 @@ import tempfile
 from pathlib import Path
 
 from packcheck.harness.errors import InputError
-
-ENGINE_TIMEOUT = 600.0
+from packcheck.harness.run.options import add_option
 
 
 class NoSuchVerdict(InputError):
@@ -25,8 +24,7 @@ class NoSuchVerdict(InputError):
 def add_parser(commands) -> None:
     parser = commands.add_parser("localise", help="locate the first module where a failing verdict's two arms part")
     parser.add_argument("verdict", help="RUN_DIR/ENGINE/FAMILY/SCENARIO (or RUN_DIR/cases/ENGINE/FAMILY/SCENARIO): a failing verdict of a run")
-    parser.add_argument("--timeout", type=float, default=ENGINE_TIMEOUT,
-                        help=f"seconds each of the two re-run arms may take (default: {ENGINE_TIMEOUT:g})")
+    add_option(parser, "timeout")
     parser.set_defaults(handler=handle)
 
 

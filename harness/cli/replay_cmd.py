@@ -9,14 +9,14 @@ from __future__ import annotations
 import shlex
 import sys
 
-from packcheck.harness.cli.errors import UsageError
+from packcheck.harness.run.options import add_option
 
 
 def add_parser(commands) -> None:
     parser = commands.add_parser("replay", help="run a shrunk case (`packcheck shrink`'s file) again and print its verdict")
     parser.add_argument("case", help="the JSON file `packcheck shrink` or `packcheck run --shrink` wrote")
     parser.add_argument("--engine", default=None, help="run it against this engine instead (default: the engine it was shrunk on)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds one arm may run before it is reported as hung (default: 600)")
+    add_option(parser, "timeout")
     parser.set_defaults(handler=handle)
 
 
@@ -25,13 +25,12 @@ def handle(args) -> int:
     from pathlib import Path
 
     from packcheck.harness.launch import LaunchPool
-    from packcheck.harness.run.choices import checked_engines
+    from packcheck.harness.run.choices import checked_engines, checked_timeout
     from packcheck.harness.run.reproduce import replay_command
     from packcheck.harness.shrink.record import read_shrunk
     from packcheck.harness.shrink.replay import drifted, replay
 
-    if not 0 < args.timeout < float("inf"):
-        raise UsageError(f"--timeout {args.timeout:g}: give the seconds an arm may run, a positive finite number")
+    checked_timeout(args.timeout)
     engine = checked_engines([args.engine])[0] if args.engine else None
     case = read_shrunk(args.case)
     if changed := drifted(case):

@@ -217,8 +217,10 @@ def _handle(args) -> int:
         return 2
     if verdicts and counts[Status.UNSUPPORTED] == len(verdicts):
         reason, times = Counter(v.reason for v in verdicts).most_common(1)[0]
+        undeclared = choices.dtype != AUTO and any(choices.dtype not in pool.engine_info(spec, choices.device).capabilities.dtypes
+                                                   for spec in {v.engine_spec for v in verdicts})  # described before its verdicts: no launch
         hint = ("; --dtype auto (the default) runs each engine at the most precise dtype its Capabilities.dtypes declare"
-                if "dtype" in reason and choices.dtype != AUTO else "")
+                if undeclared else "")
         print(f"packcheck run: error: every case was unsupported by the engine: nothing was tested. Most common reason "
               f"({times} of {len(verdicts)}): {reason}{hint}", file=sys.stderr)
         return 2

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from packcheck.harness.cli.errors import UsageError
 from packcheck.harness.judging.status import Status
+from packcheck.harness.run.options import add_option
 
 EXAMPLES = """\
 examples:
@@ -35,7 +36,7 @@ def add_parser(commands) -> None:
                         help="a run directory (its one failing verdict), or a verdict in it; RUN_DIR/cases/... (its saved arms) too")
     add_budget(parser, "--budget", DEFAULT_BUDGET)
     parser.add_argument("--out", default=None, help="the case file to write (default: RUN_DIR/shrunk/ENGINE/FAMILY/SCENARIO.json)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds one arm may run before it is reported as hung (default: 600)")
+    add_option(parser, "timeout")
     parser.set_defaults(handler=handle)
 
 
@@ -82,12 +83,12 @@ def handle(args) -> int:
     import tempfile
 
     from packcheck.harness.launch import LaunchPool
+    from packcheck.harness.run.choices import checked_timeout
     from packcheck.harness.run_dir import RunDir
     from packcheck.harness.shrink.locate import find_verdict, subject_of
 
     budget = checked_budget("--budget", args.budget)
-    if not 0 < args.timeout < float("inf"):
-        raise UsageError(f"--timeout {args.timeout:g}: give the seconds an arm may run, a positive finite number")
+    checked_timeout(args.timeout)
     run_dir, verdict, provenance = find_verdict(args.verdict)
     subject = subject_of(verdict, provenance)
     out = Path(args.out) if args.out else RunDir(run_dir).shrunk_case(subject.engine_name, subject.family, subject.scenario.name)

@@ -12,18 +12,14 @@ contract says: rank = dp_rank x cp + cp_rank (docs/distributed.md).
 
 from __future__ import annotations
 
-import re
-
 from packcheck.harness.contract import ParallelPlan
-
-PEER = re.compile(r"\bpeer (\d+)$")
 
 
 def partners(entry: dict, rank: int) -> set[int]:
     """The other ranks a recorded collective reaches: the peers of a point-to-point op, else its group."""
     group = list(entry.get("group", []))
     args = entry.get("args", {})
-    peers = {int(m.group(1)) for t in entry.get("tensors", []) if (m := PEER.search(t.get("arg", "")))}
+    peers = {int(t["peer"]) for t in entry.get("tensors", []) if t.get("peer") is not None}
     peers |= {int(args[k]) for k in ("src", "dst") if k in args}
     peers |= {group[int(args[k])] for k in ("group_src", "group_dst") if k in args and int(args[k]) < len(group)}
     if peers:

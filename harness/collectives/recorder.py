@@ -12,7 +12,9 @@ One entry per call:
     seq      position in this rank's log since `start_case()` (0, 1, ...)
     op       function name, e.g. "all_reduce"
     group    global ranks of the process group (every rank for the default group)
-    tensors  [{"arg": "tensor_list[1]", "shape": [4], "dtype": "float64"}, ...] in argument order
+    tensors  [{"arg": "tensor_list[1]", "param": "tensor_list", "shape": [4], "dtype": "float64"}, ...] in argument
+             order: "arg" names the tensor for people, "param" is the argument it came in; a batch_isend_irecv's
+             tensors are named "isend peer 3" and carry their "peer" (a global rank)
     args     roots, peers, tags and the reduce op when given: {"dst": 1, "reduce_op": "SUM"}
     async    async_op=True, an isend/irecv, or batch_isend_irecv
     state    "entered" -> "completed" | "failed"; asynchronous calls go "async" -> "completed" when
@@ -209,23 +211,23 @@ def _group_ranks(arguments: dict) -> list[int]:
 
 def _tensors(name: str, arguments: dict) -> list[dict]:
     if name == "batch_isend_irecv":
-        return [_tensor(f"{p.op.__name__} peer {p.peer}", p.tensor) for p in arguments["p2p_op_list"]]
+        return [_tensor(f"{p.op.__name__} peer {p.peer}", "p2p_op_list", p.tensor) | {"peer": p.peer} for p in arguments["p2p_op_list"]]
     found: list[dict] = []
     for arg, value in arguments.items():
-        _collect(arg, value, found)
+        _collect(arg, arg, value, found)
     return found
 
 
-def _collect(path: str, value, found: list[dict]) -> None:
+def _collect(param: str, path: str, value, found: list[dict]) -> None:
     if isinstance(value, torch.Tensor):
-        found.append(_tensor(path, value))
+        found.append(_tensor(path, param, value))
     elif isinstance(value, (list, tuple)) and value and any(isinstance(v, (torch.Tensor, list, tuple)) for v in value):
         for i, item in enumerate(value):
-            _collect(f"{path}[{i}]", item, found)
+            _collect(param, f"{path}[{i}]", item, found)
 
 
-def _tensor(arg: str, t: torch.Tensor) -> dict:
-    return {"arg": arg, "shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
+def _tensor(arg: str, param: str, t: torch.Tensor) -> dict:
+    return {"arg": arg, "param": param, "shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
 
 
 def _rank_arguments(arguments: dict) -> dict:

@@ -20,8 +20,9 @@ def _spec(entry: dict) -> OpSpec:
 def signature(entry: dict) -> tuple:
     """What must be equal on every member for this entry."""
     matched = _spec(entry).matched
+    # "param": the argument a tensor came in (recorder.py); a trace saved before it was recorded compares no tensors
     tensors = tuple(
-        (t["arg"], tuple(t["shape"]), t["dtype"]) for t in entry["tensors"] if t["arg"].split("[")[0] in matched
+        (t["arg"], tuple(t["shape"]), t["dtype"]) for t in entry["tensors"] if t.get("param") in matched
     )
     args = tuple(sorted((k, v) for k, v in entry.get("args", {}).items() if k != "tag"))
     return entry["op"], tensors, args

@@ -6,12 +6,12 @@ from packcheck.harness.engines.findings import FindingKind, KnownFinding, findin
 from packcheck.harness.engines.info import EngineInfo, describe
 from packcheck.harness.engines.problems import Problem, ProblemKind, problems_from_json, problems_json
 from packcheck.harness.engines.protocol import Engine, UnsupportedCase
-from packcheck.harness.engines.registry import EngineNotFound, engine_names, mutant_names, names_a_class, resolve_engine, unknown_engine
+from packcheck.harness.engines.registry import EngineNotFound, engine_names, mutant_names, mutants_by_bug, names_a_class, resolve_engine, unknown_engine
 from packcheck.harness.engines.validate import InvalidResult, validate_result
 from packcheck.harness.engines.versions import EngineVersionError
 
 __all__ = [
     "Capabilities", "Engine", "EngineInfo", "FindingKind", "KnownFinding", "describe", "finding_for", "EngineNotFound", "InvalidResult",
     "UnsupportedCase", "EngineVersionError", "Problem", "ProblemKind", "problems_from_json", "problems_json",
-    "device_missing", "engine_names", "names_a_class", "mutant_names", "resolve_engine", "unknown_engine", "validate_result",
+    "device_missing", "engine_names", "names_a_class", "mutant_names", "mutants_by_bug", "resolve_engine", "unknown_engine", "validate_result",
 ]

@@ -53,4 +53,4 @@ def describe(engine: Engine, spec: str) -> EngineInfo:
     releases installed here (a finding of other releases is not this environment's)."""
     return EngineInfo(spec=spec, name=safe_line(engine.name, NAME_LIMIT), capabilities=engine.capabilities,
                       known_findings=tuple(f for f in engine.known_findings if holds_here(f.engine_versions)),
-                      bug=getattr(engine, "bug", None))
+                      bug=engine.bug)

@@ -34,6 +34,8 @@ class Engine(ABC):
     # the releases of the engine it wraps that an adapter supports, as PEP 508 requirements
     # ("transformers>=4.45,<6"), checked before the engine is built (harness/engines/versions.py)
     engine_versions: ClassVar[tuple[str, ...]] = ()
+    # a mutant's one known bug (its docs/bugs.md id), registered under `packcheck.mutants`; None for every other engine
+    bug: ClassVar[str | None] = None
 
     @abstractmethod
     def run(self, case: Case) -> StepResult:

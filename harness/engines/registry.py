@@ -1,8 +1,9 @@
 """Resolve an engine from a name: a registered name, an entry point, "package.module:Class", or "path/to/file.py:Class".
 
 Engines register through the `packcheck.engines` entry-point group (name -> class), so packcheck
-never imports an engine it was not asked for. Names are unique; an unknown name gets near-match
-suggestions.
+never imports an engine it was not asked for; the mutants (an engine carrying one known bug, its class's
+`bug`) through `packcheck.mutants`, which is how they are listed apart without importing any engine.
+Names are unique across both; an unknown name gets near-match suggestions.
 """
 
 from __future__ import annotations
@@ -19,15 +20,16 @@ from packcheck.harness.engines.versions import check_versions
 from packcheck.harness.registry import suggest
 
 ENTRY_POINT_GROUP = "packcheck.engines"
+MUTANT_GROUP = "packcheck.mutants"
 
 
 class EngineNotFound(LookupError):
     pass
 
 
-def _entry_points() -> dict:
+def _entry_points(groups: tuple[str, ...] = (ENTRY_POINT_GROUP, MUTANT_GROUP)) -> dict:
     found: dict = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for ep in (ep for group in groups for ep in entry_points(group=group)):
         if ep.name in found and found[ep.name].value != ep.value:
             raise RuntimeError(
                 f"two packages register engine {ep.name!r}: {found[ep.name].value} and {ep.value}; uninstall one"
@@ -41,7 +43,16 @@ def engine_names() -> list[str]:
 
 
 def mutant_names() -> list[str]:
-    return [n for n in engine_names() if n.startswith("mutant.")]
+    return sorted(_entry_points((MUTANT_GROUP,)))
+
+
+def mutants_by_bug() -> dict[str, list[tuple[str, Engine]]]:
+    """The registered mutants, built, by the bug each carries (its `bug`, a docs/bugs.md id): (name, engine) pairs."""
+    found: dict[str, list[tuple[str, Engine]]] = {}
+    for name in mutant_names():
+        engine = resolve_engine(name)
+        found.setdefault(engine.bug, []).append((name, engine))
+    return found
 
 
 def _load_class(spec: str) -> type:

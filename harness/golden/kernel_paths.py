@@ -32,8 +32,17 @@ PATH_SECONDS = 300.0  # one process: import torch, run the cases (seconds on an 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class KernelPath:
-    name: str
-    env: dict[str, str]
+    capability: str  # the ATen capability asked for (ATEN_CPU_CAPABILITY)
+    mkl: str  # a MKL_MODES key
+    threads: int
+
+    @property
+    def name(self) -> str:
+        return f"aten={self.capability} mkl={self.mkl} threads={self.threads}"
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"ATEN_CPU_CAPABILITY": self.capability, "OMP_NUM_THREADS": str(self.threads), **MKL_MODES[self.mkl]}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -51,10 +60,8 @@ def kernel_paths(threads: int | None = None) -> list[KernelPath]:
     capabilities = ATEN_LADDERS.get(platform.machine().lower(), ("default",))
     modes = MKL_MODES if torch.backends.mkl.is_available() else {"native": {}}
     threads = threads or os.cpu_count() or 1
-    paths = [KernelPath(name=f"aten={cap} mkl={mode} threads=1", env={"ATEN_CPU_CAPABILITY": cap, "OMP_NUM_THREADS": "1", **env})
-             for cap in capabilities for mode, env in modes.items()]
-    paths += [KernelPath(name=f"aten={cap} mkl=native threads={threads}", env={"ATEN_CPU_CAPABILITY": cap, "OMP_NUM_THREADS": str(threads)})
-              for cap in capabilities if threads > 1]
+    paths = [KernelPath(capability=cap, mkl=mode, threads=1) for cap in capabilities for mode in modes]
+    paths += [KernelPath(capability=cap, mkl="native", threads=threads) for cap in capabilities if threads > 1]
     return paths
 
 
@@ -62,10 +69,10 @@ def quick_kernel_paths() -> list[KernelPath]:
     """Each ATen capability once, each with another MKL mode: every axis that changes bits, in a
     quarter of the processes of `kernel_paths()`."""
     every = kernel_paths(threads=1)
-    modes = list(dict.fromkeys(p.name.split()[1] for p in every))
-    capabilities = list(dict.fromkeys(p.name.split()[0] for p in every))
-    wanted = {f"{cap} {modes[i % len(modes)]} threads=1" for i, cap in enumerate(capabilities)}
-    return [p for p in every if p.name in wanted]
+    modes = list(dict.fromkeys(p.mkl for p in every))
+    capabilities = list(dict.fromkeys(p.capability for p in every))
+    wanted = {(cap, modes[i % len(modes)]) for i, cap in enumerate(capabilities)}
+    return [p for p in every if (p.capability, p.mkl) in wanted]
 
 
 def run_on_paths(paths: list[KernelPath], engine: str, cases: dict[str, Case], workdir: Path) -> dict[str, PathRun]:
@@ -85,7 +92,7 @@ def run_on_paths(paths: list[KernelPath], engine: str, cases: dict[str, Case], w
         if done.returncode != 0:
             raise RuntimeError(f"kernel path {path.name}: the run failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
         ran = json.loads((out / "kernel.json").read_text())
-        key = (ran["capability"], tuple(sorted((k, v) for k, v in path.env.items() if k != "ATEN_CPU_CAPABILITY")))
+        key = (ran["capability"], path.mkl, path.threads)
         if key in taken:
             continue
         taken.add(key)

@@ -20,11 +20,13 @@ from packcheck.harness.compare import Comparison
 from packcheck.harness.contract import LayoutKind
 from packcheck.harness.judging.evidence import (
     baseline_vs_golden,
+    counted_fewer,
     odd_one_out,
     quantities,
     self_inconsistent,
     token_set_problems,
     token_weight_problems,
+    trains_a_first_token,
     weights_verified,
 )
 from packcheck.harness.compare.arm_id import ArmId
@@ -55,7 +57,7 @@ def wrong_token_set(j: Judgement, failed: list[Comparison], baseline: str | None
     if all(j.case(name).layout.padding_side == "left" for name in arms):
         return (f"only left-padded arms ({', '.join(map(str, arms))}) train on the wrong tokens: the loss mask is sliced from the "
                 "wrong end when a padded row is unpacked (e.g. full_mask[-n:] = row_mask[:n])")
-    if any("token 0" in c.where for c in sets):
+    if any(trains_a_first_token(j, c.arms.arm) for c in sets):
         return ("a document's first token is in the loss (" + sets[0].where + "): a label crosses the packed boundary "
                 "(the previous document predicts it), whatever else moves with it")
     return f"the engine's loss covers a different token set than the loss mask ({sets[0].where}): mask misaligned (shifted, sliced or padded)"
@@ -72,7 +74,7 @@ def wrong_count(j: Judgement, failed: list[Comparison], baseline: str | None) ->
                 f"harness {harness}, x{engine / harness:.3g}): the trained tokens are right but the count is "
                 + ("all-reduced over more ranks than the data-parallel group (WORLD instead of DP)" if engine > harness
                    else "this rank's or shard's own, not summed over the data-parallel group"))
-    if "fewer" in counts[0].where:
+    if counted_fewer(j, counts[0].arms.arm):
         return f"the engine counted fewer loss tokens than the batch has on {', '.join(map(str, arms))} ({counts[0].where}): samples (a tail pack, overflow) dropped or truncated"
     packed_only = all(j.case(name).layout.kind is LayoutKind.PACKED for name in arms)  # an unpacked row has no boundary to cross
     what = "labels across document boundaries, or padding," if packed_only else "padding tokens (not only packed rows: not boundary labels)"

@@ -85,6 +85,18 @@ def token_set_problems(j: Judgement) -> list[Comparison]:
     return [c for name in j.arms for c in _harness_rows(j, name) if not c.passed and c.quantity != "dloss_dlogprobs"]
 
 
+def counted_fewer(j: Judgement, arm: ArmId) -> bool:
+    """Whether the engine counted fewer loss tokens on `arm` than its batch has (tokens dropped), rather than more."""
+    return j.result(arm).num_loss_tokens < j.case(arm).num_loss_tokens
+
+
+def trains_a_first_token(j: Judgement, arm: ArmId) -> bool:
+    """Whether `arm` puts a loss weight on some sample's token 0, which no loss mask holds (nothing precedes it in its
+    document): a label crossing a packed boundary trains it."""
+    weights = j.result(arm).dloss_dlogprobs
+    return weights is not None and any(len(w) and bool(w[0] != 0) for w in weights)
+
+
 def token_weight_problems(j: Judgement) -> list[Comparison]:
     """Arms that train on exactly the harness's token set with weights other than -1/N."""
     rows = []

@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from packcheck.harness.engines import mutants_by_bug
 from packcheck.harness.judging.status import Status, counts_as_failed
 from packcheck.harness.report.load import format_margin, load_run
 from packcheck.harness.scenarios import SCENARIOS
@@ -29,7 +30,7 @@ def _signal(flagged) -> str:
 
 
 def margin_table(run_dir: Path) -> str:
-    run = load_run(run_dir)
+    run, carriers = load_run(run_dir), mutants_by_bug()
     verdicts = run.verdicts
     lines = [
         f"Run: `{run.provenance.get('command', '')}` ({run.provenance.get('time', '')}, torch {run.provenance.get('torch', '')}, "
@@ -42,14 +43,14 @@ def margin_table(run_dir: Path) -> str:
         here = verdicts[verdicts["scenario"] == scenario.name]
         clean = here[here["engine"] == "reference"]
         clean_margin = format_margin(clean["max_margin"].max()) if len(clean) else "not run"
-        for bug in scenario.catches:
-            mutant = here[here["engine"] == f"mutant.{bug}"]
+        for name in (name for bug in scenario.catches for name, _ in carriers.get(bug, [])):
+            mutant = here[here["engine"] == name]
             if not len(mutant):
                 continue
             flagged = mutant[mutant["status"].map(counts_as_failed).astype(bool)]
             families = ", ".join(sorted(flagged["family"])) or "NOT FLAGGED"
             signal = _signal(flagged) if len(flagged) == len(mutant) else "not flagged in every family"
-            lines.append(f"| {scenario.name} | {clean_margin} | mutant.{bug} | {signal} | {families} |")
+            lines.append(f"| {scenario.name} | {clean_margin} | {name} | {signal} | {families} |")
     return "\n".join(lines) + "\n"
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import Enum
 
 from packcheck.harness.contract.rows import Row
 from packcheck.harness.report.token_errors import TokenErrors
@@ -26,6 +27,20 @@ class PlacedRow:
     cuts: list[int]  # row positions where CP shards begin
 
 
+class Start(Enum):
+    """Where a row's first error out of tolerance sits."""
+
+    BOUNDARY = "at a document boundary"
+    CP_CUT = "at a CP shard cut"
+    INSIDE = "inside a document"
+
+
+@dataclass(frozen=True, slots=True)
+class RowFinding:
+    start: Start
+    text: str  # for people: the row, the position, the sample and token
+
+
 def is_bad(error: float | None, threshold: float) -> bool:
     return error is not None and (math.isnan(error) or error > threshold)
 
@@ -34,7 +49,7 @@ def _at_boundary(document: int, token: int) -> bool:
     return document > 0 and token <= 1
 
 
-def row_finding(strip: TokenErrors, placed: PlacedRow) -> str | None:
+def row_finding(strip: TokenErrors, placed: PlacedRow) -> RowFinding | None:
     """Where the error starts in this row; None when the row is within tolerance."""
     count = len(placed.starts)
     for d, (i, start) in enumerate(zip(placed.row.samples, placed.starts)):
@@ -43,10 +58,11 @@ def row_finding(strip: TokenErrors, placed: PlacedRow) -> str | None:
             continue
         where = f"{placed.label}: starts at position {start + t}, sample {i} token {t}"
         if _at_boundary(d, t):
-            return f"{where}, the {'first token' if t == 0 else 'first target'} of document {d + 1} of {count}: at a document boundary"
+            return RowFinding(Start.BOUNDARY, f"{where}, the {'first token' if t == 0 else 'first target'} of document {d + 1} of "
+                                              f"{count}: {Start.BOUNDARY.value}")
         if any(abs(start + t - cut) <= 1 for cut in placed.cuts):
-            return f"{where}: at a CP shard cut"
-        return f"{where}, inside document {d + 1} of {count}"
+            return RowFinding(Start.CP_CUT, f"{where}: {Start.CP_CUT.value}")
+        return RowFinding(Start.INSIDE, f"{where}, inside document {d + 1} of {count}")
     return None
 
 
@@ -66,14 +82,14 @@ def summarise(strip: TokenErrors, rows: list[PlacedRow]) -> tuple[str, list[str]
     findings = [f for f in (row_finding(strip, placed) for placed in rows) if f]
     if not findings:
         return f"Every token within tolerance ({len(rows)} rows).", []
-    at_boundary = sum("document boundary" in f for f in findings)
+    at_boundary = sum(f.start is Start.BOUNDARY for f in findings)
     text = f"{len(findings)} of {len(rows)} rows out of tolerance"
     if at_boundary == len(findings):
         text += ("; in every one the error starts at a document boundary and the row's first document is exact: "
                  "information crosses documents")
     elif at_boundary:
         text += f"; in {at_boundary} the error starts at a document boundary"
-    at_cut = sum(f.endswith("at a CP shard cut") for f in findings)
+    at_cut = sum(f.start is Start.CP_CUT for f in findings)
     if at_cut == len(findings):
         text += "; in every one the error starts at a CP shard cut: something is computed per shard (boundaries, positions, carried state)"
     elif at_cut:
@@ -82,4 +98,4 @@ def summarise(strip: TokenErrors, rows: list[PlacedRow]) -> tuple[str, list[str]
     if peaks:
         text += (f"; the largest errors sit right after boundaries ({peaks} tokens, each {PEAK:g}x or more above any other "
                  "token's): a label or a loss weight crosses the boundary")
-    return text + ".", findings
+    return text + ".", [f.text for f in findings]

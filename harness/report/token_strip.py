@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from packcheck.harness.contract import LayoutKind
 from packcheck.harness.contract.rows import Row, layout_rows
 from packcheck.harness.report.load import format_number
 from packcheck.harness.report.token_errors import TokenErrors
@@ -95,7 +96,7 @@ def token_strip(strip: TokenErrors) -> dict:
     case = strip.case
     rows = list(layout_rows(case))
     ranks, steps = case.partition.dp, max(len(r) for r in case.partition.per_rank)
-    per_sample = case.layout.kind.value != "packed"
+    per_sample = case.layout.kind is not LayoutKind.PACKED
     placed = [PlacedRow(_row_label(row, ranks, steps, per_sample), row, row.starts(case), _cuts(row.width, case.parallel.cp))
               for row in rows]
     bands = [_band(strip, p, GEOMETRY["top"] + n * (GEOMETRY["row"] + GEOMETRY["gap"])) for n, p in enumerate(placed)]

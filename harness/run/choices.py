@@ -77,17 +77,28 @@ def checked_engines(specs: list[str]) -> list[str]:
     return engines
 
 
+def checked_dtype(dtype: str) -> str:
+    """--dtype where an engine's choice may be made: a named dtype or auto."""
+    if dtype not in (*DTYPES, AUTO):
+        raise BadOption(f"--dtype {dtype!r} is not one of {', '.join(DTYPES)}, {AUTO}")
+    return dtype
+
+
+def checked_timeout(timeout: float, flag: str = "--timeout") -> float:
+    """--timeout (the plugin's --arm-timeout, `flag`), wherever a command takes it."""
+    if not 0 < timeout < math.inf:  # inf would reach the launch's deadline arithmetic (OverflowError), NaN passes every check
+        raise BadOption(f"{flag} {timeout:g}: give the seconds an arm may run, a positive finite number")
+    return timeout
+
+
 def checked(values: Mapping[str, Any], timeout_flag: str = "--timeout") -> RunChoices:
     """`values` (each run option's dest -> what was given, harness/run/options.py) checked, in the order the flags are
     usually read: dtype, device, timeout (spelled `timeout_flag` in messages), engines, families, scenarios, then the
     inputs and the noise floors."""
-    dtype, device, timeout = values["dtype"], values["device"], values["timeout"]
-    if dtype not in (*DTYPES, AUTO):
-        raise BadOption(f"--dtype {dtype!r} is not one of {', '.join(DTYPES)}, {AUTO}")
+    dtype, device = checked_dtype(values["dtype"]), values["device"]
     if device not in DEVICES:
         raise BadOption(f"--device {device!r}: use {' or '.join(DEVICES)}")
-    if not 0 < timeout < math.inf:  # inf would reach the launch's deadline arithmetic (OverflowError), NaN passes every check
-        raise BadOption(f"{timeout_flag} {timeout:g}: give the seconds an arm may run, a positive finite number")
+    timeout = checked_timeout(values["timeout"], timeout_flag)
     engines = checked_engines(values["engine"])
     for family in values["family"] or ():
         get_family(family)

@@ -3,8 +3,9 @@ timeout, model, seed, data scale, noise floors, relative-only), with each one's 
 
 `packcheck run` and `packcheck calibrate` add them to their argparse parsers (`add_arguments`), the pytest
 plugin to its "packcheck" group (`add_to_group`), both from `OPTIONS`; the plugin spells two of them its
-own way (`PLUGIN_SPELLING`). Both check what was given with harness/run/choices.py. Imports nothing:
-the plugin loads it in every pytest session.
+own way (`PLUGIN_SPELLING`). A command that takes one of them alone (bisect, shrink, replay, localise, explain:
+--dtype, --timeout, --device, ...) adds it from the same table (`add_option`), giving only what differs there.
+All check what was given with harness/run/choices.py. Imports nothing: the plugin loads it in every pytest session.
 """
 
 from __future__ import annotations
@@ -32,7 +33,11 @@ class Option:
             object.__setattr__(self, "flag", "--" + self.name.replace("_", "-"))
 
     def help(self) -> str:
-        return f"{self.means} (default: {self.default if self.default_text is None else self.default_text})"
+        default = f"{self.default:g}" if isinstance(self.default, float) else self.default
+        return f"{self.means} (default: {default if self.default_text is None else self.default_text})"
+
+
+NAMED_DTYPES = "float64 | float32 | bfloat16"  # what --dtype means where no engine's choice is made (calibrate, explain: no auto)
 
 
 OPTIONS = (
@@ -41,11 +46,11 @@ OPTIONS = (
     Option(name="family", many=True, means="model families", default_text="every family the engine supports"),
     Option(name="scenario", many=True, means="scenarios", default_text="all"),
     Option(name="dtype", default="auto", default_text="auto, float64 where the engine declares it",
-           means="float64 | float32 | bfloat16 | auto: per engine, the most precise dtype its Capabilities.dtypes declare"),
+           means=f"{NAMED_DTYPES} | auto: per engine, the most precise dtype its Capabilities.dtypes declare"),
     Option(name="device", default="cpu", means="cpu | cuda"),
     Option(name="attention", default="auto", default_text="auto, the engine's choice", means="attention backend every case asks for"),
-    Option(name="timeout", type=float, default=600.0, default_text="600",
-           means="seconds one arm may run on a rank before it is reported as hung; the run goes on"),
+    Option(name="timeout", type=float, default=600.0,
+           means="seconds one arm may run on a rank before it is reported as hung"),
     Option(name="model", default="tiny",
            means="a size preset of each family (tiny, 0.6b, 1b, 8b: `packcheck list families`) or a directory holding a "
                  "Hugging Face config.json, with its safetensors or seeded weights"),
@@ -75,16 +80,29 @@ def plugin_options() -> tuple[Option, ...]:
     return tuple(dataclasses.replace(option, means=f"{option.means}, repeatable") if option.many else option for option in spelled)
 
 
+def _argument(option: Option) -> dict:
+    """What argparse's add_argument takes for `option`, besides its flag."""
+    # extend: `--scenario a b` and `--scenario a --scenario b` both mean a and b (store would keep only b)
+    extra = (dict(nargs="+", action="extend", metavar=option.metavar) if option.many else dict(action="store_true") if option.switch
+             else dict(type=option.type, metavar=option.metavar))
+    return dict(default=option.default, help=option.help(), **extra)
+
+
 def add_arguments(parser, *, required: tuple[str, ...] = (), leave_out: tuple[str, ...] = ()) -> None:
     """OPTIONS on an argparse parser; `required` and `leave_out` name options by their name."""
     for option in OPTIONS:
-        if option.name in leave_out:
-            continue
-        # extend: `--scenario a b` and `--scenario a --scenario b` both mean a and b (store would keep only b)
-        extra = (dict(nargs="+", action="extend", metavar=option.metavar) if option.many else dict(action="store_true") if option.switch
-                 else dict(type=option.type, metavar=option.metavar))
-        parser.add_argument(option.flag, default=option.default, required=option.name in required,
-                            help=option.help(), **extra)
+        if option.name not in leave_out:
+            parser.add_argument(option.flag, required=option.name in required, **_argument(option))
+
+
+def add_option(parser, name: str, **differs) -> None:
+    """The option `name` of OPTIONS alone on a command's parser (flag, type, help and default from the table); `differs`
+    what differs on that command: its default (the help then says that one), its default in words, or what the value
+    means there (NAMED_DTYPES where auto does not apply)."""
+    option = next(o for o in OPTIONS if o.name == name)
+    if "default" in differs:
+        differs.setdefault("default_text", None)
+    parser.add_argument(option.flag, **_argument(dataclasses.replace(option, **differs)))
 
 
 def add_to_group(group) -> None:

@@ -15,6 +15,7 @@ from packcheck.harness.contract import UNPACKED, LayoutKind, ParallelPlan, Parti
 from packcheck.harness.data.samples import CONSERVATION, CONSERVATION_SEQ_LEN
 from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.judging.diagnoses import shared_diagnosis
+from packcheck.harness.judging.evidence import counted_fewer
 from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.scenarios.base import Scenario, from_setting
 
@@ -44,7 +45,7 @@ def diagnose(j: Judgement, failed: list) -> str:
     if shared := shared_diagnosis(j, failed):
         return shared
     for c in failed:
-        if c.quantity == "num_loss_tokens" and "fewer" in c.where:
+        if c.quantity == "num_loss_tokens" and counted_fewer(j, c.arms.arm):
             return "the engine counted fewer loss tokens than the batch has: samples (a tail pack, overflow) dropped or truncated"
         if c.quantity == "num_loss_tokens":
             only_packed = all(j.cases[f.arms.arm.name].layout.kind is LayoutKind.PACKED for f in failed if f.quantity == "num_loss_tokens")
