@@ -118,3 +118,12 @@ def test_a_request_no_kernel_path_can_serve_is_one_line_and_exit_2(monkeypatch, 
     assert len(err) == 1, err
     assert err[0].startswith("packcheck golden: error: --kernel-paths quick: no kernel path can run on this CPU (ran 0 of ")
     assert "died of SIGILL" in err[0] and err[0].endswith("use --kernel-paths native (this process's own path)")
+
+
+def test_a_path_that_outlasts_its_time_is_one_line_naming_the_load_not_an_internal_error(monkeypatch, capsys):
+    monkeypatch.setattr(kernel_paths, "WORKER", (sys.executable, "-c", "import time; time.sleep(60)"))
+    monkeypatch.setattr(kernel_paths, "path_seconds", lambda: 1.0)
+    assert main(["golden", "verify", "--family", FAMILY, "--kernel-paths", "quick"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "did not finish within 1 s (load average " in err[0] and "internal error" not in err[0], err
+    assert err[0].endswith("run it again on a quieter machine, or with --kernel-paths quick")

@@ -35,7 +35,7 @@ from packcheck.harness.golden.cpu_support import unavailable
 ATEN_LADDERS = {"x86_64": ("default", "avx2", "avx512"), "amd64": ("default", "avx2", "avx512"), "aarch64": ("default", "sve256"),
                 "arm64": ("default", "sve256")}
 MKL_MODES = {"native": {}, "cbwr-auto": {"MKL_CBWR": "AUTO"}, "cbwr-compatible": {"MKL_CBWR": "COMPATIBLE"}}
-PATH_SECONDS = 300.0  # one process: import torch, run the cases (seconds on an idle machine)
+PATH_SECONDS = 300.0  # one process: import torch, run the cases (seconds on an idle machine; stretched by the load)
 WORKER = (sys.executable, "-m", "packcheck.harness.golden.path_worker")  # + JOB.json OUT_DIR
 
 
@@ -91,6 +91,12 @@ def quick_kernel_paths() -> list[KernelPath]:
     return [p for p in every if p.name in wanted]
 
 
+def path_seconds() -> float:
+    """PATH_SECONDS stretched by the 1-minute load average per core: a loaded machine is slow, not broken
+    (at a load of 40 on 2 cores a two-thread path outlasted 300 s)."""
+    return PATH_SECONDS * max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+
+
 def run_on_paths(paths: list[KernelPath], engine: str, cases: dict[str, Case], workdir: Path) -> PathRuns:
     """Run `engine` on each case once per kernel path this CPU can run, each path in a fresh process.
     A path is kept once per capability its process reports (a duplicate measures nothing)."""
@@ -98,7 +104,8 @@ def run_on_paths(paths: list[KernelPath], engine: str, cases: dict[str, Case], w
     job = workdir / "job.json"
     job.write_text(json.dumps({"engine": engine, "cases": {key: case.to_json() for key, case in cases.items()}}))
     cannot = unavailable(tuple(dict.fromkeys(p.env["ATEN_CPU_CAPABILITY"] for p in paths)))
-    skipped = {p.name: f"not available here: {cannot[p.env['ATEN_CPU_CAPABILITY']]}" for p in paths if p.env["ATEN_CPU_CAPABILITY"] in cannot}
+    skipped = {p.name: f"not available here: {cannot[p.env['ATEN_CPU_CAPABILITY']]}"
+               for p in paths if p.env["ATEN_CPU_CAPABILITY"] in cannot}
     runs: dict[str, PathRun] = {}
     taken: set[tuple] = set()
     for index, path in enumerate(paths):
@@ -108,7 +115,12 @@ def run_on_paths(paths: list[KernelPath], engine: str, cases: dict[str, Case], w
         out.mkdir()
         env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "OMP_NUM_THREADS")} | path.env
         # cwd: a core dump of a path that dies lands in the scratch folder, not in the user's
-        done = subprocess.run([*WORKER, str(job), str(out)], env=env, cwd=out, capture_output=True, text=True, timeout=PATH_SECONDS)
+        limit = path_seconds()
+        try:
+            done = subprocess.run([*WORKER, str(job), str(out)], env=env, cwd=out, capture_output=True, text=True, timeout=limit)
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"kernel path {path.name} did not finish within {limit:.0f} s (load average {os.getloadavg()[0]:.1f} "
+                               f"on {os.cpu_count()} cores); run it again on a quieter machine, or with --kernel-paths quick") from None
         if done.returncode == -signal.SIGILL:
             skipped[path.name] = "not available here: its process died of SIGILL (an instruction this CPU lacks, whatever its flags say)"
             continue
