@@ -26,6 +26,7 @@ from packcheck.harness.models.cache_seal import digests
 from packcheck.harness.models.checkpoint import take_repairs
 from packcheck.harness.run.scenario_runner import setting_for
 from packcheck.harness.scenarios import get_scenario
+from tests.machine_load import stretched
 
 
 @pytest.fixture
@@ -98,7 +99,7 @@ def test_the_warden_kills_a_detached_grandchild_when_its_command_ends(tmp_path):
     marker = tmp_path / "alive"
     child = (f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', {str(marker)!r}], "
              "start_new_session=True)")
-    subprocess.run([sys.executable, SCRIPT, sys.executable, "-c", child], check=True, timeout=60)
+    subprocess.run([sys.executable, SCRIPT, sys.executable, "-c", child], check=True, timeout=stretched(60))
     time.sleep(0.5)
     assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and str(marker).encode() in _cmdline(p)]
 
@@ -108,7 +109,7 @@ def test_kill_tree_stops_a_forking_tree_whole(tmp_path):
     root = subprocess.Popen([sys.executable, "-c", fork_bomb])
     time.sleep(1.0)
     assert kill_tree(root.pid, include_root=True) >= 8
-    root.wait(timeout=10)
+    root.wait(timeout=stretched(10))
     time.sleep(0.3)
     assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _ppid(p) == root.pid]
 

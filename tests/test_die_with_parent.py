@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 from packcheck.harness.launch.exit_status import ORPHANED, PARENT_PID
+from tests.machine_load import stretched
 
 ASKS = "from packcheck.harness.launch import exit_status; exit_status.die_with_parent(); print('alive')"
 
@@ -16,7 +17,7 @@ def started_with(parent: str | None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != PARENT_PID}
     if parent is not None:
         env[PARENT_PID] = parent
-    return subprocess.run([sys.executable, "-c", ASKS], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-c", ASKS], env=env, capture_output=True, text=True, timeout=stretched(120))
 
 
 def test_a_process_whose_parent_is_alive_runs_on():

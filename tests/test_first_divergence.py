@@ -24,6 +24,7 @@ from packcheck.harness.launch import LaunchPool
 from packcheck.harness.run.localise import localise, localise_verdict
 from packcheck.harness.run.scenario_runner import RunOptions, run_scenario, setting_for
 from packcheck.harness.scenarios import get_scenario
+from tests.machine_load import load_note, stretched
 
 ATTENTION_0 = "model.layers.0.self_attn"
 
@@ -57,7 +58,7 @@ def test_cross_doc_attention_parts_in_layer_0_attention(pool):
     first = found.first_point
     assert first.module == ATTENTION_0 and first.label == f"{ATTENTION_0}.o_proj (input)"
     assert all(p.error == 0 for p in found.forward[:found.first])  # the embedding, the norm, q/k/v: exact
-    assert first.error > 1e-2 and found.seconds < 60
+    assert first.error > 1e-2 and found.seconds < stretched(60), (found.seconds, load_note())
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ from packcheck.harness.run.scenario_runner import RunOptions, run_scenario
 from packcheck.harness.run.work_share import overworked, unobservable
 from packcheck.harness.scenarios import SCENARIOS
 from tests.engines.hostile import IgnoresMeshQuietly, RunsCpAsDp
+from tests.machine_load import stretched
 
 HOSTILE = "tests.engines.hostile:"
 
@@ -72,7 +73,7 @@ def test_no_lookup_seen_on_any_rank_is_said_not_judged(tiny_case_cp2):
 
 @pytest.mark.parametrize("engine", [IgnoresMeshQuietly, RunsCpAsDp], ids=lambda e: e.name)
 def test_an_engine_that_talks_but_computes_alone_fails_on_its_work(engine):
-    verdict = run_scenario(HOSTILE + engine.__name__, SCENARIOS["dp_cp_reduction"], "llama", options=RunOptions(timeout=120))
+    verdict = run_scenario(HOSTILE + engine.__name__, SCENARIOS["dp_cp_reduction"], "llama", options=RunOptions(timeout=stretched(120)))
     assert verdict.status == "fail", verdict.message()
     assert "did not run the arm on its mesh" in verdict.diagnosis
     mesh = [c for c in verdict.comparisons if c.quantity == "mesh"]
@@ -84,5 +85,6 @@ def test_an_engine_that_talks_but_computes_alone_fails_on_its_work(engine):
 @pytest.mark.parametrize(("engine", "scenario"), [(IgnoresMeshQuietly, "cp_vs_nocp"), (RunsCpAsDp, "cp_vs_nocp"),
                                                   (IgnoresMeshQuietly, "microbatch_invariance")], ids=str)
 def test_at_another_seed_too(engine, scenario):
-    verdict = run_scenario(HOSTILE + engine.__name__, SCENARIOS[scenario], "llama", options=RunOptions(timeout=120, inputs=Inputs(seed=3)))
+    verdict = run_scenario(HOSTILE + engine.__name__, SCENARIOS[scenario], "llama",
+                           options=RunOptions(timeout=stretched(120), inputs=Inputs(seed=3)))
     assert verdict.status == "fail" and "did not run the arm on its mesh" in verdict.diagnosis, verdict.message()

@@ -1,10 +1,12 @@
-"""`packcheck golden regen|verify|show [--family F ...] [--kernel-paths all|native]`: the only way
+"""`packcheck golden regen|verify|show [--family F ...] [--kernel-paths all|quick|native]`: the only way
 goldens change, and the check that they hold on every CPU.
 
 regen writes the float64 golden from this process and measures, on every CPU kernel path of the
 machine (harness/golden/kernel_paths.py), how far the same run lands from it (refusing a golden
 that is not portable) and the float32 / bfloat16 noise floors (the worst path's). verify judges
 the reference against the stored golden here, or with `--kernel-paths all` on every kernel path.
+Paths this CPU cannot run (an ATen capability it lacks) are skipped, each with its reason; the
+summary says which ran and which were skipped; a request that no path can serve is an error (exit 2).
 """
 
 from __future__ import annotations
@@ -74,7 +76,8 @@ def regen(reference, families: list[str], paths: str) -> int:
     cases = golden_cases(families)
     goldens = {family: validate_result(reference.name, case, reference.run(case)) for family, case in cases.items()}
     every_dtype = {golden_key(family, dtype): case.with_(dtype=dtype) for family, case in cases.items() for dtype in ("float64", *NOISE_DTYPES)}
-    runs = None if paths == "native" else on_kernel_paths(reference, every_dtype, paths)
+    paths_run = None if paths == "native" else on_kernel_paths(reference, every_dtype, paths)
+    runs = paths_run.ran if paths_run else None
     results = [run.results for run in runs.values()] if runs else [{key: reference.run(case) for key, case in every_dtype.items()}]
     status = 0
     for family, case in cases.items():
@@ -84,7 +87,8 @@ def regen(reference, families: list[str], paths: str) -> int:
         record = {"engine": reference.name, "noise_floor": floors}
         if runs:
             worst = max(spread(runs, {golden_key(family): (case, golden)}, tolerance_for("float64")), key=lambda s: s.worst.margin)
-            record |= {"kernel_paths": sorted(runs), "capabilities": sorted({run.capability for run in runs.values()}),
+            record |= {"kernel_paths": sorted(runs), "skipped_kernel_paths": paths_run.skipped,
+                       "capabilities": sorted({run.capability for run in runs.values()}),
                        "float64_spread": {"worst_margin": worst.worst.margin, "worst": worst.line()}}
             if not worst.portable:
                 print(f"{family}: NOT written: on kernel path {worst.path} the same run lands at margin {worst.worst.margin:.2g} "
@@ -96,15 +100,24 @@ def regen(reference, families: list[str], paths: str) -> int:
         measured = (f"float64 spread over {len(runs)} kernel paths ({', '.join(record['capabilities'])}): worst margin "
                     f"{record['float64_spread']['worst_margin']:.2g}" if runs else "floors measured in this process only")
         print(f"{family}: wrote {path} ({measured}); review the diff before committing")
+    if paths_run:
+        print(f"kernel paths: {paths_run.summary()}", file=sys.stderr)
     return status
 
 
-def on_kernel_paths(reference, cases: dict, paths: str) -> dict:
+def on_kernel_paths(reference, cases: dict, paths: str):
+    """Every chosen path this CPU can run (a PathRuns); each skipped one named on stderr with its reason."""
     from packcheck.harness.golden.kernel_paths import kernel_paths, quick_kernel_paths, run_on_paths
 
     chosen = quick_kernel_paths() if paths == "quick" else kernel_paths()
     with tempfile.TemporaryDirectory(prefix="packcheck-kernel-paths-") as scratch:
-        return run_on_paths(chosen, reference.name, cases, Path(scratch))
+        runs = run_on_paths(chosen, reference.name, cases, Path(scratch))
+    for name, reason in runs.skipped.items():
+        print(f"skip {name}: {reason}", file=sys.stderr, flush=True)
+    if not runs.ran:
+        raise UsageError(f"--kernel-paths {paths}: no kernel path can run on this CPU ({runs.summary()}); "
+                         f"use --kernel-paths native (this process's own path)")
+    return runs
 
 
 def verify(reference, families: list[str], paths: str, json_path: str | None) -> int:
@@ -127,7 +140,8 @@ def verify(reference, families: list[str], paths: str, json_path: str | None) ->
     except GoldenProblem as problem:
         print(f"packcheck golden verify: {problem}", file=sys.stderr)
         return 1
-    runs = on_kernel_paths(reference, cases, paths)
+    paths_run = on_kernel_paths(reference, cases, paths)
+    runs = paths_run.ran
     spreads = spread(runs, goldens, tolerance_for("float64"))
     for s in spreads:
         print(("ok   " if s.portable else "FAIL ") + s.line(), flush=True)
@@ -137,5 +151,6 @@ def verify(reference, families: list[str], paths: str, json_path: str | None) ->
     bad = [s for s in spreads if not s.portable]
     capabilities = sorted({s.capability for s in spreads})
     print(f"{len(runs)} kernel paths ({', '.join(capabilities)}) x {len(families)} families: "
-          + (f"{len(bad)} at a margin >= {PORTABLE_MARGIN:g}" if bad else f"every margin below {PORTABLE_MARGIN:g}"), file=sys.stderr)
+          + (f"{len(bad)} at a margin >= {PORTABLE_MARGIN:g}" if bad else f"every margin below {PORTABLE_MARGIN:g}")
+          + f" ({paths_run.summary()})", file=sys.stderr)
     return 1 if bad else 0
