@@ -5,7 +5,7 @@
       results.json          the whole table, written once when the run ends or is interrupted (results.py)
       verdicts.jsonl, verdicts.csv, comparisons.jsonl, comparisons.csv   the same records as flat tables (tables.py)
       report.html           the self-contained report; summary.md the Markdown for a pull request; junit.xml a testcase
-                            per verdict (harness/report/files.py writes the three)
+                            per verdict (harness/report/run_reports.py writes the three)
       localisations.jsonl   where each located verdict's two arms first part (localisations.py)
       cases/<engine>/<family>/<scenario>/<arm>/     a verdict's saved arms (saved_arms.py):
         case.json           the arm's Case
