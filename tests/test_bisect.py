@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.machine_load import load_note, stretched
+
 pytestmark = pytest.mark.xdist_group("bisect")  # the module shares expensive session fixtures: one worker
 
 ENGINE = '''"""A toy engine under development: the reference trainer with switchable packing bugs."""
@@ -24,7 +26,6 @@ from packcheck.harness.contract import LayoutKind
 from packcheck.impls.mutants.linear_attn_state_leak import one_sequence_per_row
 from packcheck.impls.reference.engine import ReferenceEngine
 from packcheck.impls.reference.model.linear_attention import get_linear_attention_backend
-from tests.machine_load import load_note, stretched
 
 CROSS_DOC_FAMILIES = frozenset({{{families}}})  # packed rows of these families go through plain causal SDPA
 ROW_STATE = {row_state}  # linear-attention layers see each packed row as one sequence (no per-document state reset)
