@@ -137,7 +137,7 @@ CRASHERS = {  # engine -> (status, text its verdict's diagnosis or detail must h
     "Hangs": ("hang", "time.sleep(3600)"),
     "SpawnsDetachedAndHangs": ("hang", "time.sleep(3600)"),  # its detached grandchild must end with the run too
     "FailsToBuild": ("error", "cannot find the engine's config file"),
-    "NeverBuilds": ("hang", "did not finish within 8 s"),
+    "NeverBuilds": ("hang", "did not finish within {timeout} s"),  # the run's --timeout, stretched by the load
     "MetaGradients": ("fail", "meta"),
     "UnserialisableNotes": ("fail", "notes"),
     "BadText": ("error", "kernel failed"),
@@ -168,8 +168,10 @@ def test_every_broken_engine_is_a_named_verdict_and_the_run_goes_on(crash_run):
     by_engine = verdicts_by_engine(results)
     assert [v["status"] for v in by_engine[FAILING_MUTANT]] == ["fail"]
     assert [v["status"] for v in by_engine["reference"]] == ["pass"], "judged after every hostile engine, as if none had run"
+    timeout = done.args[done.args.index("--timeout") + 1]
     for name, (status, evidence) in CRASHERS.items():
         (verdict,) = by_engine[HOSTILE + name]
+        evidence = evidence.format(timeout=timeout)
         assert verdict["status"] == status, (name, verdict["diagnosis"], verdict["detail"][:2000])
         assert evidence in verdict["diagnosis"] + verdict["detail"], (name, verdict["diagnosis"], verdict["detail"][:2000])
     assert seconds < stretched(400), f"took {seconds:.0f} s ({load_note()})"
