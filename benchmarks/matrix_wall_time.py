@@ -4,7 +4,8 @@
         --candidate .venv/bin/packcheck --repeat 3 -- --engine reference
 
 Runs alternate (baseline, candidate, baseline, ...) so that a change in the machine's load hits
-both alike; prints every run, the medians, and the candidate's ratio to the baseline. Each run
+both alike; prints every run (wall time, the CPU of its whole process tree, user and system, and its
+voluntary context switches), the medians, and the candidate's ratio to the baseline. Each run
 writes to a fresh temporary --out with --no-report; the exit status of each run is shown (1 is
 a failing verdict, not a failed measurement). Used for docs/architecture.md, "Isolation cost".
 """
@@ -13,18 +14,28 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import tempfile
 import time
 
 
-def one_run(packcheck: str, args: list[str]) -> tuple[float, int]:
+FIELDS = ("wall", "user", "system", "switches")
+
+
+def one_run(packcheck: str, args: list[str]) -> tuple[dict[str, float], int]:
+    """The run's wall seconds, and its process tree's user and system CPU seconds and voluntary context switches
+    (every process of a run is waited for by its parent, so the tree's usage reaches this process's children's)."""
     with tempfile.TemporaryDirectory(prefix="packcheck-bench-") as out:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         done = subprocess.run([packcheck, "run", *args, "--no-report", "--out", out], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, cwd=tempfile.gettempdir())
-        return time.perf_counter() - started, done.returncode
+        wall = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return {"wall": wall, "user": after.ru_utime - before.ru_utime, "system": after.ru_stime - before.ru_stime,
+                "switches": after.ru_nvcsw - before.ru_nvcsw}, done.returncode
 
 
 def main() -> None:
@@ -34,15 +45,17 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each (default: 3)")
     parser.add_argument("run_args", nargs="+", help="arguments of `packcheck run` (after --)")
     args = parser.parse_args()
-    times: dict[str, list[float]] = {"baseline": [], "candidate": []}
+    runs: dict[str, list[dict[str, float]]] = {"baseline": [], "candidate": []}
     print(f"load average before: {os.getloadavg()[0]:.2f}; packcheck run {' '.join(args.run_args)}")
     for index in range(args.repeat):
         for name, packcheck in (("baseline", args.baseline), ("candidate", args.candidate)):
-            seconds, status = one_run(packcheck, args.run_args)
-            times[name].append(seconds)
-            print(f"  run {index + 1} {name:9s} {seconds:7.1f} s  (exit {status})", flush=True)
-    base, cand = statistics.median(times["baseline"]), statistics.median(times["candidate"])
-    print(f"median baseline {base:.1f} s, candidate {cand:.1f} s: ratio {cand / base:.3f}")
+            usage, status = one_run(packcheck, args.run_args)
+            runs[name].append(usage)
+            print(f"  run {index + 1} {name:9s} {usage['wall']:7.1f} s wall, {usage['user']:7.1f} s user, {usage['system']:7.1f} s system,"
+                  f" {usage['switches'] / 1e6:6.2f} M voluntary switches  (exit {status})", flush=True)
+    for field in FIELDS:
+        base, cand = (statistics.median(run[field] for run in runs[name]) for name in ("baseline", "candidate"))
+        print(f"median {field:8s} baseline {base:12.1f}, candidate {cand:12.1f}: ratio {cand / base:.3f}")
 
 
 if __name__ == "__main__":
