@@ -1,12 +1,13 @@
 """What an engine can change of packcheck's own files does not reach the run that reads them (docs/isolation.md), in
 one process and without a launch: the goldens and their noise floors held for the run (harness/golden/seal.py), the
-checkpoint cache's digests (harness/models/cache_seal.py), and the warden's kill of a process tree
-(harness/launch/warden.py). tests/test_hostile_engines.py runs the same attacks from real engines."""
+checkpoint cache's digests (harness/models/cache_seal.py), and the warden's kill of its launch's
+process tree (harness/launch/warden.py, forked by a zygote). tests/test_hostile_engines.py runs the same attacks from real engines."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -20,7 +21,8 @@ from packcheck.harness.golden import GoldenProblem, golden_dir, load_golden, loa
 from packcheck.harness.golden import seal
 from packcheck.harness.golden.store import provenance_digest
 from packcheck.harness.launch.private_checkpoint import PrivateCheckpoint
-from packcheck.harness.launch.warden import SCRIPT, kill_tree
+from packcheck.harness.launch.process_tree import kill_tree
+from packcheck.harness.launch.zygotes import Zygotes
 from packcheck.harness.models import get_family, model_spec, pin_cache, unpin_cache
 from packcheck.harness.models.cache_seal import digests
 from packcheck.harness.models.checkpoint import take_repairs
@@ -95,13 +97,17 @@ def test_a_cache_entry_rewritten_with_its_digests_is_named_rebuilt_and_never_han
         assert left == [], left[0][:600]
 
 
-def test_the_warden_kills_a_detached_grandchild_when_its_command_ends(tmp_path):
+def test_the_warden_kills_a_detached_grandchild_when_its_agent_ends(tmp_path):
     marker = tmp_path / "alive"
-    child = (f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', {str(marker)!r}], "
-             "start_new_session=True)")
-    subprocess.run([sys.executable, SCRIPT, sys.executable, "-c", child], check=True, timeout=stretched(60))
-    time.sleep(0.5)
-    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and str(marker).encode() in _cmdline(p)]
+    zygotes = Zygotes(tmp_path)
+    try:
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+        warden = zygotes.launch(["-m", "tests.detached_grandchild", str(marker)], env, tmp_path / "agent.log")
+        assert warden.wait(stretched(60)) == 0, (tmp_path / "agent.log").read_text()
+        # killed by the warden as its agent ended, not by the zygote when it is closed
+        assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and str(marker).encode() in _cmdline(p)]
+    finally:
+        zygotes.close()
 
 
 def test_kill_tree_stops_a_forking_tree_whole(tmp_path):

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 from packcheck.harness.cli.errors import UsageError
-from packcheck.harness.launch.warden import adopt_orphans, end_orphans  # stdlib only: cheap to import
+from packcheck.harness.launch.process_tree import adopt_orphans, end_orphans  # stdlib only: cheap to import
 from packcheck.harness.run.options import add_arguments
 from packcheck.harness.run_dir import RunDir  # stdlib only
 

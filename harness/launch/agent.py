@@ -2,9 +2,10 @@
 
 Runs torch's own launcher (`elastic_launch` with a `LaunchConfig`: torchrun semantics, a
 single-node c10d rendezvous on a port the store picks itself, no restarts) with
-`python -m packcheck.harness.launch.worker JOB.json` as every rank's command, and writes how the ranks
-ended to `agent.json`. It runs in its own process, not in the caller's, so that the caller keeps
-its signal handlers and can kill a launch that stops making progress.
+`python -I -S rank_stub.py -m packcheck.harness.launch.worker JOB.json` as every rank's command (the stand-in
+asks the launch's warden to fork the rank: harness/launch/rank_stub.py), and writes how the ranks
+ended to `agent.json`. It runs in its own process (forked by its warden), not in the caller's, so that the caller
+keeps its signal handlers and can kill a launch that stops making progress.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from packcheck.harness.files import write_json_atomically
 from packcheck.harness.launch import exit_status
 from packcheck.harness.launch.job import Job
 from packcheck.harness.launch.layout import LaunchDir
+from packcheck.harness.launch.rank_stub import SCRIPT as RANK_STUB
 
 MONITOR_INTERVAL = 0.1  # seconds between the agent's looks at its workers
 SHUTDOWN_TIMEOUT = 5  # seconds between SIGTERM and SIGKILL when the agent tears ranks down
@@ -50,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     exit_status.die_with_parent()
     os.environ.update(exit_status.children_environment({}))  # the ranks' parent is this agent
     try:
-        elastic_launch(launch_config(job, launch), sys.executable)("-m", "packcheck.harness.launch.worker", job_path)
+        elastic_launch(launch_config(job, launch), sys.executable)("-I", "-S", RANK_STUB, "-m", "packcheck.harness.launch.worker", job_path)
     except ChildFailedError as failed:
         write_json_atomically(launch.agent_result, {"status": "failed", "ranks": {
             str(rank): {"exitcode": f.exitcode, "signal": f.signal_name() if f.exitcode < 0 else None, "pid": f.pid}

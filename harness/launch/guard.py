@@ -1,65 +1,78 @@
-"""The parent's hold on one launch's processes: start the agent under its warden, watch it, kill the whole tree.
+"""The parent's hold on one launch's processes: its warden as forked by the pool's zygote, watched, and killed whole.
 
 The ranks' own watchdogs end a hung case within its timeout. The parent's guard is the backstop
 for what they cannot handle (the agent itself stuck, a rank wedged with the GIL held past
 faulthandler, a case that never starts): the Launch that owns it kills the warden and every process
-below it (warden.kill_tree: the agent, the ranks, and whatever they started, `setsid` or not, which
-the warden as a subreaper keeps in its tree). Ranks run in sessions of their own (torch elastic starts
-them so); the ones whose recorded process ids still belong to this launch are killed by id as well.
+below it (process_tree.kill_tree: the agent, the ranks, and whatever they started, `setsid` or not, which
+the warden as a subreaper keeps in its tree). Ranks run in sessions of their own; the ones whose recorded
+identity (pid and start time) is still a live process are killed by process group as well.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
-import subprocess
-import sys
+import time
 from pathlib import Path
-from typing import IO
+from typing import TYPE_CHECKING
 
-from packcheck.harness.launch.warden import SCRIPT, kill_tree
+from packcheck.harness.launch.process_tree import kill_tree, start_time
+
+if TYPE_CHECKING:
+    from packcheck.harness.launch.zygotes import Zygote
+
+REAPED_SECONDS = 10.0  # for the zygote to reap a killed warden and say so
 
 
-class GuardedProcess:
-    """The agent of one launch under its warden (harness/launch/warden.py), in a session of their own, their
-    output in `log`. The status is the warden's, which is the agent's."""
+class GuardedLaunch:
+    """One launch's warden as the harness sees it (request `request` of `zygote`): its pid once forked, its exit status
+    once reaped, the launch's output in `log`."""
 
-    def __init__(self, command: list[str], env: dict[str, str], log: Path, marker: str):
-        self.marker = marker  # a string in every launched process's command line (the job path)
-        self._log: IO = open(log, "w")  # noqa: SIM115 - open for the life of the process
-        self.process = subprocess.Popen([sys.executable, SCRIPT, *command], env=env, stdout=self._log,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+    def __init__(self, zygote: Zygote, request: int, log: Path):
+        self.zygote, self.request, self.log = zygote, request, log
+
+    @property
+    def pid(self) -> int | None:
+        self.zygote.pump()
+        return self.zygote.started.get(self.request)
 
     def poll(self) -> int | None:
-        """The exit status once the agent has ended, else None."""
-        status = self.process.poll()
-        if status is not None:
-            self._log.close()
-        return status
+        """The exit status (negative: the signal that ended it) once the warden has ended, else None. A zygote gone
+        before it said so took its wardens with it."""
+        pid = self.pid
+        if pid is not None and pid in self.zygote.ended:
+            return os.waitstatus_to_exitcode(self.zygote.ended[pid])
+        if self.zygote.gone:
+            if pid is None and self.log.exists() and self.log.stat().st_size == 0:  # never forked: say why where it is read
+                self.log.write_text("packcheck: the zygote ended before it forked this launch; its output (last lines):\n"
+                                    + "\n".join(self.zygote.output().splitlines()[-40:]))
+            return -signal.SIGKILL
+        return None
 
     def wait(self, seconds: float) -> int | None:
-        try:
-            return self.process.wait(timeout=seconds)
-        except subprocess.TimeoutExpired:
-            return None
-        finally:
-            self.poll()
+        deadline = time.monotonic() + seconds
+        while (status := self.poll()) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return status
 
-    def kill(self, pid_files: list[Path]) -> int:
+    def kill(self, pid_files: list[Path]) -> int | None:
         """SIGKILL the warden's tree (the agent, the ranks and all they started) and every rank named in `pid_files`
-        that still belongs to this launch."""
-        if self.process.poll() is None:  # else its pid may be another process's by now
-            kill_tree(self.process.pid, include_root=True)
+        that is still the process that wrote it. A zygote that has not forked the warden yet is itself killed."""
+        pid = self.pid
+        if self.poll() is None:
+            if pid is None:
+                self.zygote.kill()
+            else:
+                kill_tree(pid, include_root=True)
         for path in pid_files:
             try:
-                pid = int(path.read_text())
-            except (OSError, ValueError):
+                rank, started = json.loads(path.read_text())
+            except (OSError, ValueError, TypeError):
                 continue
-            if self.marker in _command_line(pid):
-                _kill_group(pid)
-        status = self.process.wait()
-        self.poll()
-        return status
+            if start_time(rank) == started:
+                _kill_group(rank)
+        return self.wait(REAPED_SECONDS)
 
 
 def _kill_group(pid: int) -> None:
@@ -67,10 +80,3 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _command_line(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""

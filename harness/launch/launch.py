@@ -24,15 +24,15 @@ from pathlib import Path
 
 from packcheck.harness.contract import Case
 from packcheck.harness.files import write_json_atomically
-from packcheck.harness.launch.exit_status import children_environment
 from packcheck.harness.launch.collect import log_tail, read_outcome
-from packcheck.harness.launch.guard import GuardedProcess
+from packcheck.harness.launch.guard import GuardedLaunch
 from packcheck.harness.launch.job import Job
 from packcheck.harness.launch.layout import CaseDir, LaunchDir
 from packcheck.harness.launch.private_checkpoint import PrivateCheckpoint
 from packcheck.harness.launch.outcome import CaseOutcome
 from packcheck.harness.launch.quiet import quiet
 from packcheck.harness.launch.raised import ErrorKind
+from packcheck.harness.launch.zygotes import Zygotes
 
 STARTUP_SECONDS = 180.0  # from starting the agent to the engine built on every rank: torch imports on a loaded machine
 TEARDOWN_SECONDS = 10.0  # the ranks' reports and the agent's teardown, on top of the case's timeout
@@ -59,9 +59,9 @@ class LaunchFailed(Exception):
 
 
 class Launch:
-    def __init__(self, directory: LaunchDir, process: GuardedProcess, world_size: int, device: str, timeout: float,
-                 startup_seconds: float):
-        self.dir, self.process = directory, process
+    def __init__(self, directory: LaunchDir, process: GuardedLaunch, world_size: int, device: str, timeout: float,
+                 startup_seconds: float, own_zygotes: Zygotes | None = None):
+        self.dir, self.process, self.own_zygotes = directory, process, own_zygotes
         self.world_size, self.device, self.timeout, self.startup_seconds = world_size, device, timeout, startup_seconds
         self.started_at = time.monotonic()
         self.cases = 0
@@ -70,17 +70,18 @@ class Launch:
 
     @classmethod
     def start(cls, engine_spec: str, device: str, world_size: int, timeout: float, workdir: Path,
-              startup_seconds: float = STARTUP_SECONDS) -> Launch:
+              startup_seconds: float = STARTUP_SECONDS, zygotes: Zygotes | None = None) -> Launch:
+        """Start a launch, its processes forked from `zygotes` (a pool's; without one, the launch starts its own)."""
+        own = Zygotes(Path(workdir)) if zygotes is None else None
         directory = _new_launch_dir(Path(workdir))
         directory.cases.mkdir()
         directory.queue.mkdir()
         job = Job(engine=engine_spec, device=device, timeout=timeout, world_size=world_size,
                   run_id=f"{os.getpid()}-{directory.path.name}-{time.monotonic_ns()}")
         job.save(directory.job)
-        marker = str(directory.job.resolve())
-        process = GuardedProcess([sys.executable, "-m", "packcheck.harness.launch.agent", marker], _environment(world_size, device),
-                                 directory.agent_log, marker)
-        return cls(directory, process, world_size, device, timeout, startup_seconds)
+        process = (zygotes or own).launch(["-m", "packcheck.harness.launch.agent", str(directory.job.resolve())],
+                                          _environment(world_size, device), directory.agent_log)
+        return cls(directory, process, world_size, device, timeout, startup_seconds, own)
 
     @property
     def alive(self) -> bool:
@@ -165,6 +166,8 @@ class Launch:
             self.process.kill(self._pid_files())
         self.ended = True
         self.checkpoint.remove()
+        if self.own_zygotes is not None:
+            self.own_zygotes.close()
 
     def _pid_files(self) -> list[Path]:
         return sorted(self.dir.path.glob("pid.rank*"))
@@ -216,7 +219,7 @@ def _new_launch_dir(workdir: Path) -> LaunchDir:
 def _environment(world_size: int, device: str) -> dict[str, str]:
     """The caller's environment, plus its import path (an engine importable here is importable
     in the ranks), third-party progress bars off (quiet.py) and, on CPU, the cores shared out between the ranks."""
-    env = children_environment(quiet(dict(os.environ)))
+    env = quiet(dict(os.environ))
     env["PYTHONPATH"] = os.pathsep.join(_import_roots() + [p for p in [env.get("PYTHONPATH")] if p])
     if device == "cpu":
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // world_size)))

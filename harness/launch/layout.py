@@ -12,7 +12,7 @@ between ranks, the launcher's store); nothing is pickled across processes.
       building.rank1        rank 1 began importing and building the engine (engine code: --timeout runs from here)
       build-stacks.rank1.txt    rank 1's stacks, dumped when building the engine outlasted --timeout
       startup.rank1.json    a rank that failed before its first case: what it raised (raised.py: kind, class, traceback)
-      pid.rank1             each rank's process id, for the parent's guard
+      pid.rank1             each rank's process id and start time (one process, never a later one with its pid), for the guard
       checkpoint/           the launch's own copy of the model checkpoint (the engine may do anything to it: a case
                             that changed it gets the next case a fresh copy; harness/launch/private_checkpoint.py)
       cases/000-packed/

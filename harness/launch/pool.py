@@ -35,6 +35,7 @@ from packcheck.harness.launch.outcome import OK, CaseOutcome
 from packcheck.harness.launch.raised import ErrorKind
 from packcheck.harness.launch.tidy import discard
 from packcheck.harness.launch.usage import Usage
+from packcheck.harness.launch.zygotes import Zygotes
 from packcheck.harness.models import pin_cache, unpin_cache
 from packcheck.harness.text import path_name
 
@@ -53,6 +54,7 @@ class LaunchPool:
         self._failed: dict[Key, LaunchFailed] = {}
         self._info: dict[tuple[str, str], EngineInfo | LaunchFailed] = {}
         self._previous: dict[Key, CaseOutcome] = {}  # the last outcome per key, to note a fresh launch after a failure
+        self._zygotes = Zygotes(self.workdir)  # every launch's processes are forked from one (harness/launch/zygote.py)
         # what the run compares with and starts from, held before any engine process exists (docs/isolation.md)
         pin_goldens(golden_dir())
         pin_cache()
@@ -149,6 +151,7 @@ class LaunchPool:
         for launch in self._live.values():
             launch.close()
         self._live.clear()
+        self._zygotes.close()
         self._unpin()
 
     def kill(self) -> None:
@@ -156,6 +159,7 @@ class LaunchPool:
         for launch in self._live.values():
             launch.kill()
         self._live.clear()
+        self._zygotes.kill()
         self._unpin()
 
     def _unpin(self) -> None:
@@ -173,7 +177,8 @@ class LaunchPool:
             _, oldest = self._live.popitem(last=False)
             oldest.close()
         spec, device, world_size = key
-        launch = Launch.start(spec, device, world_size, self.timeout, self.workdir / path_name(spec), self.startup_seconds)
+        launch = Launch.start(spec, device, world_size, self.timeout, self.workdir / path_name(spec), self.startup_seconds,
+                              self._zygotes)
         self._live[key] = launch
         return launch
 
@@ -183,7 +188,7 @@ def _pids(launch: Launch) -> list[int]:
     pids = []
     for path in sorted(launch.dir.path.glob("pid.rank*")):
         try:
-            pids.append(int(json.loads(path.read_text())))
-        except (OSError, ValueError, TypeError):
+            pids.append(int(json.loads(path.read_text())[0]))
+        except (OSError, ValueError, TypeError, IndexError):
             continue
     return pids

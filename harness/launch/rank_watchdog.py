@@ -21,6 +21,7 @@ from its own timer a little after the timeout, which also ends the process.
 from __future__ import annotations
 
 import faulthandler
+import json
 import os
 import signal
 import sys
@@ -161,8 +162,8 @@ class RankWatchdog:
                 continue
             if rank not in self._peer_pids:
                 try:
-                    self._peer_pids[rank] = int(launch.pid(rank).read_text())
-                except (OSError, ValueError):
+                    self._peer_pids[rank] = int(json.loads(launch.pid(rank).read_text())[0])
+                except (OSError, ValueError, TypeError, IndexError):
                     continue
             if not _alive(self._peer_pids[rank]) and not case_dir.done(rank).exists() and not case_dir.report(rank).exists():
                 return rank

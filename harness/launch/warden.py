@@ -1,148 +1,161 @@
-"""The warden of one launch: the process between the harness and the launch's agent, which sees that every process
-the engine starts ends with the launch. `python .../warden.py COMMAND...` (COMMAND: the agent).
+"""The warden of one launch: the root of its process tree, which sees that every process the engine starts ends with
+the launch, and the fork server of its agent and ranks. A fork of the pool's zygote (harness/launch/zygote.py), so
+torch and packcheck's launch code are imported before it starts.
 
 It makes itself a child subreaper (Linux, prctl PR_SET_CHILD_SUBREAPER): a process below it whose parent dies is
 handed to it, not to init, so whatever a rank starts (a forked child, a double fork, a `setsid` daemon) stays in its
-tree. It runs COMMAND and, when the launch ends, kills that whole tree (`kill_tree`) and reaps it:
+tree. It forks the agent (`-m packcheck.harness.launch.agent JOB`), and forks each rank when the agent's stand-in for
+it asks (harness/launch/rank_stub.py: torch elastic starts the stand-in, the warden forks the rank, which is then a
+child of the warden, not of the stand-in). When the launch ends it kills its whole tree (`kill_tree`) and reaps it:
 - the agent exits (a closed launch, a failed one): whatever the ranks left running is killed;
-- the harness signals it or dies, kill -9 included (the kernel sends it SIGTERM then: PR_SET_PDEATHSIG).
-It exits with the agent's status (dying of the agent's signal, if the agent died of one).
-
-Standard library only and no package import: it runs as a script, starts in milliseconds, and never runs engine
-code, so it is not where an engine can wedge. The harness kills the same tree, this process included, when the
-launch stops making progress (harness/launch/guard.py). What no warden covers: docs/isolation.md.
+- the harness signals it, or the zygote dies with the harness, kill -9 included (the kernel sends it SIGTERM then:
+  PR_SET_PDEATHSIG).
+It exits with the agent's status (dying of the agent's signal, if the agent died of one), which the zygote reports
+to the harness. The harness kills the same tree, this process included, when the launch stops making progress
+(harness/launch/guard.py). What no warden covers: docs/isolation.md.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
+import secrets
+import selectors
 import signal
-import sys
+import socket
+from typing import NoReturn
 
-PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
-PARENT_PID = "PACKCHECK_PARENT_PID"  # as exit_status.PARENT_PID: the pid of the process that started this one
-ORPHANED = 90  # as exit_status.ORPHANED: the harness was gone before this process could ask to die with it
+from packcheck.harness.launch.exit_status import ORPHANED, PARENT_PID
+from packcheck.harness.launch.forked import become, fork, run_module
+from packcheck.harness.launch.process_tree import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, kill_tree, prctl
+from packcheck.harness.launch.rank_stub import ROOT_ADDRESS, exit_as, receive, send
+
 STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-SCRIPT = __file__  # run as a script, not with -m: no package import, so no engine code and no torch
 
 
-def descendants(root: int) -> set[int]:
-    """Every live process below `root` (by the parent pids of /proc/<pid>/stat), zombies included."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+class Warden:
+    def __init__(self, agent_argv: list[str], env: dict[str, str]):
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.address = f"packcheck-warden-{os.getpid()}-{secrets.token_hex(8)}"
+        self.listener.bind("\0" + self.address)  # abstract: no file, no path length; who may ask is checked (_agent_child)
+        self.listener.listen(64)
+        self.wakeup_read, self.wakeup_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(self.wakeup_write)
+        for sig in (signal.SIGCHLD, *STOPS):
+            signal.signal(sig, lambda *_: None)  # seen through the wakeup descriptor, acted on in the loop
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.listener, selectors.EVENT_READ)
+        self.selector.register(self.wakeup_read, selectors.EVENT_READ)
+        self.ranks: dict[int, socket.socket] = {}  # a rank's pid -> the connection of its stand-in
+        env = {**env, ROOT_ADDRESS: self.address, PARENT_PID: str(os.getpid())}
+        self.agent = fork(lambda: self._start(env, os.getcwd(), None, agent_argv))
+
+    def serve(self) -> int:
+        """Until the agent ends or the warden is told to stop; then the tree is killed and reaped. The agent's status."""
+        status, stopping = None, False
+        while status is None and not stopping:
+            for key, _ in self.selector.select():
+                if key.fileobj is self.listener:
+                    self._accept()
+                elif key.fileobj == self.wakeup_read:
+                    signals = os.read(self.wakeup_read, 1024)
+                    stopping = any(int(sig) in signals for sig in STOPS)
+                    status = self._reap()
+                else:
+                    self._stand_in_closed(key.fileobj)
+        kill_tree(os.getpid())
+        while True:  # every process of the tree, now killed, reaped (they were all handed to this subreaper)
+            try:
+                pid, raw = os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+            if pid == self.agent and status is None:
+                status = raw
+        return status if status is not None else (128 + signal.SIGTERM) << 8  # a raw wait status: "exited 143", as a shell says it
+
+    def _accept(self) -> None:
         try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
+            conn, _ = self.listener.accept()
+        except OSError:  # the stand-in went away while connecting
+            return
+        if not self._agent_child(conn):
+            conn.close()
+            return
+        message, fds = receive(conn)
+        if message is None or len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            conn.close()
+            return
+        close = (conn.fileno(), *(c.fileno() for c in self.ranks.values()))
+        env = {**message["env"], PARENT_PID: str(os.getpid())}  # the rank's parent is this warden, not the agent
+        rank = fork(lambda: self._start(env, message["cwd"], fds, message["argv"], close))
+        for fd in fds:
+            os.close(fd)
+        self.ranks[rank] = conn
+        self.selector.register(conn, selectors.EVENT_READ)
+        send(conn, {"pid": rank})
+
+    def _agent_child(self, conn: socket.socket) -> bool:
+        """Only a process the agent started (its stand-ins for the ranks) may ask for a fork, and only as this user."""
+        pid, uid, _ = _peer(conn)
+        if uid != os.getuid():
+            return False
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
                 text = stat.read()
         except OSError:
-            continue
-        ppid = int(text[text.rindex(b")") + 2:].split()[1])  # the name in parentheses may hold spaces
-        children.setdefault(ppid, []).append(int(entry))
-    found, todo = set(), [root]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
+            return False
+        return int(text[text.rindex(b")") + 2:].split()[1]) == self.agent
+
+    def _stand_in_closed(self, conn: socket.socket) -> None:
+        """The agent's stand-in for a rank is gone before its rank (killed by the agent after its grace): so is the rank."""
+        self.selector.unregister(conn)
+        conn.close()
+        for rank, known in list(self.ranks.items()):
+            if known is conn:
+                del self.ranks[rank]
+                kill_tree(rank, include_root=True)
+
+    def _reap(self) -> int | None:
+        """Reap every child that has ended, telling each rank's stand-in how; the agent's raw wait status once it has."""
+        found = None
+        while True:
+            try:
+                pid, raw = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return found
+            if pid == 0:
+                return found
+            if pid == self.agent:
+                found = raw
+            conn = self.ranks.pop(pid, None)
+            if conn is not None:
+                try:
+                    send(conn, {"status": raw})
+                except OSError:
+                    pass
+                self.selector.unregister(conn)
+                conn.close()
+
+    def _start(self, env: dict[str, str], cwd: str, streams: list[int] | None, argv: list[str], close: tuple[int, ...] = ()) -> None:
+        """In a fork of this warden: the agent (streams: the warden's own) or a rank (streams: its stand-in's)."""
+        become(env, cwd, streams, close + (self.listener.fileno(), self.wakeup_read, self.wakeup_write))
+        run_module(argv)
 
 
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+def _peer(conn: socket.socket) -> tuple[int, int, int]:
+    import struct
+
+    return struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
 
 
-def kill_tree(root: int, include_root: bool = False) -> int:
-    """SIGKILL every process below `root` (and `root` itself with `include_root`); returns how many. Each is stopped
-    first (SIGSTOP), and the tree looked at again until a look finds no new process: a stopped process cannot fork, so
-    none escapes between the look and the kill. Reparenting inside the tree (to a subreaper in it) keeps a process in it."""
-    stopped: set[int] = set()
-    while True:
-        found = (descendants(root) | ({root} if include_root else set())) - stopped
-        if not found:
-            break
-        for pid in found:
-            _signal(pid, signal.SIGSTOP)
-        stopped |= found
-    for pid in stopped:
-        _signal(pid, signal.SIGKILL)
-    return len(stopped)
+def serve(zygote: int, agent_argv: list[str], env: dict[str, str], cwd: str, log: int, close: tuple[int, ...]) -> NoReturn:
+    """In a fresh fork of the zygote (pid `zygote`): become the warden of a launch whose agent runs `agent_argv`, its
+    output and the agent's in `log`, and exit as the agent did. `close`: the zygote's own descriptors."""
+    become(env, cwd, [0, log, log], close)
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+    prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != zygote:  # the zygote died before this process could ask to die with it
+        os._exit(ORPHANED)
+    exit_as(Warden(agent_argv, dict(os.environ)).serve())
 
-
-def adopt_orphans() -> None:
-    """Make the calling process (the harness of `packcheck run`) a subreaper too: a process whose warden died under it
-    (killed by a person, the OOM killer or the engine itself) is handed to the harness, which ends it with the run."""
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
-
-
-def end_orphans() -> int:
-    """Kill and reap every process still below the caller (the run is over: no launch is live); returns how many."""
-    killed = kill_tree(os.getpid())
-    while True:
-        try:
-            if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                break
-        except ChildProcessError:
-            break
-    return killed
-
-
-def _prctl(option: int, value: int) -> None:
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(option, value)
-    except (OSError, AttributeError):  # not Linux: no subreaper; the guard's kill_tree is all there is
-        pass
-
-
-def main(command: list[str]) -> int:
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    expected = os.environ.get(PARENT_PID, "")
-    if expected.isdigit() and os.getppid() != int(expected):
-        return ORPHANED
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD, *STOPS})  # taken with sigwait below, never as handlers
-    agent = os.posix_spawn(command[0], command, {**os.environ, PARENT_PID: str(os.getpid())}, setsigmask=(),
-                           setsigdef=(signal.SIGCHLD, *STOPS))
-    status = None
-    while status is None:
-        info = signal.sigwaitinfo({signal.SIGCHLD, *STOPS})
-        if info.si_signo != signal.SIGCHLD:
-            break
-        status = _reap(agent)
-    kill_tree(os.getpid())
-    while True:  # every process of the tree, now killed, reaped (they were all handed to this subreaper)
-        try:
-            pid, raw = os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
-        if pid == agent and status is None:
-            status = raw
-    if status is not None and os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        if sig not in (signal.SIGKILL, signal.SIGSTOP):  # these two cannot be caught, so need no reset
-            signal.signal(sig, signal.SIG_DFL)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
-        os.kill(os.getpid(), sig)
-    return os.waitstatus_to_exitcode(status) if status is not None else 128 + signal.SIGTERM
-
-
-def _reap(agent: int) -> int | None:
-    """Reap every child that has ended; the agent's raw wait status once it has."""
-    found = None
-    while True:
-        try:
-            pid, raw = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return found
-        if pid == 0:
-            return found
-        if pid == agent:
-            found = raw
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

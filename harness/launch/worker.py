@@ -47,6 +47,7 @@ from packcheck.harness.engines.caps import capped_notes, tensors_worth_keeping
 from packcheck.harness.files import write_json_atomically
 from packcheck.harness.launch import exit_status
 from packcheck.harness.launch.log_cap import append_mode
+from packcheck.harness.launch.process_tree import start_time
 from packcheck.harness.launch.device_result import share, shareable
 from packcheck.harness.launch.job import Job
 from packcheck.harness.launch.layout import CaseDir, LaunchDir
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     rank, world_size, local_rank = (int(os.environ[k]) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK"))
     exit_status.die_with_parent()
     append_mode()  # the watchdog keeps this rank's logs under their cap
-    write_json_atomically(launch.pid(rank), os.getpid())  # markers the parent polls: never seen half-written
+    write_json_atomically(launch.pid(rank), [os.getpid(), start_time(os.getpid())])  # markers the parent polls: never seen half-written
     try:
         engine, recorder, watchdog, sync = _start(job, launch, rank, world_size, local_rank)
     except BaseException as err:  # noqa: BLE001 - reported to the parent, which fails every case with it

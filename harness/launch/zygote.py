@@ -1,0 +1,103 @@
+"""The zygote: a process with torch and packcheck's launch code imported once, from which every launch's processes are
+forked. `python -m packcheck.harness.launch.zygote WORKDIR FD`, started by a pool (harness/launch/zygotes.py).
+
+Start-up of an engine process was an interpreter importing torch (about 1.5 s of CPU, 2 s under load) for the agent
+and for every rank: a world-1 launch paid it twice, a world-4 launch five times, most of the CPU of the test suite
+(docs/architecture.md, "Launches forked from a zygote"). Forked from the zygote, a launch's warden, agent and ranks
+start with all of that in memory and pay a fork each; torch elastic still starts and supervises every rank
+(harness/launch/rank_stub.py). The zygote never runs engine code and no torch operation: it is single-threaded (but
+for the idle thread numpy's BLAS keeps, which handles forks), so no lock is held at a fork. What a fork is given that
+a fresh interpreter would have had: harness/launch/forked.py.
+
+It serves `launch` requests on FD (a socket pair with the harness), forking a warden for each
+(harness/launch/warden.py) and saying `started` with its pid, then `ended` with its wait status once reaped. It is a
+child subreaper: the orphans of a warden killed with -9 come to it and are killed when it ends, which is when the
+harness closes its end. It dies with the process that started it (PR_SET_PDEATHSIG: SIGTERM, so it kills its tree
+first), and its wardens die with it, each killing its launch's tree.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import selectors
+import signal
+import socket
+import sys
+
+from packcheck.harness.launch import exit_status
+from packcheck.harness.launch.forked import fork
+from packcheck.harness.launch.process_tree import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, kill_tree, prctl
+from packcheck.harness.launch.rank_stub import receive, send
+
+# imported before the first fork: what every warden, agent and rank imports (engines are imported by the ranks themselves)
+PRELOAD = ("torch", "torch.distributed", "torch.distributed.launcher.api", "packcheck.harness.launch.agent",
+           "packcheck.harness.launch.worker", "packcheck.harness.launch.warden")
+STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def main(argv: list[str]) -> int:
+    sock = socket.socket(fileno=int(argv[1]))
+    prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # not SIGKILL: it kills what is below it first
+    parent = os.environ.get(exit_status.PARENT_PID, "")
+    if parent.isdigit() and os.getppid() != int(parent):
+        return exit_status.ORPHANED
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+    for module in PRELOAD:
+        importlib.import_module(module)
+    from packcheck.harness.launch import warden
+
+    wakeup_read, wakeup_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wakeup_write)
+    for sig in (signal.SIGCHLD, *STOPS):
+        signal.signal(sig, lambda *_: None)  # seen through the wakeup descriptor, acted on below
+    selector = selectors.DefaultSelector()
+    selector.register(sock, selectors.EVENT_READ)
+    selector.register(wakeup_read, selectors.EVENT_READ)
+    wardens: set[int] = set()
+    me = os.getpid()
+    running = True
+    while running:
+        for selected, _ in selector.select():
+            if selected.fileobj is sock:
+                message, fds = receive(sock)
+                if message is None:  # the harness is done with this zygote (or gone)
+                    running = False
+                    break
+                (log,) = fds
+                pid = fork(lambda: warden.serve(me, message["argv"], message["env"], message["cwd"], log,
+                                                        (sock.fileno(), wakeup_read, wakeup_write)))
+                os.close(log)
+                wardens.add(pid)
+                send(sock, {"started": message["launch"], "pid": pid})
+            else:
+                signals = os.read(wakeup_read, 1024)
+                if any(int(sig) in signals for sig in STOPS):
+                    running = False
+                for pid, status in _reaped():
+                    if pid in wardens:
+                        wardens.discard(pid)
+                        try:
+                            send(sock, {"ended": pid, "status": status})
+                        except OSError:
+                            pass
+    kill_tree(me)
+    for _ in _reaped(block=True):
+        pass
+    return 0
+
+
+def _reaped(block: bool = False):
+    """(pid, wait status) of every child that has ended (with `block`, of every child, waiting for each)."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        yield pid, status
+
+
+if __name__ == "__main__":
+    exit_status.exit_now(main(sys.argv[1:]))
