@@ -3,8 +3,8 @@
 The zygote (harness/launch/zygote.py) has imported torch and packcheck's launch code once; the warden of each launch
 and that launch's agent and ranks are forks of it. What a fresh interpreter would have had, a fork is given here:
 signal handlers and mask as Python sets them at start-up, a session of its own, the standard streams, working
-directory and environment it was asked for (read again by torch where it reads them late: thread counts, the CPU
-kernel path, NCCL), a fresh seed for numpy's global generator (`random` reseeds itself in a fork), and the module run
+directory and environment it was asked for (the thread count set from OMP_NUM_THREADS, which OpenMP and MKL read as
+torch is imported; torch reads the rest late: the CPU kernel path at the first operation, NCCL's at its start), a fresh seed for numpy's global generator (`random` reseeds itself in a fork), and the module run
 as `__main__` with its arguments in `sys.argv`. What only an interpreter's start reads (PYTHON* variables, LD_PRELOAD,
 the import path) cannot be given to a fork: the pool keeps a zygote per such environment (zygote.py `key`).
 """
@@ -57,6 +57,10 @@ def become(env: dict[str, str], cwd: str, streams: list[int] | None = None, clos
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
+    threads = env.get("OMP_NUM_THREADS") or env.get("MKL_NUM_THREADS")
+    if threads and threads.isdigit() and int(threads) > 0:
+        # read by OpenMP and MKL when torch is imported, in the zygote (which starts without them): said again here
+        sys.modules["torch"].set_num_threads(int(threads))
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()  # a fresh interpreter's global generator is seeded afresh
 

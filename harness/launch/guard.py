@@ -15,21 +15,17 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from packcheck.harness.launch.process_tree import kill_tree, start_time
-
-if TYPE_CHECKING:
-    from packcheck.harness.launch.zygotes import Zygote
 
 REAPED_SECONDS = 10.0  # for the zygote to reap a killed warden and say so
 
 
 class GuardedLaunch:
-    """One launch's warden as the harness sees it (request `request` of `zygote`): its pid once forked, its exit status
-    once reaped, the launch's output in `log`."""
+    """One launch's warden as the harness sees it (request `request` of `zygote`, a zygotes.Zygote): its pid once forked,
+    its exit status once reaped, the launch's output in `log`."""
 
-    def __init__(self, zygote: Zygote, request: int, log: Path):
+    def __init__(self, zygote, request: int, log: Path):
         self.zygote, self.request, self.log = zygote, request, log
 
     @property

@@ -33,6 +33,9 @@ from packcheck.harness.launch.rank_stub import receive, send
 # imported before the first fork: what every warden, agent and rank imports (engines are imported by the ranks themselves)
 PRELOAD = ("torch", "torch.distributed", "torch.distributed.launcher.api", "packcheck.harness.launch.agent",
            "packcheck.harness.launch.worker", "packcheck.harness.launch.warden")
+# imported before the first launch of more than one rank: DDP and FSDP import torch._dynamo (and with it sympy, DTensor,
+# FSDP) when they wrap a model, 1.8 s of CPU a rank on the CI machine, which a world-1 launch mostly does not need
+DISTRIBUTED_PRELOAD = ("torch._dynamo",)
 STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -65,6 +68,9 @@ def main(argv: list[str]) -> int:
                     running = False
                     break
                 (log,) = fds
+                if message["world_size"] > 1:
+                    for module in DISTRIBUTED_PRELOAD:
+                        importlib.import_module(module)
                 pid = fork(lambda: warden.serve(me, message["argv"], message["env"], message["cwd"], log,
                                                         (sock.fileno(), wakeup_read, wakeup_write)))
                 os.close(log)

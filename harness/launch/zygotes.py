@@ -22,13 +22,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from packcheck.harness.launch import exit_status
+from packcheck.harness.launch.exit_status import PARENT_PID, children_environment
 from packcheck.harness.launch.guard import GuardedLaunch
 from packcheck.harness.launch.process_tree import kill_tree
 from packcheck.harness.launch.rank_stub import receive, send
 
 # set per launch and read by a fork after it starts (forked.py): a zygote serves launches that differ only in these
-PER_LAUNCH = frozenset({exit_status.PARENT_PID, "OMP_NUM_THREADS", "MKL_NUM_THREADS"})
+PER_LAUNCH = frozenset({PARENT_PID, "OMP_NUM_THREADS", "MKL_NUM_THREADS"})
 _numbers = itertools.count()
 
 
@@ -48,7 +48,7 @@ class Zygote:
         with open(self.log, "w") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "packcheck.harness.launch.zygote", str(workdir), str(theirs.fileno())],
-                env=exit_status.children_environment(env), cwd=cwd, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+                env=children_environment({k: v for k, v in env.items() if k not in PER_LAUNCH}), cwd=cwd, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         theirs.close()
         self.sock = ours
@@ -58,12 +58,14 @@ class Zygote:
         self.ended: dict[int, int] = {}  # a warden's pid -> its wait status
         self.gone = False
 
-    def launch(self, agent_argv: list[str], env: dict[str, str], cwd: str, log: Path) -> GuardedLaunch:
-        """Fork a warden running `agent_argv` (with `env`, in `cwd`, its output and the agent's in `log`)."""
+    def launch(self, agent_argv: list[str], env: dict[str, str], cwd: str, log: Path, world_size: int) -> GuardedLaunch:
+        """Fork a warden running `agent_argv` (with `env`, in `cwd`, its output and the agent's in `log`) for a launch
+        of `world_size` ranks."""
         request = next(self.requests)
         with open(log, "w") as out:
             try:
-                send(self.sock, {"launch": request, "argv": agent_argv, "env": env, "cwd": cwd}, [out.fileno()])
+                send(self.sock, {"launch": request, "argv": agent_argv, "env": env, "cwd": cwd, "world_size": world_size},
+                     [out.fileno()])
             except OSError:
                 self.gone = True
         return GuardedLaunch(self, request, log)
@@ -110,15 +112,16 @@ class Zygotes:
         self.workdir = workdir
         self._live: dict[tuple, Zygote] = {}
 
-    def launch(self, agent_argv: list[str], env: dict[str, str], log: Path) -> GuardedLaunch:
-        """A launch forked from the zygote of `env` and the current directory (started now if there is none)."""
+    def launch(self, agent_argv: list[str], env: dict[str, str], log: Path, world_size: int = 1) -> GuardedLaunch:
+        """A launch of `world_size` ranks forked from the zygote of `env` and the current directory (started now if there
+        is none)."""
         cwd = os.getcwd()
         zygote = self._live.get(key(env, cwd))
         if zygote is None or zygote.gone:
             if zygote is not None:
                 zygote.kill()  # collected; it took its launches with it
             zygote = self._live[key(env, cwd)] = Zygote(self.workdir, env, cwd)
-        return zygote.launch(agent_argv, env, cwd, log)
+        return zygote.launch(agent_argv, env, cwd, log, world_size)
 
     def close(self) -> None:
         for zygote in self._live.values():

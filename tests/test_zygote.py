@@ -1,0 +1,57 @@
+"""Every process of a launch is forked from the pool's zygote (harness/launch/zygote.py, forked.py) and must start as a
+fresh `python -m packcheck.harness.launch.worker JOB` would have: the thread count its own OMP_NUM_THREADS says, whatever
+the launch that started the zygote had; a global numpy generator of its own; its job as its last argument; a session
+of its own. A launch whose environment differs in what only an interpreter's start reads gets a zygote of its own."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from packcheck.harness.contract import Case, ParallelPlan, Partition, Sample, packed
+from packcheck.harness.launch import OK, LaunchPool
+from packcheck.harness.models import model_spec
+from tests.machine_load import stretched
+
+ENGINE = "tests.engines.forked:ReportsItsProcess"
+SAMPLES = (Sample(input_ids=(5, 17, 3, 9, 30, 2), loss_mask=(0, 1, 1, 1, 1, 1)), Sample(input_ids=(7, 8, 9), loss_mask=(0, 1, 1)))
+
+
+def case(dp: int) -> Case:
+    per_rank = ((0,), (1,)) if dp == 2 else ((0, 1),)
+    return Case(name=f"dp{dp}", model=model_spec("llama"), samples=SAMPLES, layout=packed(16),
+                partition=Partition(per_rank=tuple((micro_batch,) for micro_batch in per_rank)), parallel=ParallelPlan(dp=dp))
+
+
+def process_of(pool: LaunchPool, dp: int) -> dict:
+    outcome = pool.run(ENGINE, case(dp))
+    assert outcome.status == OK, outcome.describe()
+    return outcome.result.notes["process"]
+
+
+def test_a_forked_rank_starts_as_a_fresh_interpreter_would(tmp_path, monkeypatch):
+    with LaunchPool(tmp_path, timeout=stretched(60)) as pool:
+        monkeypatch.setenv("OMP_NUM_THREADS", "3")
+        first = process_of(pool, dp=2)  # starts the zygote with this environment
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")
+        second = process_of(pool, dp=1)  # the same zygote: the thread count is one of what a fork is given
+        assert len(pool._zygotes._live) == 1
+        monkeypatch.syspath_prepend(str(tmp_path))  # read only when an interpreter starts: a zygote of its own
+        pool.release(ENGINE)
+        process_of(pool, dp=1)
+        assert len(pool._zygotes._live) == 2
+    assert (first["omp"], first["threads"]) == ("3", 3) and (second["omp"], second["threads"]) == ("2", 2), (first, second)
+    assert first["numpy"] != second["numpy"], "numpy's global generator is seeded afresh in every process"
+    assert Path(second["argv"][-1]).name == "job.json" and second["argv"][0].endswith("worker.py"), second["argv"]
+    assert second["sid"] == second["pid"], "a rank leads a session of its own, as torch elastic starts it"
+    assert second["path"][0] == str(Path.cwd()) and second["cwd"] != str(Path.cwd()), "`python -m`'s first import root, run from its case"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the zygote forks (Linux)")
+def test_closing_the_pool_ends_its_zygotes(tmp_path):
+    with LaunchPool(tmp_path, timeout=stretched(60)) as pool:
+        process_of(pool, dp=1)
+        (zygote,) = pool._zygotes._live.values()
+    assert zygote.process.poll() is not None, "the zygote ended with its pool"
