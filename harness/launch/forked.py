@@ -18,6 +18,8 @@ import sys
 import traceback
 from typing import Callable, NoReturn
 
+from packcheck.harness.launch.process_tree import set_name
+
 # what the zygote and a warden catch, handed back to their defaults in a child (SIGINT: Python's KeyboardInterrupt)
 CAUGHT = (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
@@ -39,9 +41,10 @@ def fork(child: Callable[[], object]) -> int:
     return pid
 
 
-def become(env: dict[str, str], cwd: str, streams: list[int] | None = None, close: tuple[int, ...] = ()) -> None:
-    """In a fresh fork: the signals Python starts with, its own session, `streams` as stdin, stdout and stderr (each
-    closed after), the other descriptors in `close` closed, `cwd` and `env`."""
+def become(name: str, env: dict[str, str], cwd: str, streams: list[int] | None = None, close: tuple[int, ...] = ()) -> None:
+    """In a fresh fork: the process name `name` (what `ps` shows), the signals Python starts with, its own session,
+    `streams` as stdin, stdout and stderr (each closed after), the other descriptors in `close` closed, `cwd` and `env`."""
+    set_name(name)
     signal.set_wakeup_fd(-1)
     for sig in CAUGHT:
         signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)

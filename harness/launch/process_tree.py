@@ -11,7 +11,7 @@ import ctypes
 import os
 import signal
 
-PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
+PR_SET_PDEATHSIG, PR_SET_NAME, PR_SET_CHILD_SUBREAPER = 1, 15, 36
 
 
 def descendants(root: int) -> set[int]:
@@ -85,6 +85,15 @@ def prctl(option: int, value: int) -> None:
         pass
 
 
+
+
+def set_name(name: str) -> None:
+    """The calling process's name as `ps`, `top` and /proc/PID/comm show it (Linux: at most 15 bytes): what a process
+    forked from the zygote is, where its command line still names the zygote."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 def start_time(pid: int) -> int | None:

@@ -47,7 +47,7 @@ class Warden:
         self.selector.register(self.wakeup_read, selectors.EVENT_READ)
         self.ranks: dict[int, socket.socket] = {}  # a rank's pid -> the connection of its stand-in
         env = {**env, ROOT_ADDRESS: self.address, PARENT_PID: str(os.getpid())}
-        self.agent = fork(lambda: self._start(env, os.getcwd(), None, agent_argv))
+        self.agent = fork(lambda: self._start("pc-agent", env, os.getcwd(), None, agent_argv))
 
     def serve(self) -> int:
         """Until the agent ends or the warden is told to stop; then the tree is killed and reaped. The agent's status."""
@@ -88,7 +88,7 @@ class Warden:
             return
         close = (conn.fileno(), *(c.fileno() for c in self.ranks.values()))
         env = {**message["env"], PARENT_PID: str(os.getpid())}  # the rank's parent is this warden, not the agent
-        rank = fork(lambda: self._start(env, message["cwd"], fds, message["argv"], close))
+        rank = fork(lambda: self._start(f"pc-rank{env.get('RANK', '')}", env, message["cwd"], fds, message["argv"], close))
         for fd in fds:
             os.close(fd)
         self.ranks[rank] = conn
@@ -137,9 +137,10 @@ class Warden:
                 self.selector.unregister(conn)
                 conn.close()
 
-    def _start(self, env: dict[str, str], cwd: str, streams: list[int] | None, argv: list[str], close: tuple[int, ...] = ()) -> None:
+    def _start(self, name: str, env: dict[str, str], cwd: str, streams: list[int] | None, argv: list[str],
+               close: tuple[int, ...] = ()) -> None:
         """In a fork of this warden: the agent (streams: the warden's own) or a rank (streams: its stand-in's)."""
-        become(env, cwd, streams, close + (self.listener.fileno(), self.wakeup_read, self.wakeup_write))
+        become(name, env, cwd, streams, close + (self.listener.fileno(), self.wakeup_read, self.wakeup_write))
         run_module(argv)
 
 
@@ -152,7 +153,7 @@ def _peer(conn: socket.socket) -> tuple[int, int, int]:
 def serve(zygote: int, agent_argv: list[str], env: dict[str, str], cwd: str, log: int, close: tuple[int, ...]) -> NoReturn:
     """In a fresh fork of the zygote (pid `zygote`): become the warden of a launch whose agent runs `agent_argv`, its
     output and the agent's in `log`, and exit as the agent did. `close`: the zygote's own descriptors."""
-    become(env, cwd, [0, log, log], close)
+    become("pc-warden", env, cwd, [0, log, log], close)
     prctl(PR_SET_CHILD_SUBREAPER, 1)
     prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != zygote:  # the zygote died before this process could ask to die with it

@@ -27,7 +27,7 @@ import sys
 
 from packcheck.harness.launch import exit_status
 from packcheck.harness.launch.forked import fork
-from packcheck.harness.launch.process_tree import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, kill_tree, prctl
+from packcheck.harness.launch.process_tree import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, kill_tree, prctl, set_name
 from packcheck.harness.launch.rank_stub import receive, send
 
 # imported before the first fork: what every warden, agent and rank imports (engines are imported by the ranks themselves)
@@ -46,6 +46,7 @@ def main(argv: list[str]) -> int:
     if parent.isdigit() and os.getppid() != int(parent):
         return exit_status.ORPHANED
     prctl(PR_SET_CHILD_SUBREAPER, 1)
+    set_name("pc-zygote")
     for module in PRELOAD:
         importlib.import_module(module)
     from packcheck.harness.launch import warden
