@@ -22,7 +22,7 @@ from packcheck.harness.golden import seal
 from packcheck.harness.golden.store import provenance_digest
 from packcheck.harness.launch.private_checkpoint import PrivateCheckpoint
 from packcheck.harness.launch.process_tree import kill_tree
-from packcheck.harness.launch.zygotes import Zygotes
+from packcheck.harness.launch import zygotes
 from packcheck.harness.models import get_family, model_spec, pin_cache, unpin_cache
 from packcheck.harness.models.cache_seal import digests
 from packcheck.harness.models.checkpoint import take_repairs
@@ -99,15 +99,11 @@ def test_a_cache_entry_rewritten_with_its_digests_is_named_rebuilt_and_never_han
 
 def test_the_warden_kills_a_detached_grandchild_when_its_agent_ends(tmp_path):
     marker = tmp_path / "alive"
-    zygotes = Zygotes(tmp_path)
-    try:
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
-        warden = zygotes.launch(["-m", "tests.detached_grandchild", str(marker)], env, tmp_path / "agent.log")
-        assert warden.wait(stretched(60)) == 0, (tmp_path / "agent.log").read_text()
-        # killed by the warden as its agent ended, not by the zygote when it is closed
-        assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and str(marker).encode() in _cmdline(p)]
-    finally:
-        zygotes.close()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    warden = zygotes.launch(["-m", "tests.detached_grandchild", str(marker)], env, tmp_path / "agent.log")
+    assert warden.wait(stretched(60)) == 0, (tmp_path / "agent.log").read_text()
+    # killed by the warden as its agent ended (the zygote outlives it)
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and str(marker).encode() in _cmdline(p)]
 
 
 def test_kill_tree_stops_a_forking_tree_whole(tmp_path):

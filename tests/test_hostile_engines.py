@@ -29,6 +29,7 @@ from packcheck.harness.models import get_family, model_spec
 from packcheck.harness.run.scenario_runner import RunOptions, run_scenario
 from packcheck.harness.scenarios import SCENARIOS
 from tests.machine_load import load_note, stretched
+from tests.processes import processes_of
 
 TESTS = Path(__file__).parent
 HOSTILE = "tests.engines.hostile:"
@@ -43,25 +44,11 @@ def packcheck(*args: str, cwd: Path, timeout: float = 600, env: dict[str, str] |
                           text=True, timeout=timeout)
 
 
-def processes_mentioning(text: str) -> list[str]:
-    """Command lines of live processes that name `text` (every process of a run names its --out)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if text in cmdline:
-                found.append(f"{entry.name}: {cmdline}")
-    return found
-
-
 def assert_nothing_left(out: Path) -> None:
     deadline = time.monotonic() + 10  # the reaper of a killed agent may still be collecting it
-    while processes_mentioning(str(out)) and time.monotonic() < deadline:
+    while processes_of(str(out)) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not processes_mentioning(str(out))
+    assert not processes_of(str(out))
 
 
 class Tags(html.parser.HTMLParser):
@@ -385,7 +372,7 @@ def test_no_known_finding_excuses_an_arm_that_ignored_its_mesh():
 
 def assert_none_alive_after_a_second(out: Path) -> None:
     time.sleep(1)
-    assert not processes_mentioning(str(out)), "a process of the run is alive a second after it returned"
+    assert not processes_of(str(out)), "a process of the run is alive a second after it returned"
 
 
 def test_no_child_or_detached_grandchild_of_an_engine_outlives_the_run_or_rewrites_its_results(tmp_path):

@@ -23,6 +23,7 @@ from packcheck.harness.models import model_spec
 from packcheck.impls.reference.engine import ReferenceEngine
 from tests.engines.distributed import AllReducesLoss, Deadlocks, single_process
 from tests.machine_load import load_note, stretched
+from tests.processes import processes_of
 
 pytestmark = pytest.mark.xdist_group("launch")  # module fixtures (deadlock_run, ...) shared by 2-4 tests: one worker runs each once
 
@@ -161,16 +162,7 @@ def test_a_rank_that_cannot_start_fails_every_case_with_its_traceback(workdir):
 
 
 def test_no_process_of_any_launch_is_left(workdir, deadlock_run, crash_run, mesh_run, gil_run):
-    left = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if str(workdir) in command:
-                left.append(f"{entry.name}: {command}")
-    assert not left
+    assert not processes_of(workdir)
 
 
 def test_the_guard_kills_a_launch_whose_engine_never_builds_and_shows_where_it_hangs(tmp_path):

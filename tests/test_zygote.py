@@ -5,13 +5,11 @@ of its own. A launch whose environment differs in what only an interpreter's sta
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-import pytest
 
 from packcheck.harness.contract import Case, ParallelPlan, Partition, Sample, packed
-from packcheck.harness.launch import OK, LaunchPool
+from packcheck.harness.launch import OK, LaunchPool, zygotes
 from packcheck.harness.models import model_spec
 from tests.machine_load import stretched
 
@@ -32,16 +30,19 @@ def process_of(pool: LaunchPool, dp: int) -> dict:
 
 
 def test_a_forked_rank_starts_as_a_fresh_interpreter_would(tmp_path, monkeypatch):
+    zygotes.close_all()
     with LaunchPool(tmp_path, timeout=stretched(60)) as pool:
         monkeypatch.setenv("OMP_NUM_THREADS", "3")
         first = process_of(pool, dp=2)  # starts the zygote with this environment
         monkeypatch.setenv("OMP_NUM_THREADS", "2")
+        monkeypatch.setenv("PACKCHECK_SOMETHING", "read when packcheck runs")
         second = process_of(pool, dp=1)  # the same zygote: the thread count is one of what a fork is given
-        assert len(pool._zygotes._live) == 1
+        assert len(zygotes._zygotes) == 1
         monkeypatch.syspath_prepend(str(tmp_path))  # read only when an interpreter starts: a zygote of its own
         pool.release(ENGINE)
         process_of(pool, dp=1)
-        assert len(pool._zygotes._live) == 2
+        assert len(zygotes._zygotes) == 2
+    assert second["setting"] == "read when packcheck runs"
     assert (first["omp"], first["threads"]) == ("3", 3) and (second["omp"], second["threads"]) == ("2", 2), (first, second)
     assert first["numpy"] != second["numpy"], "numpy's global generator is seeded afresh in every process"
     assert Path(second["argv"][-1]).name == "job.json" and second["argv"][0].endswith("worker.py"), second["argv"]
@@ -49,9 +50,15 @@ def test_a_forked_rank_starts_as_a_fresh_interpreter_would(tmp_path, monkeypatch
     assert second["path"][0] == str(Path.cwd()) and second["cwd"] != str(Path.cwd()), "`python -m`'s first import root, run from its case"
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="the zygote forks (Linux)")
-def test_closing_the_pool_ends_its_zygotes(tmp_path):
-    with LaunchPool(tmp_path, timeout=stretched(60)) as pool:
-        process_of(pool, dp=1)
-        (zygote,) = pool._zygotes._live.values()
-    assert zygote.process.poll() is not None, "the zygote ended with its pool"
+def test_pools_share_the_zygote_and_closing_it_ends_it(tmp_path):
+    zygotes.close_all()
+    seen = []
+    for run in ("first", "second"):
+        with LaunchPool(tmp_path / run, timeout=stretched(60)) as pool:
+            process_of(pool, dp=1)
+        (zygote,) = zygotes._zygotes.values()
+        assert zygote.process.poll() is None and not zygote.live, "idle, kept for the next pool"
+        seen.append(zygote)
+    assert seen[0] is seen[1]
+    zygotes.close_all()
+    assert zygote.process.poll() is not None

@@ -58,6 +58,7 @@ def become(name: str, env: dict[str, str], cwd: str, streams: list[int] | None =
         for fd in set(streams) - {0, 1, 2}:
             _close(fd)
     os.chdir(cwd)
+    sys.path[0] = cwd  # `python -m`'s first import root: the directory it started in (the zygote's may differ)
     os.environ.clear()
     os.environ.update(env)
     threads = env.get("OMP_NUM_THREADS") or env.get("MKL_NUM_THREADS")

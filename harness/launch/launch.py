@@ -32,7 +32,7 @@ from packcheck.harness.launch.private_checkpoint import PrivateCheckpoint
 from packcheck.harness.launch.outcome import CaseOutcome
 from packcheck.harness.launch.quiet import quiet
 from packcheck.harness.launch.raised import ErrorKind
-from packcheck.harness.launch.zygotes import Zygotes
+from packcheck.harness.launch.zygotes import launch as fork_launch
 
 STARTUP_SECONDS = 180.0  # from starting the agent to the engine built on every rank: torch imports on a loaded machine
 TEARDOWN_SECONDS = 10.0  # the ranks' reports and the agent's teardown, on top of the case's timeout
@@ -60,8 +60,8 @@ class LaunchFailed(Exception):
 
 class Launch:
     def __init__(self, directory: LaunchDir, process: GuardedLaunch, world_size: int, device: str, timeout: float,
-                 startup_seconds: float, own_zygotes: Zygotes | None = None):
-        self.dir, self.process, self.own_zygotes = directory, process, own_zygotes
+                 startup_seconds: float):
+        self.dir, self.process = directory, process
         self.world_size, self.device, self.timeout, self.startup_seconds = world_size, device, timeout, startup_seconds
         self.started_at = time.monotonic()
         self.cases = 0
@@ -70,18 +70,17 @@ class Launch:
 
     @classmethod
     def start(cls, engine_spec: str, device: str, world_size: int, timeout: float, workdir: Path,
-              startup_seconds: float = STARTUP_SECONDS, zygotes: Zygotes | None = None) -> Launch:
-        """Start a launch, its processes forked from `zygotes` (a pool's; without one, the launch starts its own)."""
-        own = Zygotes(Path(workdir)) if zygotes is None else None
+              startup_seconds: float = STARTUP_SECONDS) -> Launch:
+        """Start a launch, its processes forked from this process's zygote (harness/launch/zygotes.py)."""
         directory = _new_launch_dir(Path(workdir))
         directory.cases.mkdir()
         directory.queue.mkdir()
         job = Job(engine=engine_spec, device=device, timeout=timeout, world_size=world_size,
                   run_id=f"{os.getpid()}-{directory.path.name}-{time.monotonic_ns()}")
         job.save(directory.job)
-        process = (zygotes or own).launch(["-m", "packcheck.harness.launch.agent", str(directory.job.resolve())],
-                                          _environment(world_size, device), directory.agent_log, world_size)
-        return cls(directory, process, world_size, device, timeout, startup_seconds, own)
+        process = fork_launch(["-m", "packcheck.harness.launch.agent", str(directory.job.resolve())],
+                             _environment(world_size, device), directory.agent_log, world_size)
+        return cls(directory, process, world_size, device, timeout, startup_seconds)
 
     @property
     def alive(self) -> bool:
@@ -166,8 +165,6 @@ class Launch:
             self.process.kill(self._pid_files())
         self.ended = True
         self.checkpoint.remove()
-        if self.own_zygotes is not None:
-            self.own_zygotes.close()
 
     def _pid_files(self) -> list[Path]:
         return sorted(self.dir.path.glob("pid.rank*"))

@@ -35,7 +35,7 @@ from packcheck.harness.launch.outcome import OK, CaseOutcome
 from packcheck.harness.launch.raised import ErrorKind
 from packcheck.harness.launch.tidy import discard
 from packcheck.harness.launch.usage import Usage
-from packcheck.harness.launch.zygotes import Zygotes
+from packcheck.harness.launch.zygotes import end_orphans
 from packcheck.harness.models import pin_cache, unpin_cache
 from packcheck.harness.text import path_name
 
@@ -54,7 +54,6 @@ class LaunchPool:
         self._failed: dict[Key, LaunchFailed] = {}
         self._info: dict[tuple[str, str], EngineInfo | LaunchFailed] = {}
         self._previous: dict[Key, CaseOutcome] = {}  # the last outcome per key, to note a fresh launch after a failure
-        self._zygotes = Zygotes(self.workdir)  # every launch's processes are forked from one (harness/launch/zygote.py)
         # what the run compares with and starts from, held before any engine process exists (docs/isolation.md)
         pin_goldens(golden_dir())
         pin_cache()
@@ -151,7 +150,7 @@ class LaunchPool:
         for launch in self._live.values():
             launch.close()
         self._live.clear()
-        self._zygotes.close()
+        end_orphans()
         self._unpin()
 
     def kill(self) -> None:
@@ -159,7 +158,7 @@ class LaunchPool:
         for launch in self._live.values():
             launch.kill()
         self._live.clear()
-        self._zygotes.kill()
+        end_orphans()
         self._unpin()
 
     def _unpin(self) -> None:
@@ -177,8 +176,7 @@ class LaunchPool:
             _, oldest = self._live.popitem(last=False)
             oldest.close()
         spec, device, world_size = key
-        launch = Launch.start(spec, device, world_size, self.timeout, self.workdir / path_name(spec), self.startup_seconds,
-                              self._zygotes)
+        launch = Launch.start(spec, device, world_size, self.timeout, self.workdir / path_name(spec), self.startup_seconds)
         self._live[key] = launch
         return launch
 

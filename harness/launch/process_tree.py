@@ -14,9 +14,9 @@ import signal
 PR_SET_PDEATHSIG, PR_SET_NAME, PR_SET_CHILD_SUBREAPER = 1, 15, 36
 
 
-def descendants(root: int) -> set[int]:
-    """Every live process below `root` (by the parent pids of /proc/<pid>/stat), zombies included."""
-    children: dict[int, list[int]] = {}
+def children() -> dict[int, list[int]]:
+    """Every live process's children, by parent pid (from /proc/<pid>/stat), zombies included."""
+    found: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -26,10 +26,16 @@ def descendants(root: int) -> set[int]:
         except OSError:
             continue
         ppid = int(text[text.rindex(b")") + 2:].split()[1])  # the name in parentheses may hold spaces
-        children.setdefault(ppid, []).append(int(entry))
+        found.setdefault(ppid, []).append(int(entry))
+    return found
+
+
+def descendants(root: int) -> set[int]:
+    """Every live process below `root`, zombies included."""
+    below = children()
     found, todo = set(), [root]
     while todo:
-        for child in children.get(todo.pop(), ()):
+        for child in below.get(todo.pop(), ()):
             if child not in found:
                 found.add(child)
                 todo.append(child)

@@ -1,5 +1,5 @@
 """The zygote: a process with torch and packcheck's launch code imported once, from which every launch's processes are
-forked. `python -m packcheck.harness.launch.zygote WORKDIR FD`, started by a pool (harness/launch/zygotes.py).
+forked. `python -m packcheck.harness.launch.zygote FD`, started by the harness (harness/launch/zygotes.py).
 
 Start-up of an engine process was an interpreter importing torch (about 1.5 s of CPU, 2 s under load) for the agent
 and for every rank: a world-1 launch paid it twice, a world-4 launch five times, most of the CPU of the test suite
@@ -11,8 +11,8 @@ a fresh interpreter would have had: harness/launch/forked.py.
 
 It serves `launch` requests on FD (a socket pair with the harness), forking a warden for each
 (harness/launch/warden.py) and saying `started` with its pid, then `ended` with its wait status once reaped. It is a
-child subreaper: the orphans of a warden killed with -9 come to it and are killed when it ends, which is when the
-harness closes its end. It dies with the process that started it (PR_SET_PDEATHSIG: SIGTERM, so it kills its tree
+child subreaper: the orphans of a warden killed with -9 come to it, and are killed when the harness asks
+(`end_orphans`, as a pool closes) and when it ends, which is when the harness closes its end. It dies with the process that started it (PR_SET_PDEATHSIG: SIGTERM, so it kills its tree
 first), and its wardens die with it, each killing its launch's tree.
 """
 
@@ -27,7 +27,7 @@ import sys
 
 from packcheck.harness.launch import exit_status
 from packcheck.harness.launch.forked import fork
-from packcheck.harness.launch.process_tree import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, kill_tree, prctl, set_name
+from packcheck.harness.launch.process_tree import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, children, kill_tree, prctl, set_name
 from packcheck.harness.launch.rank_stub import receive, send
 
 # imported before the first fork: what every warden, agent and rank imports (engines are imported by the ranks themselves)
@@ -40,7 +40,7 @@ STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def main(argv: list[str]) -> int:
-    sock = socket.socket(fileno=int(argv[1]))
+    sock = socket.socket(fileno=int(argv[0]))
     prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # not SIGKILL: it kills what is below it first
     parent = os.environ.get(exit_status.PARENT_PID, "")
     if parent.isdigit() and os.getppid() != int(parent):
@@ -68,6 +68,10 @@ def main(argv: list[str]) -> int:
                 if message is None:  # the harness is done with this zygote (or gone)
                     running = False
                     break
+                if "end_orphans" in message:
+                    for orphan in set(children().get(me, ())) - wardens:
+                        kill_tree(orphan, include_root=True)
+                    continue
                 (log,) = fds
                 if message["world_size"] > 1:
                     for module in DISTRIBUTED_PRELOAD:

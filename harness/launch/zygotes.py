@@ -1,25 +1,33 @@
-"""The harness's end of the zygotes (harness/launch/zygote.py): a pool starts one per environment its launches need,
-and asks it to fork each launch's warden.
+"""The harness's end of the zygotes (harness/launch/zygote.py): every launch of this process is forked from one.
 
-    zygotes = Zygotes(workdir)
-    guarded = zygotes.launch(agent_argv, env, log)   # harness/launch/guard.py: the warden's pid, status, kill
-    guarded.poll()                                  # None while the launch's warden runs, then its exit status
-    zygotes.close()                                 # their launches are over: each kills what is left below it and ends
+    guarded = launch(agent_argv, env, log, world_size)   # harness/launch/guard.py: the warden's pid, status, kill
+    guarded.poll()                                      # None while the launch's warden runs, then its exit status
+    end_orphans()                                       # a pool closed: what its launches' wardens left behind is killed
 
-A zygote forks for launches whose environment and working directory are its own but for what a fork can be given
-after it starts (`PER_LAUNCH`: thread counts, the parent's pid; harness/launch/forked.py); any other difference (an
-import path, LD_PRELOAD, a PYTHON* setting, read only when an interpreter starts) gets a zygote of its own. The
-harness talks to each over a socket pair, one JSON message a datagram: `launch` (with the log's descriptor),
-answered by `started` (the warden's pid), and `ended` (its wait status) once the zygote has reaped it.
+A process keeps one zygote for all its pools (at most `KEEP`, one per environment its launches need), started with its
+first launch and ended when the process exits (`close_all`, at exit): a test session or a notebook that starts many
+pools pays torch's import once, not once a pool. A zygote forks for launches whose environment is its own but for
+what a fork can be given after it starts (`per_launch`: thread counts, the parent's pid, packcheck's own settings,
+which it reads when it runs; harness/launch/forked.py, which also gives each fork its working directory as the first
+entry of its import path, as `python -m` would). Any other difference (an import path, LD_PRELOAD, a PYTHON*
+setting, read only when an interpreter starts or a library is imported) gets a zygote of its own.
+
+The harness talks to each zygote over a socket pair, one JSON message a datagram: `launch` (with the log's
+descriptor), answered by `started` (the warden's pid), then `ended` (its wait status) once the zygote has reaped
+it; `end_orphans`, which kills every child of the zygote that is not a live warden (a process handed up to it when
+its warden was killed).
 """
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 import socket
 import subprocess
 import sys
+import tempfile
+from collections import OrderedDict
 from pathlib import Path
 
 from packcheck.harness.launch.exit_status import PARENT_PID, children_environment
@@ -27,29 +35,31 @@ from packcheck.harness.launch.guard import GuardedLaunch
 from packcheck.harness.launch.process_tree import kill_tree
 from packcheck.harness.launch.rank_stub import receive, send
 
-# set per launch and read by a fork after it starts (forked.py): a zygote serves launches that differ only in these
-PER_LAUNCH = frozenset({PARENT_PID, "OMP_NUM_THREADS", "MKL_NUM_THREADS"})
-_numbers = itertools.count()
+KEEP = 2  # zygotes a process keeps (each holds torch in memory); the least recently used one without launches goes first
+CLOSE_SECONDS = 10.0
 
 
-def key(env: dict[str, str], cwd: str) -> tuple:
-    """What a zygote must share with a launch it forks: the environment but for PER_LAUNCH, and the directory (the
-    first entry of a `python -m` process's import path)."""
-    return cwd, tuple(sorted((k, v) for k, v in env.items() if k not in PER_LAUNCH))
+def per_launch(name: str) -> bool:
+    """Whether a fork can be given variable `name` after it starts: set per launch, or read by packcheck when it runs."""
+    return name in (PARENT_PID, "OMP_NUM_THREADS", "MKL_NUM_THREADS") or name.startswith("PACKCHECK_")
+
+
+def key(env: dict[str, str]) -> tuple:
+    """What a zygote must share with a launch it forks: the environment but for what is given per launch."""
+    return tuple(sorted((k, v) for k, v in env.items() if not per_launch(k)))
 
 
 class Zygote:
-    """The harness's end: a zygote started with `env` in `cwd`, its output in WORKDIR/zygote-<pid>.log."""
+    """A zygote started with `env` (but for what is given per launch), its output in a temporary file."""
 
-    def __init__(self, workdir: Path, env: dict[str, str], cwd: str):
-        workdir.mkdir(parents=True, exist_ok=True)
+    def __init__(self, env: dict[str, str]):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.log = workdir / f"zygote-{os.getpid()}-{next(_numbers)}.log"
-        with open(self.log, "w") as log:
+        handle, self.log = tempfile.mkstemp(prefix=f"packcheck-zygote-{os.getpid()}-", suffix=".log")
+        with os.fdopen(handle, "w") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "packcheck.harness.launch.zygote", str(workdir), str(theirs.fileno())],
-                env=children_environment({k: v for k, v in env.items() if k not in PER_LAUNCH}), cwd=cwd, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                [sys.executable, "-m", "packcheck.harness.launch.zygote", str(theirs.fileno())],
+                env=children_environment({k: v for k, v in env.items() if not per_launch(k)}), pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         theirs.close()
         self.sock = ours
         self.sock.setblocking(False)
@@ -58,17 +68,23 @@ class Zygote:
         self.ended: dict[int, int] = {}  # a warden's pid -> its wait status
         self.gone = False
 
-    def launch(self, agent_argv: list[str], env: dict[str, str], cwd: str, log: Path, world_size: int) -> GuardedLaunch:
-        """Fork a warden running `agent_argv` (with `env`, in `cwd`, its output and the agent's in `log`) for a launch
-        of `world_size` ranks."""
+    @property
+    def live(self) -> bool:
+        """Whether a warden it forked is still running."""
+        self.pump()
+        return not self.gone and any(pid not in self.ended for pid in self.started.values())
+
+    def launch(self, agent_argv: list[str], env: dict[str, str], log: Path, world_size: int) -> GuardedLaunch:
+        """Fork a warden running `agent_argv` (with `env`, in the current directory, its output and the agent's in `log`)
+        for a launch of `world_size` ranks."""
         request = next(self.requests)
         with open(log, "w") as out:
-            try:
-                send(self.sock, {"launch": request, "argv": agent_argv, "env": env, "cwd": cwd, "world_size": world_size},
-                     [out.fileno()])
-            except OSError:
-                self.gone = True
-        return GuardedLaunch(self, request, log)
+            self._send({"launch": request, "argv": agent_argv, "env": env, "cwd": os.getcwd(), "world_size": world_size},
+                       [out.fileno()])
+        return GuardedLaunch(self, request, Path(log))
+
+    def end_orphans(self) -> None:
+        self._send({"end_orphans": True})
 
     def pump(self) -> None:
         """Take every message the zygote has sent; note when it is gone."""
@@ -91,9 +107,10 @@ class Zygote:
         self.sock.close()
         self.gone = True
         try:
-            self.process.wait(timeout=10)
+            self.process.wait(timeout=CLOSE_SECONDS)
         except subprocess.TimeoutExpired:
             self.kill()
+        Path(self.log).unlink(missing_ok=True)
 
     def kill(self) -> None:
         if self.process.poll() is None:
@@ -102,33 +119,44 @@ class Zygote:
         self.gone = True
 
     def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
+        try:
+            return Path(self.log).read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def _send(self, message: dict, fds: list[int] = ()) -> None:
+        try:
+            send(self.sock, message, fds)
+        except OSError:
+            self.gone = True
 
 
-class Zygotes:
-    """A pool's zygotes, one per `key` of the launches it starts (usually one), in `workdir`."""
+_zygotes: OrderedDict[tuple, Zygote] = OrderedDict()
 
-    def __init__(self, workdir: Path):
-        self.workdir = workdir
-        self._live: dict[tuple, Zygote] = {}
 
-    def launch(self, agent_argv: list[str], env: dict[str, str], log: Path, world_size: int = 1) -> GuardedLaunch:
-        """A launch of `world_size` ranks forked from the zygote of `env` and the current directory (started now if there
-        is none)."""
-        cwd = os.getcwd()
-        zygote = self._live.get(key(env, cwd))
-        if zygote is None or zygote.gone:
-            if zygote is not None:
-                zygote.kill()  # collected; it took its launches with it
-            zygote = self._live[key(env, cwd)] = Zygote(self.workdir, env, cwd)
-        return zygote.launch(agent_argv, env, cwd, log, world_size)
+def launch(agent_argv: list[str], env: dict[str, str], log: Path, world_size: int = 1) -> GuardedLaunch:
+    """A launch of `world_size` ranks forked from the zygote of `env` (started now if there is none)."""
+    wanted = key(env)
+    zygote = _zygotes.get(wanted)
+    if zygote is not None and zygote.gone:
+        zygote.kill()  # collected; it took its launches with it
+        zygote = None
+    if zygote is None:
+        for old in [k for k, z in _zygotes.items() if not z.live][:max(0, len(_zygotes) + 1 - KEEP)]:
+            _zygotes.pop(old).close()
+        zygote = _zygotes[wanted] = Zygote(env)
+    _zygotes.move_to_end(wanted)
+    return zygote.launch(agent_argv, env, log, world_size)
 
-    def close(self) -> None:
-        for zygote in self._live.values():
-            zygote.close()
-        self._live.clear()
 
-    def kill(self) -> None:
-        for zygote in self._live.values():
-            zygote.kill()
-        self._live.clear()
+def end_orphans() -> None:
+    """Each zygote kills the children it was handed that are not its live wardens (what a killed warden left running)."""
+    for zygote in _zygotes.values():
+        zygote.end_orphans()
+
+
+@atexit.register
+def close_all() -> None:
+    """End every zygote of this process (each kills what is left below it)."""
+    while _zygotes:
+        _zygotes.popitem()[1].close()

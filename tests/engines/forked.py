@@ -18,7 +18,8 @@ class ReportsItsProcess(ReferenceEngine):
     def run(self, case):
         result = super().run(case)
         notes = {"threads": torch.get_num_threads(), "omp": os.environ.get("OMP_NUM_THREADS"), "numpy": float(np.random.rand()),
-                 "argv": sys.argv, "sid": os.getsid(0), "pid": os.getpid(), "path": sys.path[:3], "cwd": os.getcwd()}
+                 "argv": sys.argv, "sid": os.getsid(0), "pid": os.getpid(), "path": sys.path[:3], "cwd": os.getcwd(),
+                 "setting": os.environ.get("PACKCHECK_SOMETHING")}
         if result is not None:
             result.notes = {**result.notes, "process": notes}
         return result
