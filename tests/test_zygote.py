@@ -62,3 +62,19 @@ def test_pools_share_the_zygote_and_closing_it_ends_it(tmp_path):
     assert seen[0] is seen[1]
     zygotes.close_all()
     assert zygote.process.poll() is not None
+
+
+def test_a_zygote_killed_from_outside_is_replaced_by_the_next_launch(tmp_path):
+    """`packcheck run` kills everything below it when a run ends; a zygote killed so (or by a person, or the OOM killer)
+    must not be handed to the next launch of the same process."""
+    zygotes.close_all()
+    with LaunchPool(tmp_path / "first", timeout=stretched(60)) as pool:
+        process_of(pool, dp=1)
+    (killed,) = zygotes._zygotes.values()
+    killed.process.kill()
+    killed.process.wait()
+    with LaunchPool(tmp_path / "second", timeout=stretched(60)) as pool:
+        process_of(pool, dp=1)
+    (fresh,) = zygotes._zygotes.values()
+    assert fresh is not killed and fresh.process.poll() is None
+    zygotes.close_all()

@@ -16,7 +16,8 @@ from collections import Counter
 from pathlib import Path
 
 from packcheck.harness.cli.errors import UsageError
-from packcheck.harness.launch.process_tree import adopt_orphans, end_orphans  # stdlib only: cheap to import
+from packcheck.harness.launch.process_tree import adopt_orphans  # stdlib only: cheap to import
+from packcheck.harness.launch.zygotes import end_all  # stdlib only
 from packcheck.harness.run.options import add_arguments
 from packcheck.harness.run_dir import RunDir  # stdlib only
 
@@ -173,7 +174,7 @@ def _handle(args) -> int:
         hold_signals()
         if pool is not None:
             pool.kill()
-        end_orphans()
+        end_all()
         print(f"packcheck run: interrupted ({str(stop) or 'SIGINT'}) during start-up, before the first verdict; every engine "
               "process was killed, nothing was judged", file=sys.stderr)
         return 2
@@ -191,7 +192,7 @@ def _handle(args) -> int:
         pool.kill()
     finally:
         hold_signals()  # the files below are written whole, whatever arrives meanwhile
-        end_orphans()  # whatever outlived a warden killed under it (docs/isolation.md)
+        end_all()  # the zygotes, and whatever outlived a warden killed under one (docs/isolation.md)
         resources = usage.to_json()  # as the verdicts left them (the report is not counted)
         results.write(resources=resources, damage=pool.damage if pool is not None else ())
         if not args.no_report and results.verdicts:

@@ -72,7 +72,7 @@ def adopt_orphans() -> None:
     prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
-def end_orphans() -> int:
+def end_processes_below() -> int:
     """Kill and reap every process still below the caller (the run is over: no launch is live); returns how many."""
     killed = kill_tree(os.getpid())
     while True:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from packcheck.harness.launch.exit_status import PARENT_PID, children_environment
 from packcheck.harness.launch.guard import GuardedLaunch
-from packcheck.harness.launch.process_tree import kill_tree
+from packcheck.harness.launch.process_tree import end_processes_below, kill_tree
 from packcheck.harness.launch.rank_stub import receive, send
 
 KEEP = 2  # zygotes a process keeps (each holds torch in memory); the least recently used one without launches goes first
@@ -138,8 +138,8 @@ def launch(agent_argv: list[str], env: dict[str, str], log: Path, world_size: in
     """A launch of `world_size` ranks forked from the zygote of `env` (started now if there is none)."""
     wanted = key(env)
     zygote = _zygotes.get(wanted)
-    if zygote is not None and zygote.gone:
-        zygote.kill()  # collected; it took its launches with it
+    if zygote is not None and (zygote.gone or zygote.process.poll() is not None):
+        _zygotes.pop(wanted).kill()  # ended (killed from outside, or collected): it took its launches with it
         zygote = None
     if zygote is None:
         for old in [k for k, z in _zygotes.items() if not z.live][:max(0, len(_zygotes) + 1 - KEEP)]:
@@ -160,3 +160,11 @@ def close_all() -> None:
     """End every zygote of this process (each kills what is left below it)."""
     while _zygotes:
         _zygotes.popitem()[1].close()
+
+
+def end_all() -> int:
+    """A run is over (`packcheck run`, a subreaper): every zygote closed, then every process still below the caller
+    killed and reaped (process_tree.end_processes_below); returns how many were left. Closed first, so the registry never hands
+    out a zygote the sweep killed."""
+    close_all()
+    return end_processes_below()
