@@ -79,7 +79,7 @@ class Launch:
                   run_id=f"{os.getpid()}-{directory.path.name}-{time.monotonic_ns()}")
         job.save(directory.job)
         process = fork_launch(["-m", "packcheck.harness.launch.agent", str(directory.job.resolve())],
-                             _environment(world_size, device), directory.agent_log, world_size)
+                             _environment(world_size, device), directory.agent_log)
         return cls(directory, process, world_size, device, timeout, startup_seconds)
 
     @property

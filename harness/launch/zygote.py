@@ -30,12 +30,44 @@ from packcheck.harness.launch.forked import fork
 from packcheck.harness.launch.process_tree import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, children, kill_tree, prctl, set_name
 from packcheck.harness.launch.rank_stub import receive, send
 
-# imported before the first fork: what every warden, agent and rank imports (engines are imported by the ranks themselves)
-PRELOAD = ("torch", "torch.distributed", "torch.distributed.launcher.api", "packcheck.harness.launch.agent",
+# imported before the first fork: what every warden, agent and rank imports (engines are imported by the ranks themselves);
+# torch._dynamo with it: DDP and FSDP import it when they wrap a model, and AdamW when it is built (1.8 s of CPU a rank on
+# the CI machine, paid here once per harness process)
+PRELOAD = ("torch", "torch.distributed", "torch.distributed.launcher.api", "torch._dynamo", "packcheck.harness.launch.agent",
            "packcheck.harness.launch.worker", "packcheck.harness.launch.warden")
-# imported before the first launch of more than one rank: DDP and FSDP import torch._dynamo (and with it sympy, DTensor,
-# FSDP) when they wrap a model, 1.8 s of CPU a rank on the CI machine, which a world-1 launch mostly does not need
-DISTRIBUTED_PRELOAD = ("torch._dynamo",)
+# third-party modules a user asks the zygote to import too (comma-separated), so that every rank of an engine built on
+# them starts with them in memory: transformers' Trainer, TRL, accelerate (3 s of CPU a rank on the CI machine). Never an
+# engine's own module: that would run engine code in the zygote (docs/isolation.md).
+PRELOAD_ENV = "PACKCHECK_PRELOAD"
+STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+class PreloadRefused(Exception):
+    pass
+
+
+def preload(modules: list[str]) -> None:
+    """Import `modules`; refused (the zygote exits saying why, which the launch's error shows) where one started a
+    thread, which a fork would copy without (a lock it held stays held in every rank), or cannot be imported."""
+    for module in modules:
+        threads = _threads()
+        try:
+            importlib.import_module(module)
+        except Exception as error:  # noqa: BLE001 - any import failure is the user's to see
+            raise PreloadRefused(f"{PRELOAD_ENV}: {module!r} cannot be imported ({type(error).__name__}: {error}); "
+                                 f"name modules the engine's environment has, or unset {PRELOAD_ENV}") from error
+        if _threads() > threads:
+            raise PreloadRefused(f"{PRELOAD_ENV}: importing {module!r} started a thread ({threads} -> {_threads()} in the "
+                                 f"zygote); every rank would be forked with its locks held: leave it out of {PRELOAD_ENV}")
+
+
+def _threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:  # not Linux: no way to count them; the imports are the user's choice
+        return 1
+
+
 STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -49,6 +81,11 @@ def main(argv: list[str]) -> int:
     set_name("pc-zygote")
     for module in PRELOAD:
         importlib.import_module(module)
+    try:
+        preload([m.strip() for m in os.environ.get(PRELOAD_ENV, "").split(",") if m.strip()])
+    except PreloadRefused as refused:
+        print(f"packcheck: {refused}", file=sys.stderr, flush=True)
+        return exit_status.STARTUP_FAILED
     from packcheck.harness.launch import warden
 
     wakeup_read, wakeup_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
@@ -73,9 +110,6 @@ def main(argv: list[str]) -> int:
                         kill_tree(orphan, include_root=True)
                     continue
                 (log,) = fds
-                if message["world_size"] > 1:
-                    for module in DISTRIBUTED_PRELOAD:
-                        importlib.import_module(module)
                 pid = fork(lambda: warden.serve(me, message["argv"], message["env"], message["cwd"], log,
                                                         (sock.fileno(), wakeup_read, wakeup_write)))
                 os.close(log)

@@ -1,6 +1,6 @@
 """The harness's end of the zygotes (harness/launch/zygote.py): every launch of this process is forked from one.
 
-    guarded = launch(agent_argv, env, log, world_size)   # harness/launch/guard.py: the warden's pid, status, kill
+    guarded = launch(agent_argv, env, log)               # harness/launch/guard.py: the warden's pid, status, kill
     guarded.poll()                                      # None while the launch's warden runs, then its exit status
     end_orphans()                                       # a pool closed: what its launches' wardens left behind is killed
 
@@ -34,14 +34,16 @@ from packcheck.harness.launch.exit_status import PARENT_PID, children_environmen
 from packcheck.harness.launch.guard import GuardedLaunch
 from packcheck.harness.launch.process_tree import end_processes_below, kill_tree
 from packcheck.harness.launch.rank_stub import receive, send
+from packcheck.harness.launch.zygote import PRELOAD_ENV
 
 KEEP = 2  # zygotes a process keeps (each holds torch in memory); the least recently used one without launches goes first
 CLOSE_SECONDS = 10.0
 
 
 def per_launch(name: str) -> bool:
-    """Whether a fork can be given variable `name` after it starts: set per launch, or read by packcheck when it runs."""
-    return name in (PARENT_PID, "OMP_NUM_THREADS", "MKL_NUM_THREADS") or name.startswith("PACKCHECK_")
+    """Whether a fork can be given variable `name` after it starts: set per launch, or read by packcheck when it runs
+    (but for what the zygote itself reads when it starts)."""
+    return name in (PARENT_PID, "OMP_NUM_THREADS", "MKL_NUM_THREADS") or (name.startswith("PACKCHECK_") and name != PRELOAD_ENV)
 
 
 def key(env: dict[str, str]) -> tuple:
@@ -74,12 +76,11 @@ class Zygote:
         self.pump()
         return not self.gone and any(pid not in self.ended for pid in self.started.values())
 
-    def launch(self, agent_argv: list[str], env: dict[str, str], log: Path, world_size: int) -> GuardedLaunch:
-        """Fork a warden running `agent_argv` (with `env`, in the current directory, its output and the agent's in `log`)
-        for a launch of `world_size` ranks."""
+    def launch(self, agent_argv: list[str], env: dict[str, str], log: Path) -> GuardedLaunch:
+        """Fork a warden running `agent_argv` (with `env`, in the current directory, its output and the agent's in `log`)."""
         request = next(self.requests)
         with open(log, "w") as out:
-            self._send({"launch": request, "argv": agent_argv, "env": env, "cwd": os.getcwd(), "world_size": world_size},
+            self._send({"launch": request, "argv": agent_argv, "env": env, "cwd": os.getcwd()},
                        [out.fileno()])
         return GuardedLaunch(self, request, Path(log))
 
@@ -134,8 +135,8 @@ class Zygote:
 _zygotes: OrderedDict[tuple, Zygote] = OrderedDict()
 
 
-def launch(agent_argv: list[str], env: dict[str, str], log: Path, world_size: int = 1) -> GuardedLaunch:
-    """A launch of `world_size` ranks forked from the zygote of `env` (started now if there is none)."""
+def launch(agent_argv: list[str], env: dict[str, str], log: Path) -> GuardedLaunch:
+    """A launch forked from the zygote of `env` (started now if there is none)."""
     wanted = key(env)
     zygote = _zygotes.get(wanted)
     if zygote is not None and (zygote.gone or zygote.process.poll() is not None):
@@ -146,7 +147,7 @@ def launch(agent_argv: list[str], env: dict[str, str], log: Path, world_size: in
             _zygotes.pop(old).close()
         zygote = _zygotes[wanted] = Zygote(env)
     _zygotes.move_to_end(wanted)
-    return zygote.launch(agent_argv, env, log, world_size)
+    return zygote.launch(agent_argv, env, log)
 
 
 def end_orphans() -> None:

@@ -19,7 +19,8 @@ class ReportsItsProcess(ReferenceEngine):
         result = super().run(case)
         notes = {"threads": torch.get_num_threads(), "omp": os.environ.get("OMP_NUM_THREADS"), "numpy": float(np.random.rand()),
                  "argv": sys.argv, "sid": os.getsid(0), "pid": os.getpid(), "path": sys.path[:3], "cwd": os.getcwd(),
-                 "setting": os.environ.get("PACKCHECK_SOMETHING")}
+                 "setting": os.environ.get("PACKCHECK_SOMETHING"),
+                 "preloaded_by": getattr(sys.modules.get("tests.preload.records_its_importer"), "IMPORTED_BY", None)}
         if result is not None:
             result.notes = {**result.notes, "process": notes}
         return result
