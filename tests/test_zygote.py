@@ -10,7 +10,7 @@ from pathlib import Path
 
 from packcheck.harness.contract import Case, ParallelPlan, Partition, Sample, packed
 from packcheck.harness.launch import OK, LaunchPool, zygotes
-from packcheck.harness.launch.zygote import PRELOAD_ENV
+from packcheck.harness.launch.zygotes import PRELOAD_ENV
 from packcheck.harness.models import model_spec
 from tests.machine_load import stretched
 
@@ -97,5 +97,7 @@ def test_a_preload_that_starts_a_thread_is_refused_with_the_reason(tmp_path, mon
     with LaunchPool(tmp_path, timeout=stretched(60)) as pool:
         outcome = pool.run(ENGINE, case(1))
     assert outcome.status != OK
-    assert "PACKCHECK_PRELOAD: importing 'tests.preload.starts_a_thread' started a thread" in outcome.describe(), outcome.describe()
+    described = outcome.describe()
+    assert "the launch was never started: the zygote it is forked from ended first" in described, described
+    assert "PACKCHECK_PRELOAD: importing 'tests.preload.starts_a_thread' started a thread" in described, described
     zygotes.close_all()

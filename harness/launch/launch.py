@@ -189,6 +189,8 @@ class Launch:
         if stacks:
             head = (f"building the engine (its import and constructor) did not finish within {self.timeout:g} s; "
                     "the parent killed the launch")
+        elif self.process.pid is None and status is not None:
+            head = "the launch was never started: the zygote it is forked from ended first (its output below)"
         elif status is None or status < 0:
             head = f"no rank got to the case within {self.startup_seconds:.0f} s; the parent killed the launch"
         else:

@@ -34,8 +34,11 @@ from packcheck.harness.launch.exit_status import PARENT_PID, children_environmen
 from packcheck.harness.launch.guard import GuardedLaunch
 from packcheck.harness.launch.process_tree import end_processes_below, kill_tree
 from packcheck.harness.launch.rank_stub import receive, send
-from packcheck.harness.launch.zygote import PRELOAD_ENV
 
+# third-party modules a user asks the zygote to import too (comma-separated), so that every rank of an engine built on
+# them starts with them in memory: transformers' Trainer, TRL, datasets (3 s of CPU a rank on the CI machine). Never an
+# engine's own module: that would run engine code in the zygote (docs/isolation.md). Read by the zygote when it starts.
+PRELOAD_ENV = "PACKCHECK_PRELOAD"
 KEEP = 2  # zygotes a process keeps (each holds torch in memory); the least recently used one without launches goes first
 CLOSE_SECONDS = 10.0
 
