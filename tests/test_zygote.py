@@ -47,6 +47,7 @@ def test_a_forked_rank_starts_as_a_fresh_interpreter_would(tmp_path, monkeypatch
     assert (first["omp"], first["threads"]) == ("3", 3) and (second["omp"], second["threads"]) == ("2", 2), (first, second)
     assert first["numpy"] != second["numpy"], "numpy's global generator is seeded afresh in every process"
     assert Path(second["argv"][-1]).name == "job.json" and second["argv"][0].endswith("worker.py"), second["argv"]
+    assert second["frozen"] > 100_000, "torch's objects are in the permanent generation: a collection in a rank skips them"
     assert second["sid"] == second["pid"], "a rank leads a session of its own, as torch elastic starts it"
     assert second["path"][0] == str(Path.cwd()) and second["cwd"] != str(Path.cwd()), "`python -m`'s first import root, run from its case"
 

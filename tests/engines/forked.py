@@ -3,6 +3,7 @@ checks that a rank forked from the zygote starts as a fresh `python -m` process 
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -20,6 +21,7 @@ class ReportsItsProcess(ReferenceEngine):
         notes = {"threads": torch.get_num_threads(), "omp": os.environ.get("OMP_NUM_THREADS"), "numpy": float(np.random.rand()),
                  "argv": sys.argv, "sid": os.getsid(0), "pid": os.getpid(), "path": sys.path[:3], "cwd": os.getcwd(),
                  "setting": os.environ.get("PACKCHECK_SOMETHING"),
+                 "frozen": gc.get_freeze_count(),
                  "preloaded_by": getattr(sys.modules.get("tests.preload.records_its_importer"), "IMPORTED_BY", None)}
         if result is not None:
             result.notes = {**result.notes, "process": notes}
