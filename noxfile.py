@@ -102,9 +102,6 @@ CI_ADAPTERS = ("hf_trainer", "trl", "ringmaster_cp")
 RELATIVE_ONLY = {"trl_grpo": "a policy loss on unpacked rows only: oracle_agreement judges the SFT step, and golden_regression "
                              "and gradient_oracle need what it does not declare"}
 nox.options.sessions = ["tests", "package", "engines"]
-# what the zygote imports for the CI adapters' ranks (harness/launch/zygote.py, PACKCHECK_PRELOAD): their third-party
-# libraries, about 3 s of CPU a rank on the CI machine otherwise
-ENGINE_PRELOAD = "transformers.trainer,datasets,trl.trainer.sft_trainer,trl.trainer.grpo_trainer"
 
 
 def skip_without_checkout(session: nox.Session, adapter: str) -> None:
@@ -166,7 +163,6 @@ def engines(session: nox.Session) -> None:
     """The CI adapters (CI_ADAPTERS) in one environment: every adapter's tests and the conformance suite per engine,
     two at a time."""
     install(session, ",".join(["test", *(ADAPTERS[adapter][0] for adapter in CI_ADAPTERS)]))
-    session.env["PACKCHECK_PRELOAD"] = ENGINE_PRELOAD
     engines = {engine: dtype for adapter in CI_ADAPTERS for engine, dtype in adapter_engines(adapter, variants=False).items()}
     # two at a time: arms wait on each other's cores, hence the longer arm timeout
     run_two_at_a_time(session, [["pytest", *(f"tests/adapters/{name}" for name in engines), *session.posargs],

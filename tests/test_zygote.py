@@ -10,7 +10,6 @@ from pathlib import Path
 
 from packcheck.harness.contract import Case, ParallelPlan, Partition, Sample, packed
 from packcheck.harness.launch import OK, LaunchPool, zygotes
-from packcheck.harness.launch.zygotes import PRELOAD_ENV
 from packcheck.harness.models import model_spec
 from tests.machine_load import stretched
 
@@ -81,24 +80,3 @@ def test_a_zygote_killed_from_outside_is_replaced_by_the_next_launch(tmp_path):
     assert fresh is not killed and fresh.process.poll() is None
     zygotes.close_all()
 
-
-def test_modules_named_in_packcheck_preload_are_imported_once_by_the_zygote(tmp_path, monkeypatch):
-    zygotes.close_all()
-    monkeypatch.setenv(PRELOAD_ENV, "tests.preload.records_its_importer")
-    with LaunchPool(tmp_path, timeout=stretched(60)) as pool:
-        ranks = [process_of(pool, dp=1), process_of(pool, dp=2)]
-    (zygote,) = zygotes._zygotes.values()
-    assert {rank["preloaded_by"] for rank in ranks} == {zygote.process.pid}, ranks
-    zygotes.close_all()
-
-
-def test_a_preload_that_starts_a_thread_is_refused_with_the_reason(tmp_path, monkeypatch):
-    zygotes.close_all()
-    monkeypatch.setenv(PRELOAD_ENV, "tests.preload.starts_a_thread")
-    with LaunchPool(tmp_path, timeout=stretched(60)) as pool:
-        outcome = pool.run(ENGINE, case(1))
-    assert outcome.status != OK
-    described = outcome.describe()
-    assert "the launch was never started: the zygote it is forked from ended first" in described, described
-    assert "PACKCHECK_PRELOAD: importing 'tests.preload.starts_a_thread' started a thread" in described, described
-    zygotes.close_all()

@@ -25,63 +25,17 @@ import selectors
 import signal
 import socket
 import sys
-from pathlib import Path
 
 from packcheck.harness.launch import exit_status
 from packcheck.harness.launch.forked import fork
 from packcheck.harness.launch.process_tree import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, children, kill_tree, prctl, set_name
 from packcheck.harness.launch.rank_stub import receive, send
-from packcheck.harness.launch.zygotes import PRELOAD_ENV
 
 # imported before the first fork: what every warden, agent and rank imports (engines are imported by the ranks themselves);
 # torch._dynamo with it: DDP and FSDP import it when they wrap a model, and AdamW when it is built (1.8 s of CPU a rank on
 # the CI machine, paid here once per harness process)
 PRELOAD = ("torch", "torch.distributed", "torch.distributed.launcher.api", "torch._dynamo", "packcheck.harness.launch.agent",
            "packcheck.harness.launch.worker", "packcheck.harness.launch.warden")
-# threads a preloaded module may start, by name, because what runs them takes its own locks around a fork: pyarrow's
-# jemalloc (datasets imports pyarrow) keeps a purge thread and registers pthread_atfork handlers for all its mutexes
-FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
-STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
-class PreloadRefused(Exception):
-    pass
-
-
-def preload(modules: list[str]) -> None:
-    """Import `modules`; refused (the zygote exits saying why, which the launch's error shows) where one started a
-    thread, which a fork would copy without (a lock it held stays held in every rank), or cannot be imported."""
-    for module in modules:
-        before = _threads()
-        try:
-            importlib.import_module(module)
-        except Exception as error:  # noqa: BLE001 - any import failure is the user's to see
-            raise PreloadRefused(f"{PRELOAD_ENV}: {module!r} cannot be imported ({type(error).__name__}: {error}); "
-                                 f"name modules the engine's environment has, or unset {PRELOAD_ENV}") from error
-        started = [name for name in _threads() if name not in FORK_SAFE_THREADS]
-        for name in before:
-            if name in started:
-                started.remove(name)
-        if started:
-            raise PreloadRefused(f"{PRELOAD_ENV}: importing {module!r} started a thread ({', '.join(started)}); every rank "
-                                 f"would be forked with its locks held: leave it out of {PRELOAD_ENV}")
-
-
-def _threads() -> list[str]:
-    """The names of this process's threads (Linux; elsewhere none can be seen, and the imports are the user's choice)."""
-    try:
-        tasks = os.listdir("/proc/self/task")
-    except OSError:
-        return []
-    names = []
-    for task in tasks:
-        try:
-            names.append(Path(f"/proc/self/task/{task}/comm").read_text().strip())
-        except OSError:  # ended meanwhile
-            pass
-    return names
-
-
 STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -95,11 +49,6 @@ def main(argv: list[str]) -> int:
     set_name("pc-zygote")
     for module in PRELOAD:
         importlib.import_module(module)
-    try:
-        preload([m.strip() for m in os.environ.get(PRELOAD_ENV, "").split(",") if m.strip()])
-    except PreloadRefused as refused:
-        print(f"packcheck: {refused}", file=sys.stderr, flush=True)
-        return exit_status.STARTUP_FAILED
     from packcheck.harness.launch import warden
 
     wakeup_read, wakeup_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)

@@ -35,18 +35,13 @@ from packcheck.harness.launch.guard import GuardedLaunch
 from packcheck.harness.launch.process_tree import end_processes_below, kill_tree
 from packcheck.harness.launch.rank_stub import receive, send
 
-# third-party modules a user asks the zygote to import too (comma-separated), so that every rank of an engine built on
-# them starts with them in memory: transformers' Trainer, TRL, datasets (3 s of CPU a rank on the CI machine). Never an
-# engine's own module: that would run engine code in the zygote (docs/isolation.md). Read by the zygote when it starts.
-PRELOAD_ENV = "PACKCHECK_PRELOAD"
 KEEP = 2  # zygotes a process keeps (each holds torch in memory); the least recently used one without launches goes first
 CLOSE_SECONDS = 10.0
 
 
 def per_launch(name: str) -> bool:
-    """Whether a fork can be given variable `name` after it starts: set per launch, or read by packcheck when it runs
-    (but for what the zygote itself reads when it starts)."""
-    return name in (PARENT_PID, "OMP_NUM_THREADS", "MKL_NUM_THREADS") or (name.startswith("PACKCHECK_") and name != PRELOAD_ENV)
+    """Whether a fork can be given variable `name` after it starts: set per launch, or read by packcheck when it runs."""
+    return name in (PARENT_PID, "OMP_NUM_THREADS", "MKL_NUM_THREADS") or name.startswith("PACKCHECK_")
 
 
 def key(env: dict[str, str]) -> tuple:

@@ -21,8 +21,7 @@ class ReportsItsProcess(ReferenceEngine):
         notes = {"threads": torch.get_num_threads(), "omp": os.environ.get("OMP_NUM_THREADS"), "numpy": float(np.random.rand()),
                  "argv": sys.argv, "sid": os.getsid(0), "pid": os.getpid(), "path": sys.path[:3], "cwd": os.getcwd(),
                  "setting": os.environ.get("PACKCHECK_SOMETHING"),
-                 "frozen": gc.get_freeze_count(),
-                 "preloaded_by": getattr(sys.modules.get("tests.preload.records_its_importer"), "IMPORTED_BY", None)}
+                 "frozen": gc.get_freeze_count()}
         if result is not None:
             result.notes = {**result.notes, "process": notes}
         return result

@@ -1,1 +1,0 @@
-"""Modules for tests/test_zygote.py to name in PACKCHECK_PRELOAD."""
