@@ -8,6 +8,7 @@ writes into its tensors afterwards does not reach it, and the process's memory i
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import textwrap
@@ -96,7 +97,10 @@ def test_a_result_shared_by_another_process_arrives_as_the_harness_copy(tmp_path
         tol, arms = tolerance_for("bfloat16"), Arms("gpu", "host")
         mixed = compare_tensors(arms, "grad", got.grads, {k: t * 1.001 for k, t in want.grads.items()}, tol)
         host = compare_tensors(arms, "grad", {k: t.cpu() for k, t in got.grads.items()}, {k: t * 1.001 for k, t in want.grads.items()}, tol)
-        assert [(c.item, c.metric, c.observed, c.where) for c in mixed] == [(c.item, c.metric, c.observed, c.where) for c in host]
+        assert [(c.item, c.metric, c.where) for c in mixed] == [(c.item, c.metric, c.where) for c in host]
+        # the same errors to float64 rounding: a norm summed on the GPU adds in another order than on the host (an H100
+        # differed from the host in the last two digits of 0.000999000999000897, 2026-12-05)
+        assert all(math.isclose(a.observed, b.observed, rel_tol=1e-12) for a, b in zip(mixed, host)), (mixed, host)
     finally:
         (tmp_path / "done").write_text("")
         producer.wait(timeout=60)
