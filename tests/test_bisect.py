@@ -104,7 +104,8 @@ def toy(tmp_path_factory):
 
 def _bisect(command: list[str], expected_exit: int = 0) -> tuple[str, str]:
     """packcheck bisect in a subprocess, as a user runs it (its steps write to the terminal, not to pytest)."""
-    done = subprocess.run([sys.executable, "-m", "packcheck.harness.cli.main", *command], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "packcheck.harness.cli.main", *command], capture_output=True, text=True,
+                          timeout=stretched(300))
     assert done.returncode == expected_exit, done.stderr
     return done.stdout, done.stderr
 
