@@ -154,6 +154,12 @@ def definition_at(case: Case, result: StepResult, expected: Expected | None = No
     return Definition(rounding, result.logprobs, expected if expected is not None else expected_loss(case, result.logprobs))
 
 
+def between_arms(case: Case, result: StepResult) -> Definition | None:
+    """The definition an arm-vs-arm comparison against `result` propagates rounding through: a policy loss's, whose
+    weights move with the log-probs; None for SFT (weights -1/N whatever the log-probs: the table bounds them)."""
+    return definition_at(case, result) if case.loss.is_policy else None
+
+
 def _argmax(per_sample: Sequence[torch.Tensor]) -> tuple[int, int]:
     """(sample, token) of the largest value over every sample; (-1, -1) when there is none."""
     best, where = -math.inf, (-1, -1)
