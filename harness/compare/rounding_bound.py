@@ -112,8 +112,8 @@ class Definition:
         if not scale:
             return None
         bounds, gaps = [], []
-        for i, lp in enumerate(self.logprobs):
-            gap = self.rounding.gap(lp) if apart is None else (lp.double() - apart[i].double()).abs() + self.rounding.gap(lp, apart[i])
+        for i in range(len(self.logprobs)):
+            gap = self._gap(i, apart)
             own = sum(self.rounding.spacing(weights[i]) / 2 for weights in reported)
             bounds.append(self._slopes(i) * torch.expm1(gap) + own)
             gaps.append(gap)
@@ -129,7 +129,7 @@ class Definition:
         total, tokens, largest = 0.0, 0, 0.0
         for i, lp in enumerate(self.logprobs):
             weights = self.expected.dloss_dlogprobs[i]
-            gap = self.rounding.gap(lp) if apart is None else (lp.double() - apart[i].double()).abs() + self.rounding.gap(lp, apart[i])
+            gap = self._gap(i, apart)
             counted = (weights != 0) | (self._slopes(i) != 0)
             gap = torch.where(counted, gap, 0.0)
             total += float((gap * (weights.abs() + self._slopes(i) * torch.expm1(gap))).sum())
@@ -140,6 +140,14 @@ class Definition:
         return Derived(total / max(abs(against), 1.0),
                        f"{moved}{self.rounding.name} spacing of {tokens} log-probs (|logp| up to {largest:.3g}) through their weights: "
                        f"{total:.3g} nats")
+
+    def _gap(self, i: int, apart: Sequence[torch.Tensor] | None) -> torch.Tensor:
+        """How far sample i's log-probs the weights were computed from may lie apart: from the reported ones (against the
+        definition), or between this arm's and the other's (their difference and both roundings)."""
+        lp = self.logprobs[i]
+        if apart is None:
+            return self.rounding.gap(lp)
+        return (lp.double() - apart[i].double()).abs() + self.rounding.gap(lp, apart[i])
 
     def _slopes(self, i: int) -> torch.Tensor:
         slopes = self.expected.weight_slopes
