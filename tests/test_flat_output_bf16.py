@@ -19,6 +19,9 @@ from packcheck.harness.run.scenario_runner import RunOptions, run_scenario
 from packcheck.harness.scenarios import SCENARIOS
 
 FLAT = Inputs(model="flat")
+# reference.fast and mutant.rl-token-mean-scope on their single-process arms: the distributed ones add launches, not evidence
+FAST = "tests.engines.single_process:SingleProcessFast"
+TOKEN_MEAN_SCOPE = "tests.engines.single_process:SingleProcessTokenMeanScope"
 # the brief of issue 41: a weight bug stays at least this many times over its bound in the flat bfloat16 setting
 LOUD = 5.0
 
@@ -41,7 +44,7 @@ def table_margin(c) -> float:
 
 
 def test_the_fast_reference_fails_the_table_alone_and_passes_with_the_rounding_term(flat_bf16):
-    verdict = flat_bf16("reference.fast", "rl_step0_ratio")
+    verdict = flat_bf16(FAST, "rl_step0_ratio")
     assert verdict.status == "pass", verdict.message()
     failing_by_table = [c for c in verdict.comparisons if table_margin(c) > 1]
     assert failing_by_table, "the table alone passes the flat preset: it no longer reproduces the false positive"
@@ -53,7 +56,7 @@ def test_the_fast_reference_fails_the_table_alone_and_passes_with_the_rounding_t
 
 
 def test_a_weight_bug_is_still_flagged_loudly_by_the_rounding_term(flat_bf16):
-    verdict = flat_bf16("mutant.rl-token-mean-scope", "rl_step0_ratio")
+    verdict = flat_bf16(TOKEN_MEAN_SCOPE, "rl_step0_ratio")
     assert verdict.status == "fail", verdict.message()
     weights = [c for c in verdict.comparisons if c.quantity == "dloss_dlogprobs" and not c.passed]
     assert weights and all(c.bound.source is Source.ROUNDING for c in weights), "the bug's weights are judged by the derived term"
