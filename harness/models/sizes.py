@@ -37,7 +37,7 @@ LLAMA_3_2_1B = dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192,
                     rope_parameters={"rope_type": "default", "rope_theta": 500000.0})
 
 # The tiny config with a large vocabulary: a seeded model's logits spread by about 1 whatever its size, so its log-probs
-# sit near -ln(vocab) - 0.4 (-10.1 here, -12.3 at 0.6b's 151,936), in the same bfloat16 binade [8, 16) where one spacing
+# sit near -ln(vocab) - 0.5 (-10.2 here, -12.4 at 0.6b's 151,936), in the same bfloat16 binade [8, 16) where one spacing
 # is 0.0625 nats: the rounding a 0.6b or 8B bf16 run shows, on the CPU in seconds (tests/test_flat_output_bf16.py).
 FLAT = dict(vocab_size=16384)
 
