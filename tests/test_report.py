@@ -245,3 +245,18 @@ def test_the_report_says_what_each_scenario_checks_and_where_to_read_more(run_di
     section = unescape(page[page.index('id="scenarios"'):])
     for name in ("packed_vs_unpacked", "golden_regression"):
         assert SCENARIOS[name].invariant in section and f"packcheck explain {name}" in section, name
+
+
+def test_the_term_that_bound_a_row_shows_under_its_allowed_error_escaped(tmp_path):
+    """A threshold the rounding term set (harness/compare/rounding_bound.py) says so where the report shows it."""
+    term = f"bf16 spacing at |logp| = 11.9: 6.45% {PAYLOAD}"
+    row = _row("reference.fast", "llama", "rl_step0_ratio", "packed vs harness", "dloss_dlogprobs", "policy token weight", "max_rel",
+               0.2, 0.0715) | {"bound": {"field": "dloss_dlogprobs", "source": "rounding", "floor": None, "term": term, "table": 0.01368}}
+    verdict = _verdict("reference.fast", "llama", "rl_step0_ratio", "fail", [row])
+    directory = tmp_path / "run"
+    directory.mkdir()
+    (directory / "results.json").write_text(json.dumps({"schema": "packcheck.results/1", "provenance": {}, "verdicts": [verdict], "rows": [row]}))
+    assert load_run(directory).rows["allowed_by"].iloc[0] == f"by {term}; the table alone: 0.0137"
+    html = render_html(directory)
+    assert "by bf16 spacing at |logp| = 11.9: 6.45% " + ESCAPED + "; the table alone: 0.0137" in html
+    assert PAYLOAD not in html

@@ -11,6 +11,7 @@ from packcheck.harness.compare.comparison import Arms, Comparison
 from packcheck.harness.compare.conditioning import error_weights
 from packcheck.harness.compare.metrics import (Float64Buffers, batchable, batched_error_sums, error_sums, errors_from_sums, flat_index_to_position,
                                                rel, rel_nats, sums_to_host)
+from packcheck.harness.compare.rounding_bound import Definition, at_least
 from packcheck.harness.compare.router import compare_router
 from packcheck.harness.compare.tolerances import Tolerance
 from packcheck.harness.contract import OptimizerSpec, StepResult
@@ -33,10 +34,12 @@ def compare_logprobs(
     return Comparison(arms=arms, quantity="logprobs", item="", metric="max_abs", observed=worst, **tol.by("logprobs"), where=where)
 
 
-def compare_scalars(arms: Arms, observed: StepResult, reference: StepResult, tol: Tolerance) -> list[Comparison]:
+def compare_scalars(arms: Arms, observed: StepResult, reference: StepResult, tol: Tolerance,
+                    definition: Definition | None = None) -> list[Comparison]:
+    derived = None if definition is None else definition.loss_term([observed.loss, reference.loss], reference.loss, apart=observed.logprobs)
     return [
-        Comparison(arms=arms, quantity="loss", item="", metric="rel_nats", observed=rel_nats(observed.loss, reference.loss), **tol.by("loss"),
-                   where=f"{observed.loss:.12g} vs {reference.loss:.12g}"),
+        Comparison(arms=arms, quantity="loss", item="", metric="rel_nats", observed=rel_nats(observed.loss, reference.loss),
+                   **at_least(tol.by("loss"), derived), where=f"{observed.loss:.12g} vs {reference.loss:.12g}"),
         Comparison(arms=arms, quantity="num_loss_tokens", item="", metric="abs",
                    observed=float(abs(observed.num_loss_tokens - reference.num_loss_tokens)), **tol.by("count"),
                    where=f"{observed.num_loss_tokens} vs {reference.num_loss_tokens}"),
@@ -95,7 +98,8 @@ def tensor_rows(arms: Arms, quantity: str, metrics: tuple[str, str], shapes: dic
     return rows
 
 
-def compare_dloss_dlogprobs(arms: Arms, observed: StepResult, reference: StepResult, tol: Tolerance, locate: Locate) -> list[Comparison]:
+def compare_dloss_dlogprobs(arms: Arms, observed: StepResult, reference: StepResult, tol: Tolerance, locate: Locate,
+                            definition: Definition | None = None) -> list[Comparison]:
     if observed.dloss_dlogprobs is None or reference.dloss_dlogprobs is None:
         return []
     scale = max((t.double().abs().max().item() for t in reference.dloss_dlogprobs if t.numel()), default=0.0)
@@ -105,25 +109,31 @@ def compare_dloss_dlogprobs(arms: Arms, observed: StepResult, reference: StepRes
         if diff.numel() and diff.max().item() > worst:
             worst, where = diff.max().item(), locate(i, int(diff.argmax()))
     observed_error = worst / scale if scale else (0.0 if worst == 0 else float("inf"))
+    derived = None if definition is None else definition.weights_term([observed.dloss_dlogprobs, reference.dloss_dlogprobs], scale,
+                                                                      apart=observed.logprobs)
     return [Comparison(arms=arms, quantity="dloss_dlogprobs", item="", metric="max_rel", observed=observed_error,
-                       **tol.by("dloss_dlogprobs"), where=where)]
+                       **at_least(tol.by("dloss_dlogprobs"), derived), where=where)]
 
 
-def compare_all_but_tensors(arms: Arms, observed: StepResult, reference: StepResult, tol: Tolerance, locate: Locate) -> list[Comparison]:
+def compare_all_but_tensors(arms: Arms, observed: StepResult, reference: StepResult, tol: Tolerance, locate: Locate,
+                            definition: Definition | None = None) -> list[Comparison]:
     """compare_results' rows before its gradients and parameters: log-probs, loss, count, dloss/dlogprobs, the router."""
-    return [compare_logprobs(arms, observed, reference, tol, locate), *compare_scalars(arms, observed, reference, tol),
-            *compare_dloss_dlogprobs(arms, observed, reference, tol, locate), *compare_router(arms, observed, reference, tol)]
+    return [compare_logprobs(arms, observed, reference, tol, locate), *compare_scalars(arms, observed, reference, tol, definition),
+            *compare_dloss_dlogprobs(arms, observed, reference, tol, locate, definition), *compare_router(arms, observed, reference, tol)]
 
 
 def compare_results(
     arms: Arms, observed: StepResult, reference: StepResult, tol: Tolerance, locate: Locate,
     *, samples: Iterable[int] | None = None, gradients: bool = True, optimizer: OptimizerSpec | None = None,
+    definition: Definition | None = None,
 ) -> list[Comparison]:
     """Everything two arms of one engine must agree on: log-probs, loss, count, weights, every gradient,
-    and the parameters after `optimizer`'s step and the MoE router reports when both report them."""
+    and the parameters after `optimizer`'s step and the MoE router reports when both report them. `definition`: the loss's
+    definition at `reference`'s log-probs where the arms' loss and weights follow from their log-probs in a dtype that
+    rounds (harness/compare/rounding_bound.py); None keeps the table."""
     if samples is not None:
         return [compare_logprobs(arms, observed, reference, tol, locate, samples)]
-    rows = compare_all_but_tensors(arms, observed, reference, tol, locate)
+    rows = compare_all_but_tensors(arms, observed, reference, tol, locate, definition)
     if gradients:
         rows += compare_tensors(arms, "grad", observed.grads, reference.grads, tol)
     if observed.params_after is not None and reference.params_after is not None:

@@ -8,6 +8,9 @@ Sources:
   own from --noise-floors): the comparisons `packcheck calibrate` measures;
 - GOLDEN_FLOOR: NOISE_FACTOR x the reference's own error against its float64 golden at the dtype (the
   bound of a lower-precision arm judged against float64 truth);
+- ROUNDING: the error the dtype's rounding allows at the values compared, propagated through the quantity's
+  definition (harness/compare/rounding_bound.py), where it exceeds the table's threshold; `term` says it in words
+  ("bf16 spacing at |logp| = 11.9: 6.45% of the weight") and `table` keeps the threshold the table alone gave;
 - RULE: an exact rule (a count, a token set, a frozen parameter: threshold 0) or a bound a scenario sets
   itself, next to its entry with the reason.
 """
@@ -22,6 +25,7 @@ class Source(str, Enum):
     TABLE = "table"
     CALIBRATED = "calibrated_floor"
     GOLDEN_FLOOR = "golden_floor"
+    ROUNDING = "rounding"
     RULE = "rule"
 
 
@@ -30,9 +34,21 @@ class Bound:
     field: str  # the Tolerance field that set the threshold ("" for a rule)
     source: Source
     floor: float | None = None  # the noise floor the threshold is a multiple of (CALIBRATED, GOLDEN_FLOOR)
+    term: str = ""  # ROUNDING: the derived term in words
+    table: float | None = None  # ROUNDING: the threshold the table alone gave (the derived term is larger)
 
     def to_json(self) -> dict:
-        return {"field": self.field, "source": self.source.value, "floor": self.floor}
+        # term and table only where set: rows the table judged are written as before
+        return ({"field": self.field, "source": self.source.value, "floor": self.floor}
+                | ({"term": self.term} if self.term else {}) | ({"table": self.table} if self.table is not None else {}))
+
+    def describe(self) -> str:
+        """The derived term that set the threshold, as the failing line and the report say it; "" where the table did."""
+        return f"by {self.term}; the table alone: {self.table:.3g}" if self.term else ""
+
+    @staticmethod
+    def from_json(data: dict) -> Bound:
+        return Bound(str(data["field"]), Source(data["source"]), data["floor"], str(data.get("term", "")), data.get("table"))
 
 
 RULE = Bound(field="", source=Source.RULE)

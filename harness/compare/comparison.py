@@ -89,9 +89,13 @@ class Comparison:
         item = f" {self.item}" if self.item else ""
         where = f" at {self.where}" if self.where else ""
         return (
-            f"{self.quantity}{item} ({self.arms}): {self.metric} {self.observed:.3g} > allowed {self.threshold:.3g}"
+            f"{self.quantity}{item} ({self.arms}): {self.metric} {self.observed:.3g} > allowed {self.threshold:.3g}{self.allowed_by()}"
             f" (error/tolerance {self.margin:.3g}){where}"
         )
+
+    def allowed_by(self) -> str:
+        """" (by ...)" where a derived term set the threshold instead of the table, else ""."""
+        return f" ({self.bound.describe()})" if self.bound.term else ""
 
 
 _FIELDS = tuple(f.name for f in fields(Comparison))

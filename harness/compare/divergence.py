@@ -17,7 +17,7 @@ from enum import Enum
 
 import torch
 
-from packcheck.harness.compare.bound import Bound, Source
+from packcheck.harness.compare.bound import Bound
 from packcheck.harness.contract.activations import Activations, Point
 
 
@@ -92,8 +92,7 @@ class Divergence:
     def from_json(cls, data: dict) -> Divergence:
         return cls(where=Where(data["where"]), arm=str(data["arm"]), against=str(data["against"]),
                    threshold=float(data["threshold"]), first=data["first"], tokens=int(data["tokens"]),
-                   bound=None if data.get("bound") is None else Bound(str(data["bound"]["field"]), Source(data["bound"]["source"]),
-                                                                      data["bound"]["floor"]),
+                   bound=None if data.get("bound") is None else Bound.from_json(data["bound"]),
                    forward=tuple(PointError.from_json(p) for p in data["forward"]),
                    backward=tuple(PointError.from_json(p) for p in data["backward"]),
                    reason=str(data["reason"]), seconds=float(data["seconds"]))

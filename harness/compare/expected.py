@@ -10,6 +10,7 @@ from packcheck.harness.compare.arm_id import ArmId
 from packcheck.harness.compare.arms import Locate
 from packcheck.harness.compare.comparison import HARNESS, Arms, Comparison
 from packcheck.harness.compare.metrics import rel_nats
+from packcheck.harness.compare.rounding_bound import at_least, definition_at
 from packcheck.harness.compare.tolerances import Tolerance
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.losses import expected_loss
@@ -27,10 +28,12 @@ def compare_count(case: Case, result: StepResult, arm: ArmId | str) -> Compariso
 
 def compare_loss_with_logprobs(case: Case, result: StepResult, tol: Tolerance, arm: ArmId | str) -> Comparison:
     """The reported loss must equal -sum(logprobs over the harness's supervised set) / |S|."""
-    implied = expected_loss(case, result.logprobs).loss
+    expected = expected_loss(case, result.logprobs)
+    implied, definition = expected.loss, definition_at(case, result, expected)
+    derived = None if definition is None else definition.loss_term([result.loss], implied)
     return Comparison(
         arms=Arms(arm, HARNESS), quantity="loss", item="implied by logprobs", metric="rel_nats", observed=rel_nats(result.loss, implied),
-        **tol.by("loss"), where=f"reported {result.loss:.12g}, -mean(logprobs over the loss mask) = {implied:.12g}",
+        **at_least(tol.by("loss"), derived), where=f"reported {result.loss:.12g}, -mean(logprobs over the loss mask) = {implied:.12g}",
     )
 
 

@@ -7,6 +7,9 @@ second engine and hold in any dtype:
 - without KL, the tokens whose weight the clip zeroes are exactly the definition's;
 - at step 0, exp(logp - old) is 1 for every token;
 - the entropy bonus is present, with its sign, and no larger than log(V) times the total weight.
+
+In float32 and bfloat16 the engine computed its loss and weights from log-probs it then rounded to report them, so
+each threshold is at least what that rounding moves the quantity by (harness/compare/rounding_bound.py).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from packcheck.harness.compare.arm_id import ArmId
 from packcheck.harness.compare.arms import Locate
 from packcheck.harness.compare.comparison import HARNESS, Arms, Comparison
 from packcheck.harness.compare.metrics import rel_nats
+from packcheck.harness.compare.rounding_bound import Definition, at_least, definition_at, ratio_term, rounding_of
 from packcheck.harness.compare.tolerances import TOLERANCES, Tolerance
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.losses import Branch, Expected, expected_loss, token_weights
@@ -30,14 +34,17 @@ def describe_branch(case: Case, expected: Expected, sample: int, token: int) -> 
     return f"{Branch(int(tl.branch_T[token])).name.lower()}, r={float(tl.ratio_T[token]):.6g}, A={advantage:+.3g}"
 
 
-def compare_policy_loss(result: StepResult, expected: Expected, tol: Tolerance, arm: ArmId | str) -> Comparison:
+def compare_policy_loss(result: StepResult, expected: Expected, tol: Tolerance, arm: ArmId | str,
+                        definition: Definition | None = None) -> Comparison:
+    derived = None if definition is None else definition.loss_term([result.loss], expected.loss)
     return Comparison(
         arms=Arms(arm, HARNESS), quantity="loss", item="policy loss definition", metric="rel_nats", observed=rel_nats(result.loss, expected.loss),
-        **tol.by("loss"), where=f"reported {result.loss:.12g}, the definition at the engine's log-probs gives {expected.loss:.12g}",
+        **at_least(tol.by("loss"), derived), where=f"reported {result.loss:.12g}, the definition at the engine's log-probs gives {expected.loss:.12g}",
     )
 
 
-def compare_policy_weights(case: Case, result: StepResult, expected: Expected, tol: Tolerance, locate: Locate, arm: ArmId | str) -> Comparison:
+def compare_policy_weights(case: Case, result: StepResult, expected: Expected, tol: Tolerance, locate: Locate, arm: ArmId | str,
+                           definition: Definition | None = None) -> Comparison:
     scale = max(float(t.abs().max()) for t in expected.dloss_dlogprobs if t.numel())
     worst, where = 0.0, ""
     for i, (got, want) in enumerate(zip(result.dloss_dlogprobs, expected.dloss_dlogprobs)):
@@ -48,8 +55,9 @@ def compare_policy_weights(case: Case, result: StepResult, expected: Expected, t
             where = (f"{locate(i, t)} ({describe_branch(case, expected, i, t)}): weight {float(got[t]):.6g}, "
                      f"the definition gives {float(want[t]):.6g}")
     observed = worst / scale if scale else (0.0 if worst == 0 else math.inf)
+    derived = None if definition is None else definition.weights_term([result.dloss_dlogprobs], scale)
     return Comparison(arms=Arms(arm, HARNESS), quantity="dloss_dlogprobs", item="policy token weight", metric="max_rel",
-                      observed=observed, **tol.by("dloss_dlogprobs"), where=where)
+                      observed=observed, **at_least(tol.by("dloss_dlogprobs"), derived), where=where)
 
 
 def compare_clipped_set(case: Case, result: StepResult, expected: Expected, locate: Locate, arm: ArmId | str) -> Comparison:
@@ -77,9 +85,10 @@ def compare_clipped_set(case: Case, result: StepResult, expected: Expected, loca
 def compare_policy(case: Case, result: StepResult, tol: Tolerance, locate: Locate, arm: ArmId | str) -> list[Comparison]:
     """Every check of a policy-loss result against its definition, evaluated at the engine's own log-probs."""
     expected = expected_loss(case, result.logprobs)
-    rows = [] if case.loss.entropy_coef else [compare_policy_loss(result, expected, tol, arm)]
+    definition = definition_at(case, result, expected)
+    rows = [] if case.loss.entropy_coef else [compare_policy_loss(result, expected, tol, arm, definition)]
     if result.dloss_dlogprobs is not None:
-        rows.append(compare_policy_weights(case, result, expected, tol, locate, arm))
+        rows.append(compare_policy_weights(case, result, expected, tol, locate, arm, definition))
         if not case.loss.kl_coef:
             rows.append(compare_clipped_set(case, result, expected, locate, arm))
     if case.loss.entropy_coef:
@@ -90,12 +99,13 @@ def compare_policy(case: Case, result: StepResult, tol: Tolerance, locate: Locat
 def compare_ratio_is_one(case: Case, result: StepResult, tol: Tolerance, locate: Locate, arm: ArmId | str) -> Comparison:
     """With old log-probs from the same policy, exp(logp - old) = 1 for every token of every sample."""
     worst, where = 0.0, ""
-    for i, (lp, sample) in enumerate(zip(result.logprobs, case.samples)):
-        error = (torch.exp(lp.double()[1:] - torch.tensor(sample.old_logprobs[1:], dtype=torch.float64)) - 1.0).abs()
+    olds = [torch.tensor(sample.old_logprobs, dtype=torch.float64) for sample in case.samples]
+    for i, (lp, old) in enumerate(zip(result.logprobs, olds)):
+        error = (torch.exp(lp.double()[1:] - old[1:]) - 1.0).abs()
         if error.numel() and float(error.max()) > worst:
             worst, where = float(error.max()), locate(i, int(error.argmax()) + 1)
     return Comparison(arms=Arms(arm, HARNESS), quantity="ratio", item="exp(logp - old)", metric="max_abs(r - 1)", observed=worst,
-                      **tol.by("logprobs"), where=where)
+                      **at_least(tol.by("logprobs"), ratio_term(rounding_of(case.dtype), result.logprobs, olds)), where=where)
 
 
 def compare_entropy_term(case: Case, result: StepResult, expected: Expected, tol: Tolerance, arm: ArmId | str) -> Comparison:

@@ -28,6 +28,9 @@ class Expected:
     loss: float  # without a policy loss's entropy bonus
     dloss_dlogprobs: list[torch.Tensor]  # per sample, float64 [len(sample)], 0 off the loss mask
     token_losses: list[TokenLoss] | None  # a policy loss's per-token terms (ratio, branch); None for SFT
+    # per sample, how fast each token's weight moves with its own log-prob (|W| x TokenLoss.slope_T); None where the
+    # weights do not depend on the log-probs (SFT, a weighted log-prob sum)
+    weight_slopes: list[torch.Tensor] | None = None
 
     def describe(self, case: Case) -> str:
         """The expectation in words, for a report's legend."""
@@ -53,4 +56,5 @@ def expected_loss(case: Case, logprobs: Sequence[torch.Tensor]) -> Expected:
         return [torch.where(w != 0, w * v, 0.0) for w, v in zip(weights, values)]  # masked tokens may hold anything
 
     value = weighted([tl.value_T for tl in losses])
-    return Expected(math.fsum(float(v.sum()) for v in value), weighted([tl.dvalue_dlogp_T for tl in losses]), losses)
+    return Expected(math.fsum(float(v.sum()) for v in value), weighted([tl.dvalue_dlogp_T for tl in losses]), losses,
+                    weighted([tl.slope_T for tl in losses]))

@@ -9,6 +9,11 @@ r = exp(logp - old) (definitions: harness/contract/loss.py):
     d pg / d logp = -A r where the unclipped term is the active one, 0 where a clip is
     d kl / d logp = 1 - exp(ref - logp)
 
+and how fast that derivative moves with the log-prob, term by term (each is c exp(+-logp), so a log-prob moved by
+d moves it by at most slope * (exp(|d|) - 1): what harness/compare/rounding_bound.py propagates rounding through):
+
+    slope = |A r| where the unclipped term is active + kl_coef exp(ref - logp)
+
 The entropy bonus is not here: it is a function of the whole predicted distribution, which an
 engine does not report, so the harness checks it through invariances instead (docs/rl-losses.md).
 """
@@ -37,6 +42,7 @@ class TokenLoss:
     dvalue_dlogp_T: torch.Tensor  # its derivative by the token's log-prob
     ratio_T: torch.Tensor  # r = exp(logp - old)
     branch_T: torch.Tensor  # Branch per token
+    slope_T: torch.Tensor  # |d dvalue_dlogp / d logp|, term by term (the module docstring)
 
 
 def token_loss(logp_T: torch.Tensor, sample: Sample, spec: LossSpec) -> TokenLoss:
@@ -55,8 +61,10 @@ def token_loss(logp_T: torch.Tensor, sample: Sample, spec: LossSpec) -> TokenLos
         value = torch.where(capped, cap, value)
         derivative = torch.where(capped, torch.zeros_like(derivative), derivative)
         branch = torch.where(capped, Branch.DUAL_CLIPPED, branch)
+    slope = derivative.abs()  # d(-A r)/d logp = -A r on the unclipped branch, 0 where a clip is active
     if spec.kl_coef:
         log_ref_ratio = torch.tensor(sample.ref_logprobs, dtype=torch.float64) - lp
         value = value + spec.kl_coef * (torch.exp(log_ref_ratio) - log_ref_ratio - 1.0)
         derivative = derivative + spec.kl_coef * (1.0 - torch.exp(log_ref_ratio))
-    return TokenLoss(value, derivative, ratio, branch)
+        slope = slope + spec.kl_coef * torch.exp(log_ref_ratio)
+    return TokenLoss(value, derivative, ratio, branch, slope)

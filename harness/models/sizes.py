@@ -36,6 +36,11 @@ LLAMA_3_2_1B = dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192,
                     num_key_value_heads=8, head_dim=64, max_position_embeddings=131072, rms_norm_eps=1e-5,
                     rope_parameters={"rope_type": "default", "rope_theta": 500000.0})
 
+# The tiny config with a large vocabulary: a seeded model's logits spread by about 1 whatever its size, so its log-probs
+# sit near -ln(vocab) - 0.5 (-10.2 here, -12.4 at 0.6b's 151,936), in the same bfloat16 binade [8, 16) where one spacing
+# is 0.0625 nats: the rounding a 0.6b or 8B bf16 run shows, on the CPU in seconds (tests/test_flat_output_bf16.py).
+FLAT = dict(vocab_size=16384)
+
 # Llama-3-8B (hidden 4096, intermediate 14336, 32 layers, 32 / 8 heads of 128, vocab 128256, RoPE theta 5e5)
 LLAMA_3_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
                   num_key_value_heads=8, head_dim=128, max_position_embeddings=8192, rms_norm_eps=1e-5,
@@ -61,12 +66,16 @@ class SizePreset:
 
 PRESETS: dict[str, dict[str, SizePreset]] = {family: {TINY: SizePreset(name=TINY, description="the family's tiny config", overrides={})}
                                              for family in FAMILIES}
+FLAT_PRESET = SizePreset(name="flat", description="the tiny config with a 16,384-token vocabulary: log-probs near -10 (bf16 spacing 0.0625, as at 0.6b and 8b)",
+                         overrides=FLAT)
 PRESETS["llama"] |= {
+    "flat": FLAT_PRESET,
     "0.6b": SizePreset(name="0.6b", description="Llama layout at Qwen3-0.6B's shapes", overrides=QWEN3_0_6B, data_scale=REALISTIC_SCALE),
     "1b": SizePreset(name="1b", description="Llama-3.2-1B's shapes", overrides=LLAMA_3_2_1B, data_scale=REALISTIC_SCALE),
     "8b": SizePreset(name="8b", description="Llama-3-8B's shapes", overrides=LLAMA_3_8B, data_scale=REALISTIC_SCALE, weights=LARGE_WEIGHTS),
 }
 PRESETS["qwen3"] |= {
+    "flat": FLAT_PRESET,
     "0.6b": SizePreset(name="0.6b", description="Qwen3-0.6B's shapes", overrides=QWEN3_0_6B, data_scale=REALISTIC_SCALE),
     "1b": SizePreset(name="1b", description="Qwen3-1.7B's shapes (the family's 1B class)", overrides=QWEN3_1_7B, data_scale=REALISTIC_SCALE),
     "8b": SizePreset(name="8b", description="Qwen3-8B's shapes", overrides=QWEN3_8B, data_scale=REALISTIC_SCALE, weights=LARGE_WEIGHTS),

@@ -28,7 +28,7 @@ from packcheck.harness.report.baseline import compare_runs, margin_text, sort_ke
 from packcheck.harness.report.evidence import arm_evidence
 from packcheck.harness.files import write_atomically
 from packcheck.harness.judging.status import Status, counts_as_failed
-from packcheck.harness.report.load import Run, describe, format_margin, format_number, load_run, status_counts
+from packcheck.harness.report.load import Run, allowed_by, describe, format_margin, format_number, load_run, status_counts
 from packcheck.harness.report.scenario_texts import scenario_texts
 from packcheck.harness.report.shrunk import shrunk_by_key, shrunk_card
 from packcheck.harness.report.where_it_parts import where_it_parts
@@ -47,8 +47,9 @@ CHART = {"label": 96, "bar": 460, "row": 18, "top": 22}  # SVG geometry, px
 def _comparison_line(c: dict) -> str:
     item = f" {c['item']}" if c.get("item") else ""
     where = f" at {c['where']}" if c.get("where") else ""
+    by = f" ({allowed_by(c)})" if allowed_by(c) else ""
     return (f"{c['quantity']}{item} ({c['arms']}): {c['metric']} {format_number(c['observed'])}"
-            f" vs allowed {format_number(c['threshold'])}{where}")
+            f" vs allowed {format_number(c['threshold'])}{by}{where}")
 
 
 def _cell(v) -> dict:

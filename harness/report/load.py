@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from packcheck.harness.compare.bound import Bound
 from packcheck.harness.judging.status import Status
 from packcheck.harness.run_dir import RunDir
 from packcheck.harness.run_dir.results import VERDICT_KEYS, load_results
@@ -30,7 +31,8 @@ from packcheck.harness.run_dir.results import VERDICT_KEYS, load_results
 STATUSES = (Status.PASS, Status.FAIL, Status.UNSUPPORTED, Status.ERROR)  # counted first, zeros included, in this order
 VERDICT_COLUMNS = (*VERDICT_KEYS, "status", "known_finding", "diagnosis", "detail", "seconds", "max_margin", "worst",
                    "comparisons", "failing", "reproduce", "message")
-ROW_COLUMNS = (*VERDICT_KEYS, "arms", "arm", "against", "quantity", "item", "metric", "observed", "threshold", "where", "passed", "margin")
+ROW_COLUMNS = (*VERDICT_KEYS, "arms", "arm", "against", "quantity", "item", "metric", "observed", "threshold", "where", "passed", "margin",
+               "allowed_by")
 # Only these are decoded: a `where` or `item` that happens to read "nan" stays text.
 NUMERIC = ("seconds", "max_margin", "observed", "threshold", "margin")
 
@@ -117,7 +119,7 @@ def load_run(directory: str | Path) -> Run:
         for w in verdicts["worst"]
     ]
     verdicts["known_finding"] = verdicts["known_finding"].astype(object).where(verdicts["known_finding"].notna(), "")  # older runs lack it
-    rows = _frame(data.get("rows", []), ROW_COLUMNS)
+    rows = _frame([r | {"allowed_by": allowed_by(r)} for r in data.get("rows", [])], ROW_COLUMNS)
     for column in ("arm", "against"):  # older runs wrote only the display text: no per-token evidence is drawn for them
         rows[column] = rows[column].astype(object).where(rows[column].notna(), "")
     verdicts["anchor"] = [_anchor(i, key) for i, key in enumerate(verdicts["key"])]
@@ -130,6 +132,11 @@ def load_run(directory: str | Path) -> Run:
         unfinished=str(data.get("unfinished", "")),
         damage=tuple(str(d) for d in data.get("damage", [])),
     )
+
+
+def allowed_by(row: dict) -> str:
+    """The derived term that set a row's threshold, in words (Bound.describe); "" where the table did or the run predates bounds."""
+    return Bound.from_json(row["bound"]).describe() if isinstance(row.get("bound"), dict) else ""
 
 
 def status_counts(verdicts: pd.DataFrame) -> dict[str, int]:

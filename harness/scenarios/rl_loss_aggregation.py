@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from packcheck.harness.compare import HARNESS, Arms, compare_count, compare_policy, compare_results
+from packcheck.harness.compare.rounding_bound import between_arms
 from packcheck.harness.contract import (
     SINGLE_PROCESS,
     UNPACKED,
@@ -133,8 +134,9 @@ def judge(j: Judgement) -> list:
         rows.append(compare_count(case, result, name))
         rows += compare_policy(case, result, j.tolerance, j.locate(name), name)
         one = baseline_of(name, j.results)
-        if one is not None:
-            rows += compare_results(Arms(name, one), result, j.results[one], j.tolerance, j.locate(name))
+        if one is not None:  # the arms' weights follow from their own log-probs: the rounding term at `one`'s (rounding_bound.py)
+            rows += compare_results(Arms(name, one), result, j.results[one], j.tolerance, j.locate(name),
+                                    definition=between_arms(j.cases[one], j.results[one]))
     return rows
 
 
