@@ -134,6 +134,44 @@ def test_a_passing_verdict_is_refused_without_running_anything(tmp_path, capsys)
     assert "field 'engine' is missing or malformed" in capsys.readouterr().err
 
 
+def test_a_shrunk_case_keeps_the_arms_its_judge_compares_so_the_fixed_engine_passes_it(tmp_path, capsys, packcheck_pool):
+    """Issue 45: empty-microbatch-nan's worst comparison is an invalid result (NaN) of one partitioned arm, judged
+    against nothing; a correct engine's arm is judged against `one`. The case keeps `one` too, so the reference (the
+    fixed engine) passes its replay, and the control line says what the reference did on the scenario's own case."""
+    subject = Subject(engine="mutant.empty-microbatch-nan", engine_name="mutant.empty-microbatch-nan",
+                      scenario=get_scenario("microbatch_invariance"), family="llama", dtype="float64", device="cpu")
+    said: list[str] = []
+    shrunk = shrink(subject, packcheck_pool, budget=BUDGET, say=said.append)
+    assert f"  control: {ORACLE_ENGINE} passes the scenario's own case and must pass every smaller case kept" in said, said
+    assert shrunk.control == ORACLE_ENGINE and shrunk.only is not None and "one" in shrunk.only - shrunk.target.arm_names, shrunk.only
+    case_file = write_shrunk(shrunk, tmp_path / "case.json")
+    assert json.loads(case_file.read_text())["only"] == sorted(shrunk.only)
+    capsys.readouterr()
+    assert main(["replay", str(case_file), "--engine", ORACLE_ENGINE]) == 0, capsys.readouterr().out
+    assert "microbatch_invariance [reference / llama / float64 / cpu]: PASS" in capsys.readouterr().out
+    assert main(["replay", str(case_file)]) == 1
+    assert "microbatch_invariance [mutant.empty-microbatch-nan / llama / float64 / cpu]: FAIL" in capsys.readouterr().out
+
+
+def test_a_trial_that_errs_says_what_the_error_was_in_one_line():
+    """A shrink trial's line names the exception (a judge that crashed says only that it crashed; its traceback names it)."""
+    from packcheck.harness.compare import Arms
+    from packcheck.harness.run.judge import JUDGE_CRASHED
+    from packcheck.harness.run.verdict import Verdict
+    from packcheck.harness.shrink.target import Target
+
+    try:
+        {}["one"]
+    except KeyError:
+        import traceback
+
+        crash = traceback.format_exc()
+    verdict = Verdict(engine="reference", family="llama", scenario="microbatch_invariance", dtype="float64", device="cpu",
+                      status="error", diagnosis=JUDGE_CRASHED, detail=crash)
+    why = Target(arms=Arms("singletons", "one"), quantity="grad", rule=None).why_not(verdict)
+    assert why == f"error: {JUDGE_CRASHED} (KeyError: 'one')" and "\n" not in why
+
+
 def test_golden_regression_is_not_shrunk(packcheck_pool):
     subject = Subject(engine="mutant.cross-doc-attention", engine_name="mutant.cross-doc-attention",
                       scenario=get_scenario("golden_regression"), family="llama", dtype="float64", device="cpu")

@@ -115,12 +115,12 @@ def shrink_verdict(subject, pool, budget: float, out: Path, status: str = Status
         say(f"packcheck shrink: {subject.describe()}: {why}")
         return 2
     path = write_shrunk(shrunk, out)
-    from packcheck.harness.run.reproduce import replay_command
+    from packcheck.harness.run_dir.shrunk import read_json, summary_of
 
     ended = "" if shrunk.complete else ", the budget ran out: the smallest case found"
     say(f"shrunk {subject.describe()} in {shrunk.seconds:.1f}s ({shrunk.trials} trials{ended}): {before_after(shrunk.before, shrunk.after)}")
     say(f"  still fails: {shrunk.target}, diagnosed by {shrunk.target.diagnosis_class}")
     say(f"  likely cause: {shrunk.verdict.diagnosis}")
     say(f"  case: {path}")
-    print(f"replay: {replay_command(subject.engine, path)}", flush=True)
+    print(f"replay: {summary_of(path, read_json(path)).replay}", flush=True)  # the command the case holds
     return 1

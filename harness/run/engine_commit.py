@@ -5,16 +5,8 @@ name (the engine changed between the runs, not packcheck). Found without importi
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
-from packcheck.harness.run.reproduce import import_root
-
-
-def engine_folder(spec: str) -> Path | None:
-    module, colon, _ = spec.partition(":")
-    if colon and module.endswith(".py"):
-        return Path(module).parent
-    return import_root(spec)
+from packcheck.harness.run.reproduce import engine_folder
 
 
 def engine_commit(spec: str) -> str | None:

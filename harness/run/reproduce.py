@@ -43,6 +43,15 @@ def import_root(spec: str) -> Path | None:
     return root
 
 
+def engine_folder(spec: str) -> Path | None:
+    """The folder the engine `spec` is found in: a file spec's folder, else import_root's; None for an engine that
+    imports from anywhere (registered, installed)."""
+    module, colon, _ = spec.partition(":")
+    if colon and module.endswith(".py"):
+        return Path(module).parent
+    return import_root(spec)
+
+
 def packcheck_program() -> str:
     """The `packcheck` of this Python installation by its full path, so that the command runs in a shell where the venv
     is not activated; where that script is missing (a checkout run without installing), the interpreter runs the CLI."""
@@ -57,12 +66,16 @@ def reproduce_command(spec: str, arguments: str) -> str:
     return in_engine_folder(spec, f"{packcheck_program()} run --engine {shlex.quote(spec)} {arguments}")
 
 
-def replay_command(spec: str, case_file: str | Path) -> str:
-    """`/path/to/packcheck replay CASE` (a shrunk case's file, harness/shrink/record.py), as reproduce_command runs from anywhere."""
-    return in_engine_folder(spec, f"{packcheck_program()} replay {shlex.quote(str(Path(case_file).resolve()))}")
+def replay_command(case_file: str | Path, folder: str | Path | None) -> str:
+    """`/path/to/packcheck replay CASE` (a shrunk case's file, harness/shrink/record.py) behind a `cd` into `folder`, the
+    engine's folder the case recorded (None: an engine that imports from anywhere), so that it runs from anywhere."""
+    return in_folder(folder, f"{packcheck_program()} replay {shlex.quote(str(Path(case_file).resolve()))}")
 
 
 def in_engine_folder(spec: str, command: str) -> str:
     """`command` behind a `cd` into the folder the engine `spec` imports from, where it needs one (the module docstring)."""
-    root = import_root(spec)
-    return command if root is None else f"cd {shlex.quote(str(root))} && {command}"
+    return in_folder(import_root(spec), command)
+
+
+def in_folder(folder: str | Path | None, command: str) -> str:
+    return command if folder is None else f"cd {shlex.quote(str(folder))} && {command}"

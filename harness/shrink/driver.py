@@ -1,6 +1,8 @@
 """Shrink one failing verdict: refuse what cannot be shrunk, take its worst failing comparison and its diagnosis's class
-as the target, run only the arms that comparison needs where the scenario allows it (and they still show the target),
-search (harness/shrink/search.py) within the budget, and return the smallest case found with its sizes before and after.
+as the target, judge the reference (the control) on the scenario's own case, run only the arms that comparison needs
+and the arms its judge compares them with where the scenario allows it (and the engine still shows the target on them,
+the control still passes them), search (harness/shrink/search.py) within the budget, and return the smallest case
+found with its sizes before and after.
 
     shrunk = shrink(subject, pool, budget=120.0, say=print)    # or first=the verdict, when the run just judged it
     shrunk.after.tokens, shrunk.arms                             # the sizes, the minimal arms (harness/shrink/record.py)
@@ -23,10 +25,10 @@ from packcheck.harness.launch.pool import KEEP
 from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.scenarios import Scenario
 from packcheck.harness.scenarios.base import ORACLE_ENGINE
-from packcheck.harness.shrink.plans import narrowable, only_arms
+from packcheck.harness.shrink.plans import judged_with, narrowable, only_arms
 from packcheck.harness.shrink.search import Search
 from packcheck.harness.shrink.subject import Subject, first_arms, run
-from packcheck.harness.shrink.target import Target
+from packcheck.harness.shrink.target import Target, in_one_line
 
 DEFAULT_BUDGET = 120.0  # seconds per verdict
 
@@ -48,8 +50,13 @@ class Shrunk:
     seconds: float
     trials: int  # engine runs of candidates (the full-size runs not counted)
     complete: bool  # the search ran to its end (False: the budget ran out first; the smallest found is kept)
-    narrowed: bool  # only the arms the comparison needs (and the required ones) ran
+    only: frozenset[str] | None  # the arms the last engine stage was narrowed to (the comparison's and its partners), or None
     control: str | None  # the engine that passed every case kept (the reference), or None where there was none
+
+    @property
+    def narrowed(self) -> bool:
+        """Only the arms the comparison needs (with the arms its judge compares them with, and the required ones) ran."""
+        return self.only is not None
 
 
 def refusal(subject: Subject, status: str) -> str | None:
@@ -94,14 +101,14 @@ def _shrink(subject: Subject, pool: LaunchPool, budget: float, say: Callable[[st
     say(f"shrinking {subject.describe()}: {target} fails, diagnosed by {target.diagnosis_class}; budget {budget:g}s "
         f"({time.monotonic() - started:.1f}s spent)")
     full = first_arms(subject.scenario, subject.setting(None))
-    scenario, verdict, narrowed = narrowed_plan(subject, target, full, first, pool)
+    control, clean = control_for(subject, pool)
+    say(f"  control: {control.engine_name} passes the scenario's own case and must pass every smaller case kept" if control is not None
+        else f"  no control: {no_control(clean)}")
+    scenario, verdict, only = narrowed_plan(subject, target, full, first, pool, control, clean)
     cases = first_arms(scenario, subject.setting(None))
-    if narrowed:
-        say(f"  only the arms {', '.join(sorted(target.arm_names))} and the required ones run: they show it alone "
-            f"({time.monotonic() - started:.1f}s)")
-    control = control_for(subject, scenario, pool)
-    say(f"  control: {control.engine_name} passes it and must pass every smaller case kept" if control is not None
-        else f"  no control: {ORACLE_ENGINE} does not pass this scenario here (or is the engine shrunk)")
+    if only is not None:
+        say(f"  only the arms {', '.join(sorted(only))} (the comparison's, and those its judge compares them with) and the required "
+            f"ones run: they show it alone ({time.monotonic() - started:.1f}s)")
     say(f"  searching from {time.monotonic() - started:.1f}s")
     search = Search(subject=subject, scenario=scenario, target=target, pool=pool, deadline=started + budget, control=control, cases=cases,
                     verdict=verdict, say=say)
@@ -109,23 +116,38 @@ def _shrink(subject: Subject, pool: LaunchPool, budget: float, say: Callable[[st
     before = Size.of(target.case_of(full))
     return Shrunk(subject=subject, target=target, smaller=search.current, arms=search.cases, verdict=search.verdict,
                   first_diagnosis=str(first.diagnosis), before=before, after=Size.of(search.arm), seconds=time.monotonic() - started,
-                  trials=len(search.trials), complete=complete, narrowed=narrowed, control=control and control.engine_name)
+                  trials=len(search.trials), complete=complete, only=only, control=control and control.engine_name)
 
 
-def control_for(subject: Subject, scenario: Scenario, pool: LaunchPool) -> Subject | None:
-    """The reference (ORACLE_ENGINE) as the control every smaller case must pass, where it passes the scenario's own case."""
+def control_for(subject: Subject, pool: LaunchPool) -> tuple[Subject | None, Verdict | None]:
+    """The reference (ORACLE_ENGINE) as the control every smaller case must pass, where it passes the scenario's own case
+    (its whole plan at the scenario's size); and its verdict there (None where the engine shrunk is the reference)."""
     if subject.engine == ORACLE_ENGINE:
-        return None
+        return None, None
     reference = dataclasses.replace(subject, engine=ORACLE_ENGINE, engine_name=ORACLE_ENGINE)
-    return reference if run(reference, scenario, None, pool).status is Status.PASS else None
+    verdict = run(reference, subject.scenario, None, pool)
+    return (reference if verdict.status is Status.PASS else None), verdict
 
 
-def narrowed_plan(subject: Subject, target: Target, full: Mapping[str, Case], first: Verdict, pool: LaunchPool) -> tuple[Scenario, Verdict, bool]:
-    """The plan the search runs, its verdict at full size, and whether it is narrowed to the target's arms: narrowed where
-    the scenario allows it, it cuts an arm, and the narrowed plan still shows the target (a diagnosis may read the other arms)."""
+def no_control(clean: Verdict | None) -> str:
+    """Why there is no control, in words: the engine shrunk is the reference, or how the reference's verdict ended."""
+    if clean is None:
+        return f"the engine shrunk is {ORACLE_ENGINE}"
+    return f"{ORACLE_ENGINE} does not pass the scenario's own case here ({clean.status}: {in_one_line(clean)})"
+
+
+def narrowed_plan(subject: Subject, target: Target, full: Mapping[str, Case], first: Verdict, pool: LaunchPool,
+                  control: Subject | None, clean: Verdict | None) -> tuple[Scenario, Verdict, frozenset[str] | None]:
+    """The plan the search runs, its verdict at full size, and the arms it is narrowed to (None: not narrowed): the
+    target's arms and those the judge compared them with (in the reference's verdict and the engine's), where the
+    scenario allows it, it cuts an arm, the narrowed plan still shows the target (a diagnosis may read the other arms),
+    and the control passes it (a judge may read an arm no comparison names)."""
     scenario = subject.scenario
-    if not narrowable(scenario, target.arm_names, full):
-        return scenario, first, False
-    narrow = only_arms(scenario, target.arm_names)
+    names = judged_with(target.arm_names, [v for v in (clean, first) if v is not None])
+    if not narrowable(scenario, names, full):
+        return scenario, first, None
+    narrow = only_arms(scenario, names)
     verdict = run(subject, narrow, None, pool)
-    return (narrow, verdict, True) if target.holds(verdict) else (scenario, first, False)
+    if not target.holds(verdict) or (control is not None and run(control, narrow, None, pool).status is not Status.PASS):
+        return scenario, first, None
+    return narrow, verdict, names

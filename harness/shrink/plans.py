@@ -1,20 +1,29 @@
 """A scenario's plan narrowed for shrinking and replaying: the same scenario (its stages, judge, diagnosis), the arms
-of its last engine stage cut to those a comparison needs, or its first stage replaced by the arms a shrunk case
-recorded."""
+of its last engine stage cut to those a comparison needs and the arms its judge compares them with, or its first stage
+replaced by the arms a shrunk case recorded."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from typing import Iterable, Mapping
 
-from packcheck.harness.compare import Role
+from packcheck.harness.compare import ArmId, Role
 from packcheck.harness.contract import Case
+from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.scenarios import Scenario
 from packcheck.harness.scenarios.base import Stage
 
 
 def last_engine_stage(scenario: Scenario) -> int:
     return max(i for i, stage in enumerate(scenario.stages) if stage.role is Role.ENGINE)
+
+
+def judged_with(names: frozenset[str], verdicts: Iterable[Verdict]) -> frozenset[str]:
+    """`names` and the engine arms the judge compared them with in `verdicts` (a clean engine's verdict names every
+    partner: a failing engine's may lack those of an arm whose result was invalid, which the judge never saw)."""
+    partners = {comparison.arms.against.name for verdict in verdicts for comparison in verdict.comparisons
+                if comparison.arms.arm.name in names and isinstance(comparison.arms.against, ArmId)}
+    return names | partners
 
 
 def narrowable(scenario: Scenario, names: frozenset[str], first_arms: Mapping[str, Case]) -> bool:

@@ -1,8 +1,16 @@
 """A shrunk case run again: its scenario, its recorded arms as the first stage (later stages, the judge and the
 diagnosis the scenario's own), its inputs and noise floors, against its engine or another one (`--engine`: the
-fixed engine, or the reference, which passes it)."""
+fixed engine, or the reference, which passes it).
+
+Its own engine is replayed from the folder the case recorded (`engine_dir`: the folder its `module:Class` spec
+imported from, or its file's), as its replay command `cd`s there: an engine process imports from its working
+directory (harness/engines/registry.py), so the case replays from any directory. Where that folder is not on this
+machine, from the current one."""
 
 from __future__ import annotations
+
+import contextlib
+from pathlib import Path
 
 from packcheck.harness.errors import InputError
 from packcheck.harness.launch import LaunchPool
@@ -22,9 +30,19 @@ def subject_of(case: ShrunkCase, engine: str | None = None) -> Subject:
                    noise_floors=case.noise_floors)
 
 
+def replay_folder(case: ShrunkCase, engine: str | None = None) -> Path | None:
+    """The folder a replay against `engine` (default: the case's own) runs in: the case's `engine_dir` for its own engine
+    where that folder is here; None (the current directory) otherwise."""
+    if (engine or case.engine_spec) != case.engine_spec or case.engine_dir is None or not case.engine_dir.is_dir():
+        return None
+    return case.engine_dir
+
+
 def replay(case: ShrunkCase, pool: LaunchPool, engine: str | None = None) -> Verdict:
     subject = subject_of(case, engine)
-    return run(subject, replaying(subject.scenario, case.arms), subject.inputs.smaller, pool)
+    folder = replay_folder(case, engine)
+    with contextlib.chdir(folder) if folder is not None else contextlib.nullcontext():
+        return run(subject, replaying(subject.scenario, case.arms), subject.inputs.smaller, pool)
 
 
 def drifted(case: ShrunkCase) -> list[str]:

@@ -34,7 +34,7 @@ from packcheck.harness.models.smaller import head_counts, layer_count, mlp_width
 from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.scenarios import Scenario
 from packcheck.harness.shrink.subject import CannotBuild, Subject, first_arms, run
-from packcheck.harness.shrink.target import Target
+from packcheck.harness.shrink.target import Target, in_one_line
 
 
 class OutOfTime(Exception):
@@ -97,7 +97,7 @@ class Search:
             verdict = run(self.subject, self.scenario, candidate, self.pool)
             why = self.target.why_not(verdict)
             if why is None and self.control is not None and (control := run(self.control, self.scenario, candidate, self.pool)).status is not Status.PASS:
-                why = f"the control {self.control.engine_name} does not pass it ({control.status})"
+                why = f"the control {self.control.engine_name} does not pass it ({control.status}: {in_one_line(control)})"
         except (ContractError, InputError) as err:  # a later stage that cannot be built from the smaller first one
             verdict, why = None, f"cannot be built: {err}"
         trial = Trial(step=self.step, smaller=candidate, outcome=why or STILL_FAILS, seconds=time.monotonic() - started)

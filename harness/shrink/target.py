@@ -10,6 +10,7 @@ from packcheck.harness.compare import ArmId, Arms, Comparison
 from packcheck.harness.contract import Case
 from packcheck.harness.judging.diagnoses import diagnosis_rule
 from packcheck.harness.judging.status import Status
+from packcheck.harness.run.conclusion import first_error_line
 from packcheck.harness.run.verdict import Verdict
 
 OWN_READING = "the scenario's own reading"  # how a diagnosis without a shared rule is named to people
@@ -46,7 +47,7 @@ class Target:
     def why_not(self, verdict: Verdict) -> str | None:
         """Why `verdict` does not show the target (None: it does), in a few words for the progress line."""
         if verdict.status is not Status.FAIL:
-            return "passes" if verdict.status is Status.PASS else verdict.status
+            return "passes" if verdict.status is Status.PASS else f"{verdict.status}: {in_one_line(verdict)}"
         if not self.failing(verdict):
             return f"{self} passes"
         rule = diagnosis_rule(verdict.diagnosis)
@@ -60,3 +61,12 @@ class Target:
     @property
     def diagnosis_class(self) -> str:
         return self.rule or OWN_READING
+
+
+def in_one_line(verdict: Verdict) -> str:
+    """What ended `verdict`, in one line: its likely cause, and the exception its detail names where the cause does not
+    (a judge that crashed names no exception; its traceback does)."""
+    cause = verdict.diagnosis.strip().splitlines()[0] if verdict.diagnosis.strip() else ""
+    error = first_error_line(verdict.detail) if verdict.detail.strip() else ""
+    said = cause if not error or error in cause else f"{cause} ({error})" if cause else error
+    return said or "no detail"
