@@ -40,8 +40,8 @@ def add_parser(commands) -> None:
 def add_run_options(parser, required: tuple[str, ...] = (), leave_out: tuple[str, ...] = ()) -> None:
     """The run options (harness/run/options.py, shared with the pytest plugin) and --out (run, calibrate)."""
     add_arguments(parser, required=required, leave_out=leave_out)
-    parser.add_argument("--out", default=None, help=f"output directory (default: {DEFAULT_OUT}, with a .gitignore in it, so that a run "
-                                                   "in the engine's repository leaves `git status` clean)")
+    parser.add_argument("--out", default=None, help=f"output directory (default: {DEFAULT_OUT}; one packcheck creates gets a .gitignore, so that "
+                                                   "a run in the engine's repository leaves `git status` clean)")
 
 
 DEFAULT_OUT = "reports/latest"
@@ -49,18 +49,17 @@ DEFAULT_OUT = "reports/latest"
 
 def output_directory(out: str | None) -> Path:
     """--out as an absolute path (an engine cannot move it), created and writable, or a usage error. Without --out,
-    DEFAULT_OUT under the working directory, which is often the engine's repository: git is told to ignore it."""
+    DEFAULT_OUT under the working directory, which is often the engine's repository: git is told to ignore it, as it is
+    in any --out this creates (RunDir.create)."""
     run_dir = RunDir(Path(out or DEFAULT_OUT).resolve())
     if run_dir.path.exists() and not run_dir.path.is_dir():
         raise UsageError(f"--out {out}: is a file, not a directory; point --out at a directory (it is created if missing)")
     try:
-        run_dir.path.mkdir(parents=True, exist_ok=True)
+        run_dir.create(default=out is None)
         run_dir.write_probe.write_text("")
         run_dir.write_probe.unlink()
     except OSError as err:
         raise UsageError(f"--out {out}: cannot write there ({err.strerror}); choose a writable directory") from None
-    if out is None and not run_dir.gitignore.exists():
-        run_dir.gitignore.write_text("# written by packcheck: a run directory, not source\n*\n")
     return run_dir.path
 
 

@@ -80,7 +80,7 @@ def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: Text
                                            attention=matrix.attention, save_passing=matrix.save_arms == "all",
                                            options=RunOptions(timeout=pool.timeout, pool=pool, inputs=matrix.inputs,
                                                              logic_pass=matrix.logic_pass, noise_floors=matrix.noise_floors,
-                                                             run_dir=None if matrix.save_arms == "none" else results.run_dir))
+                                                             run_dir=results.run_dir, save_arms=matrix.save_arms != "none"))
                 progress.finish(verdict_line(verdict), safe_text(verdict.message()) if verdict.failed else "")
                 matrix.verdicts.append(verdict)
                 results.add(verdict)
