@@ -1,7 +1,8 @@
 """`packcheck replay CASE [--engine SPEC]`: run a shrunk case again (harness/shrink/replay.py) and print its verdict.
 
 Exit status: 0 the case passes (the engine given with --engine, or the bug fixed), 1 it still fails, errs or hangs,
-2 the file cannot be read or --engine names no engine.
+2 the file cannot be read, or the engine (--engine's, or the case's own) names nothing here or does not start: one line,
+as `packcheck run` says it, never a verdict that reads as "still fails".
 """
 
 from __future__ import annotations
@@ -24,8 +25,11 @@ def handle(args) -> int:
     import tempfile
     from pathlib import Path
 
-    from packcheck.harness.launch import LaunchPool
-    from packcheck.harness.run.choices import checked_engines, checked_timeout
+    from packcheck.harness.cli.run_cmd import not_started
+    from packcheck.harness.engines import engine_names
+    from packcheck.harness.launch import LaunchFailed, LaunchPool
+    from packcheck.harness.run.choices import BadOption, checked_engines, checked_timeout, engine_problem
+    from packcheck.harness.run.conclusion import first_error_line
     from packcheck.harness.run.reproduce import replay_command
     from packcheck.harness.shrink.record import read_shrunk
     from packcheck.harness.shrink.replay import drifted, replay
@@ -33,10 +37,19 @@ def handle(args) -> int:
     checked_timeout(args.timeout)
     engine = checked_engines([args.engine])[0] if args.engine else None
     case = read_shrunk(args.case)
+    if engine is None and (problem := engine_problem(case.engine_spec, set(engine_names()))):
+        raise BadOption(f"{case.path} was shrunk on engine {case.engine_spec}, which names nothing here: {problem}; "
+                        "or replay it against another engine with --engine")
     if changed := drifted(case):
         print(f"packcheck replay: this packcheck builds other arms ({', '.join(changed)}) from the case's inputs than the ones it "
               "recorded (packcheck changed since it was written); replaying the recorded arms", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="packcheck-replay-") as launches, LaunchPool(Path(launches), args.timeout) as pool:
+        try:
+            pool.engine_info(engine or case.engine_spec, case.device)  # kept by the pool for the replay
+        except LaunchFailed as failed:
+            print(f"packcheck replay: error: engine {engine or case.engine_spec} {not_started(failed)}: {first_error_line(failed.text)}",
+                  file=sys.stderr)
+            return 2
         verdict = replay(case, pool, engine)
     summary = case.summary
     print(f"{summary.line()}; replayed from {case.path}", file=sys.stderr)

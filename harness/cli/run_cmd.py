@@ -2,9 +2,10 @@
 
 Every arm runs in the engine's own processes (harness/launch), so the exit status depends only on
 the verdicts and on packcheck's own errors: 0 every supported case passes, 1 a case fails, errs
-or hangs, 2 a usage error, an engine spec that resolves to nothing, every case unsupported, no
-absolute check passed for an engine and family (harness/run/absolute.py; --relative-only accepts
-that), or an interrupted run. Ctrl-C or SIGTERM stops the run at any moment, start-up included: every engine
+or hangs, 2 a usage error, an engine that does not start (a spec that names no module or class here,
+one line before anything starts: harness/engines/spec_lookup.py; an import or constructor that raises
+or hangs, in the engine's processes), every case unsupported, no absolute check passed for an engine
+and family (harness/run/absolute.py; --relative-only accepts that), or an interrupted run. Ctrl-C or SIGTERM stops the run at any moment, start-up included: every engine
 process is killed, one line says so, and the verdicts so far are kept in results.json and the report.
 """
 
@@ -95,6 +96,15 @@ def auto_dtypes(engines: list[str], pool, device: str) -> dict:
             raise UsageError(str(err)) from None
         print(f"engine {info.name}: dtype {chosen[spec].dtype} ({chosen[spec].why})", file=sys.stderr, flush=True)
     return chosen
+
+
+def not_started(failed) -> str:
+    """What became of an engine whose processes never took a case (a LaunchFailed), in a few words."""
+    from packcheck.harness.launch import ErrorKind
+
+    if failed.kind is ErrorKind.ENGINE_NOT_FOUND:
+        return "does not resolve to an engine"
+    return "did not finish importing and building within --timeout" if failed.hung else "did not start"
 
 
 def checked_choices(args, **given):
@@ -211,9 +221,9 @@ def _handle(args) -> int:
         print(f"packcheck run: interrupted ({interrupted}) after {len(verdicts)} verdicts; every engine process was killed, "
               "the verdicts so far are in the results and the report", file=sys.stderr)
         return 2
-    if matrix.unresolved:
-        print(f"packcheck run: error: --engine {', '.join(matrix.unresolved)} does not resolve to an engine: "
-              + first_error_line(matrix.not_started[matrix.unresolved[0]].text), file=sys.stderr)
+    if matrix.not_started:  # its spec named a module and class, but importing, checking or building it failed
+        for spec, failed in matrix.not_started.items():
+            print(f"packcheck run: error: --engine {spec} {not_started(failed)}: {first_error_line(failed.text)}", file=sys.stderr)
         return 2
     if verdicts and counts[Status.UNSUPPORTED] == len(verdicts):
         reason, times = Counter(v.reason for v in verdicts).most_common(1)[0]

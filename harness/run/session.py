@@ -16,7 +16,7 @@ from typing import Sequence, TextIO
 
 from packcheck.harness.engines import EngineInfo
 from packcheck.harness.judging.status import Status
-from packcheck.harness.launch import ErrorKind, LaunchFailed, LaunchPool
+from packcheck.harness.launch import LaunchFailed, LaunchPool
 from packcheck.harness.models import FAMILIES
 from packcheck.harness.run.conclusion import first_error_line
 from packcheck.harness.run.inputs import Inputs
@@ -45,11 +45,6 @@ class Matrix:
     localise: bool = False  # --localise: after each failing verdict, where its arms first part (harness/run/localise.py)
     verdicts: list[Verdict] = field(default_factory=list)
     not_started: dict[str, LaunchFailed] = field(default_factory=dict)  # engine spec -> why its processes never came up
-
-    @property
-    def unresolved(self) -> list[str]:
-        """Specs that name no engine (the import or the class lookup failed): a usage error, not an engine's verdict."""
-        return sorted(spec for spec, failed in self.not_started.items() if failed.kind is ErrorKind.ENGINE_NOT_FOUND)
 
     def families_of(self, engine: EngineInfo | None) -> list[str]:
         if self.families:
