@@ -59,10 +59,10 @@ def one_line(done: subprocess.CompletedProcess, *expected: str) -> str:
 
 
 @pytest.mark.parametrize("spec, expected", [
-    ("tinytrain_packchek.adapter:TinyTrainEngine", "no module 'tinytrain_packchek' on this Python's import path; did you mean "
-                                                   "tinytrain_packcheck"),
-    ("tinytrain_packcheck.adaptr:TinyTrainEngine", "no module 'tinytrain_packcheck.adaptr' on this Python's import path; did you "
-                                                   "mean tinytrain_packcheck.adapter?"),
+    ("tinytrain_packchek.adapter:TinyTrainEngine", ("no module 'tinytrain_packchek' on this Python's import path; did you mean "
+                                                    "tinytrain_packcheck")),
+    ("tinytrain_packcheck.adaptr:TinyTrainEngine", ("no module 'tinytrain_packcheck.adaptr' on this Python's import path; did you "
+                                                    "mean tinytrain_packcheck.adapter?")),
     ("tinytrain_packcheck.adapter:TinyTrainEngin", "no class 'TinyTrainEngin'; did you mean TinyTrainEngine"),
     ("./tinytrain_engin.py:TinyTrainEngine", "no file"),
 ])
@@ -100,8 +100,8 @@ def test_an_engine_whose_constructor_raises_exits_2(engine_repository):
                      "--scenario", "token_conservation", "--out", "reports/ci", "--no-report")
     assert done.returncode == 2, done.stderr[-3000:]
     errors = [line for line in done.stderr.splitlines() if line.startswith("packcheck run: error:")]
-    assert errors == ["packcheck run: error: --engine tinytrain_packcheck.adapter:TinyTrainBroken did not start: "
-                      "RuntimeError: cannot find tinytrain's config file"], done.stderr[-3000:]
+    assert errors == [("packcheck run: error: --engine tinytrain_packcheck.adapter:TinyTrainBroken did not start: "
+                       "RuntimeError: cannot find tinytrain's config file")], done.stderr[-3000:]
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,9 @@ the verdicts and on packcheck's own errors: 0 every supported case passes, 1 a c
 or hangs, 2 a usage error, an engine that does not start (a spec that names no module or class here,
 one line before anything starts: harness/engines/spec_lookup.py; an import or constructor that raises
 or hangs, in the engine's processes), every case unsupported, no absolute check passed for an engine
-and family (harness/run/absolute.py; --relative-only accepts that), or an interrupted run. Ctrl-C or SIGTERM stops the run at any moment, start-up included: every engine
-process is killed, one line says so, and the verdicts so far are kept in results.json and the report.
+and family (harness/run/absolute.py; --relative-only accepts that), or an interrupted run. Ctrl-C or
+SIGTERM stops the run at any moment, start-up included: every engine process is killed, one line says
+so, and the verdicts so far are kept in results.json and the report.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ def add_parser(commands) -> None:
 def add_run_options(parser, required: tuple[str, ...] = (), leave_out: tuple[str, ...] = ()) -> None:
     """The run options (harness/run/options.py, shared with the pytest plugin) and --out (run, calibrate)."""
     add_arguments(parser, required=required, leave_out=leave_out)
-    parser.add_argument("--out", default=None, help=f"output directory (default: {DEFAULT_OUT}; one packcheck creates gets a .gitignore, so that "
-                                                   "a run in the engine's repository leaves `git status` clean)")
+    parser.add_argument("--out", default=None, help=f"output directory (default: {DEFAULT_OUT}; one packcheck creates gets a .gitignore, "
+                                                   "so that a run in the engine's repository leaves `git status` clean)")
 
 
 DEFAULT_OUT = "reports/latest"

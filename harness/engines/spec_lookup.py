@@ -13,16 +13,16 @@ processes import it and say what is wrong, as they do for an engine whose import
 from __future__ import annotations
 
 import ast
-import importlib.util
 import os
 import pkgutil
 import re
 import sys
-from importlib.machinery import ModuleSpec
+from importlib.machinery import ModuleSpec, PathFinder
 from importlib.metadata import packages_distributions
 from pathlib import Path
 
 from packcheck.harness.registry import suggest
+
 
 def spec_problem(spec: str) -> str | None:
     """Why the class spec `spec` ('package.module:Class' or 'path/to/file.py:Class') names nothing here, in one
@@ -58,7 +58,8 @@ def find_module(name: str) -> ModuleSpec | str:
         fullname = ".".join(parts[: i + 1])
         if locations is None:
             return f"no module {name!r}: {'.'.join(parts[:i])} is a module, not a package"
-        found = sys.modules[fullname].__spec__ if fullname in sys.modules and sys.modules[fullname].__spec__ else find_spec(fullname, locations)
+        loaded = sys.modules.get(fullname)
+        found = loaded.__spec__ if loaded is not None and loaded.__spec__ is not None else find_spec(fullname, locations)
         if found is None:
             return f"no module {fullname!r} on this Python's import path{suggest(fullname, module_names(parts[:i], locations))}"
         locations = found.submodule_search_locations
@@ -72,7 +73,7 @@ def find_spec(fullname: str, locations: list[str]) -> ModuleSpec | None:
         if finding is not None and (found := finding(fullname, None if top else locations)) is not None:
             return found
     if top:  # the working directory a console script does not have on sys.path
-        return importlib.machinery.PathFinder.find_spec(fullname, locations)
+        return PathFinder.find_spec(fullname, locations)
     return None
 
 

@@ -106,12 +106,11 @@ def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dty
     if save_dir is None and options.run_dir is not None and options.save_arms:
         save_dir = options.run_dir.arms(info.name, family, scenario.name)
     obtained = options.run_dir.obtained(info.name, family) if options.run_dir is not None else obtained_beside_golden(family)
+    saving = Saving(directory=save_dir, passing=save_passing, obtained=obtained)
     setting = setting_for(family, dtype, device, attention, inputs)
     why = scenario.applies(setting, info.capabilities)
     try:
-        verdict = (unsupported(cell, why) if why is not None
-                   else judge_placed(info, scenario, setting, cell, pool, Saving(directory=save_dir, passing=save_passing, obtained=obtained),
-                                       options))
+        verdict = unsupported(cell, why) if why is not None else judge_placed(info, scenario, setting, cell, pool, saving, options)
     finally:
         pool.discard_cases()  # the verdict is decided and its arms saved where asked: its case folders go
     finding = finding_for(info.known_findings, scenario.name, family)
