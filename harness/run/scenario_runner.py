@@ -12,7 +12,7 @@ with every rank's state; an invalid StepResult -> fail naming every broken field
 The steps, each its own module: execution.py runs a pass of the plan into typed arm outcomes;
 judge.py judges them; conclusion.py concludes the pass from that data; placement.py combines the
 run's own pass with the CPU float64 pass (arms with more ranks than the machine has GPUs). Here:
-which passes run, the files a verdict writes (saved arms, a failing golden's `.obtained`), and
+which passes run, the files a verdict writes (saved arms, a failing golden's obtained result), and
 the known findings. Nothing of an arm outlives its verdict but what `save_dir` (or the run directory's cases/,
 harness/run_dir) keeps: once the verdict is decided, the pool discards the folders of the cases it ran
 (harness/launch/tidy.py).

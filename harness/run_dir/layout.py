@@ -163,9 +163,8 @@ class RunDir:
 
     def forget_earlier_run(self) -> None:
         """What an earlier run left in a reused --out and a reader would take for this run's: its whole table, flat
-        tables, reports, localisations, shrunk cases and obtained results (results.jsonl is written afresh; saved arms are replaced
-        verdict by verdict)."""
+        tables, reports, localisations and shrunk cases (results.jsonl is written afresh; saved arms and obtained results
+        are replaced verdict by verdict: the pytest plugin writes its results here after its workers wrote them)."""
         for stale in (self.results, *map(self.table, TABLES), self.report_html, self.summary_md, self.junit_xml, self.localisations):
             stale.unlink(missing_ok=True)
-        for folder in (self.shrunk, self.path / OBTAINED):
-            shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(self.shrunk, ignore_errors=True)
