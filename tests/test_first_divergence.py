@@ -71,6 +71,14 @@ def test_cross_doc_attention_on_document_isolation_parts_in_layer_0_attention(po
 
 
 @pytest.mark.slow
+def test_linear_attention_state_leak_on_linear_attention_reset_parts_in_the_first_linear_attention_layer(pool):
+    """linear_attention_reset replaces its A documents on purpose, as document_isolation does: its B documents decide
+    (compared on every document, its cp2_ring_other_tokens arm named model.embed_tokens)."""
+    found = located(pool, "mutant.linear-attn-state-leak", "qwen3_5", "linear_attention_reset")
+    assert found.where is Where.FORWARD and found.first_point.module == "model.layers.0.linear_attn", (found.arm, found.sentence())
+
+
+@pytest.mark.slow
 def test_positions_not_reset_parts_in_layer_0_attention(pool):
     found = located(pool, "mutant.positions-not-reset", "llama", "packed_vs_unpacked")
     assert found.where is Where.FORWARD and found.first_point.module == ATTENTION_0, found.sentence()
