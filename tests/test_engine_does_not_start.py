@@ -97,8 +97,9 @@ def test_a_spec_the_source_cannot_rule_out_is_left_to_the_engines_processes(tmp_
 
 def test_an_engine_whose_constructor_raises_exits_2(engine_repository):
     done = packcheck(engine_repository, "run", "--engine", "tinytrain_packcheck.adapter:TinyTrainBroken", "--family", "llama",
-                     "--scenario", "token_conservation", "--out", "reports/ci", "--no-report")
+                     "--scenario", "token_conservation", "mask_alignment", "--out", "reports/ci", "--no-report")
     assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.count("Traceback (most recent call last)") == 1, "the constructor's traceback once, not in every cell"
     errors = [line for line in done.stderr.splitlines() if line.startswith("packcheck run: error:")]
     assert errors == [("packcheck run: error: --engine tinytrain_packcheck.adapter:TinyTrainBroken did not start: "
                        "RuntimeError: cannot find tinytrain's config file")], done.stderr[-3000:]

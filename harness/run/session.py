@@ -66,7 +66,7 @@ def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: Text
                 matrix.not_started[spec] = failed
             cells = [(family, scenario) for family in matrix.families_of(engine) for scenario in matrix.scenarios]
             progress.recount(expected, len(cells))
-            for family, scenario in cells:
+            for n, (family, scenario) in enumerate(cells):
                 progress.start(safe_line(spec if engine is None else engine.name, 200), family, scenario.name)
                 if engine is None:
                     verdict = not_started(matrix, spec, family, scenario, failure)
@@ -76,7 +76,8 @@ def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: Text
                                            options=RunOptions(timeout=pool.timeout, pool=pool, inputs=matrix.inputs,
                                                              logic_pass=matrix.logic_pass, noise_floors=matrix.noise_floors,
                                                              run_dir=results.run_dir, save_arms=matrix.save_arms != "none"))
-                progress.finish(verdict_line(verdict), safe_text(verdict.message()) if verdict.failed else "")
+                said = verdict.failed and (engine is not None or n == 0)  # why an engine did not start: once, not in every cell
+                progress.finish(verdict_line(verdict), safe_text(verdict.message()) if said else "")
                 matrix.verdicts.append(verdict)
                 results.add(verdict)
                 if matrix.localise and engine is not None and verdict.status is Status.FAIL:
