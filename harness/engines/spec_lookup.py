@@ -34,13 +34,23 @@ def spec_problem(spec: str) -> str | None:
         file = Path(module_name).expanduser()
         if not file.is_file():
             return f"no file {file}{suggest(file.name, (p.name for p in file.parent.glob('*.py')))}"
-        return class_problem(file, module_name, attr.split(".")[0])
+        return class_problem(file.read_text(errors="replace"), f"{file}", attr.split(".")[0])
     found = find_module(module_name)
     if isinstance(found, str):
         return found
-    if found.origin is None or not found.origin.endswith(".py"):
-        return None  # a namespace package, an extension module: nothing to read
-    return class_problem(Path(found.origin), module_name, attr.split(".")[0])
+    source = module_source(found)
+    return None if source is None else class_problem(source, f"{module_name} ({found.origin})", attr.split(".")[0])
+
+
+def module_source(found: ModuleSpec) -> str | None:
+    """The module's source as its loader reads it (a file, a zip), without executing it; None where there is none (a
+    namespace package, an extension module) or the loader cannot say."""
+    if found.origin is None or not hasattr(found.loader, "get_source"):
+        return None
+    try:
+        return found.loader.get_source(found.name)
+    except (ImportError, OSError):
+        return None
 
 
 def search_path() -> list[str]:
@@ -86,10 +96,9 @@ def module_names(parents: list[str], locations: list[str]) -> list[str]:
     return [prefix + name for name in names]
 
 
-def class_problem(source: Path, module_name: str, name: str) -> str | None:
-    """Why `source` cannot hold top-level `name`, with the close class names it has; None where it may: its source
-    mentions the name, or can bind names it does not spell."""
-    text = source.read_text(errors="replace")
+def class_problem(text: str, module: str, name: str) -> str | None:
+    """Why the source `text` of `module` cannot hold top-level `name`, with the close class names it has; None where it
+    may: the source mentions the name, or can bind names it does not spell."""
     try:
         tree = ast.parse(text)
     except SyntaxError:
@@ -98,7 +107,7 @@ def class_problem(source: Path, module_name: str, name: str) -> str | None:
         return None
     known = [n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
     known += [alias.asname or alias.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for alias in n.names]
-    return f"module {module_name} ({source}) has no class {name!r}{suggest(name, known)}"
+    return f"module {module} has no class {name!r}{suggest(name, known)}"
 
 
 def open_ended(tree: ast.Module) -> bool:
