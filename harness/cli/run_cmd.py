@@ -16,12 +16,16 @@ import signal
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packcheck.harness.cli.errors import UsageError
 from packcheck.harness.launch.process_tree import adopt_orphans  # stdlib only: cheap to import
 from packcheck.harness.launch.zygotes import end_all  # stdlib only
 from packcheck.harness.run.options import add_arguments
 from packcheck.harness.run_dir import RunDir  # stdlib only
+
+if TYPE_CHECKING:
+    from packcheck.harness.launch import LaunchFailed
 
 
 def add_parser(commands) -> None:
@@ -99,7 +103,7 @@ def auto_dtypes(engines: list[str], pool, device: str) -> dict:
     return chosen
 
 
-def not_started(failed) -> str:
+def not_started(failed: LaunchFailed) -> str:
     """What became of an engine whose processes never took a case (a LaunchFailed), in a few words."""
     from packcheck.harness.launch import ErrorKind
 
