@@ -35,15 +35,15 @@ def run_dir_of(config):
 
 
 def claim(config) -> None:
-    """On the controller (or the only process): create --out and hold its lock for the session, as `packcheck run` does
-    (harness/run/out_lock.py); another run writing there is a usage error."""
+    """On the controller (or the only process): create --out (with a .gitignore where it creates it) and hold its lock
+    for the session, as `packcheck run` does (harness/run/out_lock.py); another run writing there is a usage error."""
     run_dir = run_dir_of(config)
     if run_dir is None or hasattr(config, "workerinput"):
         return
     from packcheck.harness.errors import InputError
     from packcheck.harness.run.out_lock import claim_out
 
-    run_dir.path.mkdir(parents=True, exist_ok=True)
+    run_dir.create()
     try:
         config.stash[LOCK] = claim_out(run_dir)
     except InputError as err:

@@ -57,9 +57,9 @@ def test_bisect_on_a_corrupt_cache(tmp_path, capsys, content):
 
 def test_an_engine_spec_that_resolves_to_nothing(tmp_path, capsys):
     assert main(["run", "--engine", "no_such_package.engine:Engine", "--family", "llama", "--scenario", "packed_vs_unpacked",
-                 "--out", str(tmp_path), "--no-report"]) == 2
-    err = capsys.readouterr().err
-    assert "does not resolve to an engine" in err and "no_such_package" in err
+                 "--out", str(tmp_path / "out"), "--no-report"]) == 2
+    one_line_error(capsys, "--engine no_such_package.engine:Engine: no module 'no_such_package' on this Python's import path")
+    assert not (tmp_path / "out").exists(), "refused before anything starts (tests/test_engine_does_not_start.py)"
 
 
 @pytest.fixture()

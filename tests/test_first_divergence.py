@@ -61,6 +61,23 @@ def test_cross_doc_attention_parts_in_layer_0_attention(pool):
     assert first.error > 1e-2 and found.seconds < stretched(60), (found.seconds, load_note())
 
 
+def test_cross_doc_attention_on_document_isolation_parts_in_layer_0_attention(pool):
+    """document_isolation replaces documents on purpose: only the documents it keeps are compared, so the embedding
+    of a replaced document (which differs by construction) is not taken for the bug."""
+    found = located(pool, "mutant.cross-doc-attention", "llama", "document_isolation")
+    assert found.where is Where.FORWARD and found.first_point.module == ATTENTION_0, found.sentence()
+    kept = get_scenario("document_isolation").kept_samples(setting_for("llama", "float64", "cpu"))
+    assert found.first_point.worst_sample in kept
+
+
+@pytest.mark.slow
+def test_linear_attention_state_leak_on_linear_attention_reset_parts_in_the_first_linear_attention_layer(pool):
+    """linear_attention_reset replaces its A documents on purpose, as document_isolation does: its B documents decide
+    (compared on every document, its cp2_ring_other_tokens arm named model.embed_tokens)."""
+    found = located(pool, "mutant.linear-attn-state-leak", "qwen3_5", "linear_attention_reset")
+    assert found.where is Where.FORWARD and found.first_point.module == "model.layers.0.linear_attn", (found.arm, found.sentence())
+
+
 @pytest.mark.slow
 def test_positions_not_reset_parts_in_layer_0_attention(pool):
     found = located(pool, "mutant.positions-not-reset", "llama", "packed_vs_unpacked")
@@ -119,3 +136,28 @@ def test_only_tokens_both_arms_computed_are_compared():
     assert found.where is Where.NOWHERE and found.tokens == 2
     assert first_divergence("a", replace(a, seen=torch.ones(4)), "b", b, 1e-10, RULE).where is Where.FORWARD
     assert not math.isnan(found.forward[0].error)
+
+
+def test_samples_changed_on_purpose_are_not_compared():
+    """Sample 0 differs (a replaced document), sample 1 is kept: only sample 1 decides; a kept sample that differs
+    is still found, and its place named."""
+    a = captured({"embed": [9.0, 9.0, 3.0, 4.0], "attn": [9.0, 9.0, 1.0, 1.0]}, {}, [1, 1, 1, 1])
+    b = captured({"embed": [1.0, 2.0, 3.0, 4.0], "attn": [1.0, 1.0, 1.0, 1.0]}, {}, [1, 1, 1, 1])
+    assert first_divergence("a", a, "b", b, 1e-10, RULE).first_point.label == "embed", "the control: every sample compared"
+    assert first_divergence("a", a, "b", b, 1e-10, RULE, samples=[1]).where is Where.NOWHERE
+    a.forward["attn"][3] = 5.0
+    found = first_divergence("a", a, "b", b, 1e-10, RULE, samples=[1])
+    assert found.where is Where.FORWARD and found.first_point.label == "attn" and found.tokens == 2
+    assert (found.first_point.worst_sample, found.first_point.worst_token) == (1, 1)
+
+
+def test_a_sample_of_another_length_is_skipped_when_not_kept():
+    """document_isolation's other_lengths arm: a replaced document of another length shifts the later samples' rows."""
+    longer = Activations(lengths=[3, 2], dims=1, points=[Point("attn", PointKind.OUTPUT, "attn")],
+                         forward={"attn": torch.tensor([7.0, 7.0, 7.0, 1.0, 2.0], dtype=torch.float64)[:, None]},
+                         seen=torch.ones(5, dtype=torch.float64))
+    b = captured({"attn": [1.0, 1.0, 1.0, 2.0]}, {}, [1, 1, 1, 1])
+    assert first_divergence("a", longer, "b", b, 1e-10, RULE).where is Where.UNAVAILABLE
+    found = first_divergence("a", longer, "b", b, 1e-10, RULE, samples=[1])
+    assert found.where is Where.NOWHERE and found.tokens == 2
+    assert first_divergence("a", longer, "b", b, 1e-10, RULE, samples=[0, 1]).where is Where.UNAVAILABLE

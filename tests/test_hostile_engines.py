@@ -149,7 +149,9 @@ def crash_run(tmp_path_factory):
 
 def test_every_broken_engine_is_a_named_verdict_and_the_run_goes_on(crash_run):
     work, out, done, seconds = crash_run
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 2, done.stderr  # FailsToBuild and NeverBuilds never started: exit 2, whatever the others did
+    assert {line.split(" ")[4] for line in done.stderr.splitlines() if line.startswith("packcheck run: error: --engine")} == {
+        HOSTILE + "FailsToBuild", HOSTILE + "NeverBuilds"}, done.stderr
     assert "internal error" not in done.stderr and "Traceback" not in done.stderr.split("verdicts:")[-1]
     results = assert_files_whole(out)
     by_engine = verdicts_by_engine(results)

@@ -1,6 +1,6 @@
 """packcheck owns the console: engine processes start with third-party progress bars off (the
 transformers "Loading weights" bar, hub and datasets downloads, any tqdm), unless the user set
-the switch; and `.obtained` goldens land where the user runs from."""
+the switch."""
 
 from __future__ import annotations
 
@@ -31,29 +31,3 @@ def test_engine_processes_start_without_progress_bars(monkeypatch):
 def test_a_user_who_wants_the_bars_keeps_them(monkeypatch):
     monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "0")
     assert _environment(world_size=1, device="cpu")["HF_HUB_DISABLE_PROGRESS_BARS"] == "0"
-
-
-def test_obtained_goldens_land_where_the_user_works(tmp_path, monkeypatch):
-    from packcheck.harness.golden import golden_dir, obtained_path
-
-    monkeypatch.delenv("PACKCHECK_GOLDEN_DIR", raising=False)
-    checkout = golden_dir().resolve().parents[1]
-    monkeypatch.chdir(tmp_path)
-    assert obtained_path("llama") == tmp_path.resolve() / "packcheck-obtained" / "llama.obtained", "a user's project: its own folder"
-    monkeypatch.chdir(checkout / "docs")
-    assert obtained_path("llama") == checkout / "fixtures" / "goldens" / "llama.obtained", "developing packcheck: beside the golden"
-    monkeypatch.setenv("PACKCHECK_GOLDEN_DIR", str(tmp_path / "goldens"))
-    monkeypatch.chdir(tmp_path)
-    assert obtained_path("llama") == tmp_path / "goldens" / "llama.obtained", "the user's own goldens: beside them"
-
-
-def test_a_failing_golden_run_from_elsewhere_writes_there(tmp_path, monkeypatch):
-    from packcheck.harness.run.scenario_runner import run_scenario
-    from packcheck.harness.scenarios import get_scenario
-
-    monkeypatch.delenv("PACKCHECK_GOLDEN_DIR", raising=False)
-    monkeypatch.chdir(tmp_path)
-    verdict = run_scenario("mutant.ga-mean-of-means", get_scenario("golden_regression"), "llama")
-    obtained = tmp_path.resolve() / "packcheck-obtained" / "llama.obtained"
-    assert verdict.status == "fail" and str(obtained) in verdict.diagnosis
-    assert (obtained / "result.safetensors").exists() and (obtained / "provenance.json").exists()

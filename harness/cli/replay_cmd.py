@@ -1,8 +1,9 @@
 """`packcheck replay CASE [--engine SPEC]`: run a shrunk case again (harness/shrink/replay.py) and print its verdict.
 
 Exit status: 0 the case passes (the engine given with --engine, or the bug fixed), 1 it still fails, errs or hangs,
-2 the file cannot be read or --engine names no engine. The case's own engine is replayed from the folder it recorded
-(harness/shrink/replay.py), so it replays from any directory.
+2 the file cannot be read, or the engine (--engine's, or the case's own) names nothing here or does not start: one line,
+as `packcheck run` says it, never a verdict that reads as "still fails". The case's own engine is replayed from the
+folder it recorded (harness/shrink/replay.py), so it replays from any directory.
 """
 
 from __future__ import annotations
@@ -22,11 +23,15 @@ def add_parser(commands) -> None:
 
 
 def handle(args) -> int:
+    import contextlib
     import tempfile
     from pathlib import Path
 
-    from packcheck.harness.launch import LaunchPool
-    from packcheck.harness.run.choices import checked_engines, checked_timeout
+    from packcheck.harness.cli.run_cmd import not_started
+    from packcheck.harness.engines import engine_names
+    from packcheck.harness.launch import LaunchFailed, LaunchPool
+    from packcheck.harness.run.choices import BadOption, checked_engines, checked_timeout, engine_problem
+    from packcheck.harness.run.conclusion import first_error_line
     from packcheck.harness.run.reproduce import engine_folder, replay_command
     from packcheck.harness.shrink.record import read_shrunk
     from packcheck.harness.shrink.replay import drifted, replay, replay_folder
@@ -41,8 +46,19 @@ def handle(args) -> int:
     if engine is None and case.engine_dir is not None and folder is None:
         print(f"packcheck replay: {case.engine_dir}, the folder {case.engine_spec} was found in when the case was written, is not on "
               "this machine; importing the engine from the current directory", file=sys.stderr)
-    with tempfile.TemporaryDirectory(prefix="packcheck-replay-") as launches, LaunchPool(Path(launches), args.timeout) as pool:
-        verdict = replay(case, pool, engine)
+    # the case's own engine is looked up and started where the replay imports it from
+    with contextlib.chdir(folder) if folder is not None else contextlib.nullcontext():
+        if engine is None and (problem := engine_problem(case.engine_spec, set(engine_names()))):
+            raise BadOption(f"{case.path} was shrunk on engine {case.engine_spec}, which names nothing here: {problem}; "
+                            "or replay it against another engine with --engine")
+        with tempfile.TemporaryDirectory(prefix="packcheck-replay-") as launches, LaunchPool(Path(launches), args.timeout) as pool:
+            try:
+                pool.engine_info(engine or case.engine_spec, case.device)  # kept by the pool for the replay
+            except LaunchFailed as failed:
+                print(f"packcheck replay: error: engine {engine or case.engine_spec} {not_started(failed)}: "
+                      f"{first_error_line(failed.text)}", file=sys.stderr)
+                return 2
+            verdict = replay(case, pool, engine)
     summary = case.summary
     print(f"{summary.line()}; replayed from {case.path}", file=sys.stderr)
     again = (replay_command(case.path, folder) if engine is None

@@ -2,10 +2,12 @@
 
 Every arm runs in the engine's own processes (harness/launch), so the exit status depends only on
 the verdicts and on packcheck's own errors: 0 every supported case passes, 1 a case fails, errs
-or hangs, 2 a usage error, an engine spec that resolves to nothing, every case unsupported, no
-absolute check passed for an engine and family (harness/run/absolute.py; --relative-only accepts
-that), or an interrupted run. Ctrl-C or SIGTERM stops the run at any moment, start-up included: every engine
-process is killed, one line says so, and the verdicts so far are kept in results.json and the report.
+or hangs, 2 a usage error, an engine that does not start (a spec that names no module or class here,
+one line before anything starts: harness/engines/spec_lookup.py; an import or constructor that raises
+or hangs, in the engine's processes), every case unsupported, no absolute check passed for an engine
+and family (harness/run/absolute.py; --relative-only accepts that), or an interrupted run. Ctrl-C or
+SIGTERM stops the run at any moment, start-up included: every engine process is killed, one line says
+so, and the verdicts so far are kept in results.json and the report.
 """
 
 from __future__ import annotations
@@ -14,12 +16,16 @@ import signal
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packcheck.harness.cli.errors import UsageError
 from packcheck.harness.launch.process_tree import adopt_orphans  # stdlib only: cheap to import
 from packcheck.harness.launch.zygotes import end_all  # stdlib only
 from packcheck.harness.run.options import add_arguments
 from packcheck.harness.run_dir import RunDir  # stdlib only
+
+if TYPE_CHECKING:
+    from packcheck.harness.launch import LaunchFailed
 
 
 def add_parser(commands) -> None:
@@ -40,8 +46,8 @@ def add_parser(commands) -> None:
 def add_run_options(parser, required: tuple[str, ...] = (), leave_out: tuple[str, ...] = ()) -> None:
     """The run options (harness/run/options.py, shared with the pytest plugin) and --out (run, calibrate)."""
     add_arguments(parser, required=required, leave_out=leave_out)
-    parser.add_argument("--out", default=None, help=f"output directory (default: {DEFAULT_OUT}, with a .gitignore in it, so that a run "
-                                                   "in the engine's repository leaves `git status` clean)")
+    parser.add_argument("--out", default=None, help=f"output directory (default: {DEFAULT_OUT}; one packcheck creates gets a .gitignore, "
+                                                   "so that a run in the engine's repository leaves `git status` clean)")
 
 
 DEFAULT_OUT = "reports/latest"
@@ -49,18 +55,17 @@ DEFAULT_OUT = "reports/latest"
 
 def output_directory(out: str | None) -> Path:
     """--out as an absolute path (an engine cannot move it), created and writable, or a usage error. Without --out,
-    DEFAULT_OUT under the working directory, which is often the engine's repository: git is told to ignore it."""
+    DEFAULT_OUT under the working directory, which is often the engine's repository: git is told to ignore it, as it is
+    in any --out this creates (RunDir.create)."""
     run_dir = RunDir(Path(out or DEFAULT_OUT).resolve())
     if run_dir.path.exists() and not run_dir.path.is_dir():
         raise UsageError(f"--out {out}: is a file, not a directory; point --out at a directory (it is created if missing)")
     try:
-        run_dir.path.mkdir(parents=True, exist_ok=True)
+        run_dir.create(default=out is None)
         run_dir.write_probe.write_text("")
         run_dir.write_probe.unlink()
     except OSError as err:
         raise UsageError(f"--out {out}: cannot write there ({err.strerror}); choose a writable directory") from None
-    if out is None and not run_dir.gitignore.exists():
-        run_dir.gitignore.write_text("# written by packcheck: a run directory, not source\n*\n")
     return run_dir.path
 
 
@@ -96,6 +101,15 @@ def auto_dtypes(engines: list[str], pool, device: str) -> dict:
             raise UsageError(str(err)) from None
         print(f"engine {info.name}: dtype {chosen[spec].dtype} ({chosen[spec].why})", file=sys.stderr, flush=True)
     return chosen
+
+
+def not_started(failed: LaunchFailed) -> str:
+    """What became of an engine whose processes never took a case (a LaunchFailed), in a few words."""
+    from packcheck.harness.launch import ErrorKind
+
+    if failed.kind is ErrorKind.ENGINE_NOT_FOUND:
+        return "does not resolve to an engine"
+    return "did not finish importing and building within --timeout" if failed.hung else "did not start"
 
 
 def checked_choices(args, **given):
@@ -212,9 +226,9 @@ def _handle(args) -> int:
         print(f"packcheck run: interrupted ({interrupted}) after {len(verdicts)} verdicts; every engine process was killed, "
               "the verdicts so far are in the results and the report", file=sys.stderr)
         return 2
-    if matrix.unresolved:
-        print(f"packcheck run: error: --engine {', '.join(matrix.unresolved)} does not resolve to an engine: "
-              + first_error_line(matrix.not_started[matrix.unresolved[0]].text), file=sys.stderr)
+    if matrix.not_started:  # its spec named a module and class, but importing, checking or building it failed
+        for spec, failed in matrix.not_started.items():
+            print(f"packcheck run: error: --engine {spec} {not_started(failed)}: {first_error_line(failed.text)}", file=sys.stderr)
         return 2
     if verdicts and counts[Status.UNSUPPORTED] == len(verdicts):
         reason, times = Counter(v.reason for v in verdicts).most_common(1)[0]

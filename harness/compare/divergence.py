@@ -1,5 +1,6 @@
 """Where two arms first part: their activations (harness/contract/activations.py) compared point by point, on the
-tokens both computed, in forward order and then in backward order. Pure: activations in, a Divergence out.
+tokens both computed (or, where a scenario changes some samples on purpose, on the samples its arms must
+agree on), in forward order and then in backward order. Pure: activations in, a Divergence out.
 
 A point's error is the relative L2 distance of the two arms' values over the shared tokens, ||a - b|| / ||b||
 (estimated from their projections: equal values give 0 exactly), judged by the dtype's bound for a tensor's
@@ -11,7 +12,9 @@ backward that parts later names the first module in backward order.
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -102,32 +105,45 @@ def unavailable(arm: str, against: str, reason: str) -> Divergence:
     return Divergence(where=Where.UNAVAILABLE, arm=arm, against=against, reason=reason)
 
 
-def first_divergence(arm: str, a: Activations, against: str, b: Activations, threshold: float, bound: Bound) -> Divergence:
-    """Where `a` first parts from `b` by more than `threshold`, on the tokens both computed."""
-    if a.lengths != b.lengths or a.dims != b.dims:
+def first_divergence(arm: str, a: Activations, against: str, b: Activations, threshold: float, bound: Bound,
+                     samples: Sequence[int] | None = None) -> Divergence:
+    """Where `a` first parts from `b` by more than `threshold`, on the tokens both computed; with `samples`, on those
+    samples' tokens only (the others differ on purpose: a document the scenario replaced, of another length even)."""
+    if a.dims != b.dims or len(a.lengths) != len(b.lengths) or (samples is None and a.lengths != b.lengths):
         return unavailable(arm, against, f"the two captures are of different batches ({len(a.lengths)} vs {len(b.lengths)} samples, "
                                          f"{a.dims} vs {b.dims} directions)")
-    shared = ((a.seen > 0) & (b.seen > 0)).nonzero().flatten()
+    kept = range(len(a.lengths)) if samples is None else samples
+    if any(a.lengths[i] != b.lengths[i] for i in kept):
+        return unavailable(arm, against, "a sample the two arms must agree on has another length in each")
+    rows_a, rows_b = sample_rows(a.lengths, kept), sample_rows(b.lengths, kept)
+    both = (a.seen[rows_a] > 0) & (b.seen[rows_b] > 0)
+    rows_a, rows_b = rows_a[both], rows_b[both]
     offsets = torch.tensor([0, *a.lengths[:-1]], dtype=torch.long).cumsum(0)
     theirs = {p.label for p in b.points}
     points = {p.label: p for p in a.points if p.label in theirs}
-    if not points or not len(shared):
+    if not points or not len(rows_a):
         return unavailable(arm, against, "the two arms share no captured module (their engines name their modules differently)"
                            if not points else "the two arms computed no token in common")
 
     def trail(part: str, labels: list[str]) -> tuple[PointError, ...]:
-        return tuple(point_error(points[label], getattr(a, part)[label][shared], getattr(b, part)[label][shared], shared, offsets)
+        return tuple(point_error(points[label], getattr(a, part)[label][rows_a], getattr(b, part)[label][rows_b], rows_a, offsets)
                      for label in labels if label in getattr(a, part) and label in getattr(b, part))
 
     forward = trail("forward", list(points))
     backward = trail("backward", [label for label in a.backward_order if label in points])
-    found = dict(arm=arm, against=against, threshold=threshold, bound=bound, forward=forward, backward=backward, tokens=len(shared))
+    found = dict(arm=arm, against=against, threshold=threshold, bound=bound, forward=forward, backward=backward, tokens=len(rows_a))
     over = lambda errors: next((i for i, e in enumerate(errors) if not e.error <= threshold), None)  # noqa: E731 - NaN is over
     if (first := over(forward)) is not None:
         return Divergence(where=Where.FORWARD, first=first, **found)
     if (first := over(backward)) is not None:
         return Divergence(where=Where.LOSS if first == 0 else Where.BACKWARD, first=first, **found)
     return Divergence(where=Where.NOWHERE, **found)
+
+
+def sample_rows(lengths: list[int], samples: Sequence[int]) -> torch.Tensor:
+    """The flat rows (Activations' layout) of `samples`' tokens, in sample order."""
+    offsets = [0, *itertools.accumulate(lengths)]
+    return torch.tensor([row for i in samples for row in range(offsets[i], offsets[i + 1])], dtype=torch.long)
 
 
 def point_error(point: Point, a_ND: torch.Tensor, b_ND: torch.Tensor, rows: torch.Tensor, offsets: torch.Tensor) -> PointError:

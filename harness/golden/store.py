@@ -1,8 +1,10 @@
 """Golden fixtures: the reference trainer's float64 results, stored with provenance.
 
 Lifecycle (after pytest-regressions): a missing golden fails and says how to write one; a
-mismatch writes the obtained result beside the golden (`<family>.obtained/`, git-ignored; from
-outside packcheck's checkout, `./packcheck-obtained/<family>.obtained/`) so the two can be diffed; goldens change only through `packcheck golden regen`, and a golden whose case
+mismatch writes the obtained result, stored as a golden is, so the two can be diffed: under the run's --out
+(`OUT/obtained/<engine>/<family>/`), or, in a run that keeps no run directory, beside the golden
+(`<family>.obtained/`, git-ignored) where the goldens are the user's own or packcheck's checkout is the working
+directory; goldens change only through `packcheck golden regen`, and a golden whose case
 no longer matches the code that builds it is *stale* and fails with the same hint.
 """
 
@@ -146,23 +148,19 @@ def write_golden(family: str, case: Case, result: StepResult, provenance: dict, 
     return path
 
 
-OBTAINED_DIR = "packcheck-obtained"
-
-
-def obtained_path(family: str) -> Path:
-    """Where a failing run's result goes for a diff with the golden, as an absolute path: beside the
-    golden (git-ignored) when the goldens are the user's own (PACKCHECK_GOLDEN_DIR) or the user works
-    in packcheck's checkout; else in the working directory, ./packcheck-obtained/<family>.obtained:
-    never into an installed package, or a checkout of packcheck the user is not working in."""
-    beside = golden_path(family).with_name(f"{family}.obtained").absolute()
+def obtained_beside_golden(family: str) -> Path | None:
+    """Where a failing verdict's result goes for a diff with the golden when the run keeps no run directory (the pytest
+    plugin without --out, a verdict judged from Python): beside the golden (git-ignored) when the goldens are the user's
+    own (PACKCHECK_GOLDEN_DIR) or the user works in packcheck's checkout; else None: never into an installed package, a
+    checkout of packcheck the user is not working in, or the working directory (the engine's repository). A run with a
+    run directory keeps it there (RunDir.obtained)."""
     cwd = Path.cwd().resolve()
     checkout = golden_dir().resolve().parents[1]  # <checkout>/fixtures/goldens
     if os.environ.get("PACKCHECK_GOLDEN_DIR") or cwd == checkout or checkout in cwd.parents:
-        return beside
-    return cwd / OBTAINED_DIR / f"{family}.obtained"
+        return golden_path(family).with_name(f"{family}.obtained").absolute()
+    return None
 
 
-def write_obtained(family: str, case: Case, result: StepResult, provenance: dict) -> Path:
-    path = obtained_path(family)
+def write_obtained(family: str, case: Case, result: StepResult, provenance: dict, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     return write_golden(family, case, result, provenance, path=path)

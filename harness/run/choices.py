@@ -17,6 +17,7 @@ from packcheck.harness.compare.tolerances import SIZE_NOISE_FLOORS, table_json
 from packcheck.harness.contract.case import DEVICES, DTYPES
 from packcheck.harness.engines import engine_names, names_a_class, unknown_engine
 from packcheck.harness.engines.registry import file_spec_made_absolute
+from packcheck.harness.engines.spec_lookup import spec_problem
 from packcheck.harness.errors import InputError
 from packcheck.harness.models import get_family
 from packcheck.harness.run.calibration import floors_from_report
@@ -69,12 +70,22 @@ def expand_engines(specs: list[str]) -> list[str]:
 
 
 def checked_engines(specs: list[str]) -> list[str]:
+    """The specs, patterns expanded and file paths made absolute; one that names nothing here is a usage error, said
+    before any engine process starts."""
     engines = [file_spec_made_absolute(spec) for spec in expand_engines(specs)]
     known = set(engine_names())
     for spec in engines:
-        if not names_a_class(spec) and spec not in known:
-            raise BadOption(f"--engine {spec}: {unknown_engine(spec, known)}")
+        if problem := engine_problem(spec, known):
+            raise BadOption(f"--engine {spec}: {problem}")
     return engines
+
+
+def engine_problem(spec: str, known: set[str]) -> str | None:
+    """Why `spec` names no engine here, found without importing any (harness/engines/spec_lookup.py): not among the
+    `known` registered names, or a 'module:Class' whose module or class is not there; None where it may start."""
+    if names_a_class(spec):
+        return spec_problem(spec)
+    return None if spec in known else unknown_engine(spec, known)
 
 
 def checked_dtype(dtype: str) -> str:

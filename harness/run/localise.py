@@ -65,7 +65,7 @@ def localise_verdict(engine: EngineInfo, scenario: Scenario, setting: Setting, c
 def localise(engine: EngineInfo, scenario: Scenario, setting: Setting, arm: ArmId, against: ArmId, pool: LaunchPool,
              noise_floors: Mapping[str, Mapping[str, float]] | None = None, request: CaptureRequest = CaptureRequest()) -> Divergence:
     """Where `arm` first parts from `against`: both rebuilt from the plan on `setting` (the CPU float64 pass's setting
-    for arms of that pass) and run again with capture on."""
+    for arms of that pass) and run again with capture on; compared on the samples the scenario keeps in every arm."""
     started = time.perf_counter()
     built_from = setting if arm.pass_ is Pass.MAIN else placement.logic_setting(setting)
     arms = plan_arms(scenario, built_from, arm.pass_)
@@ -82,7 +82,8 @@ def localise(engine: EngineInfo, scenario: Scenario, setting: Setting, arm: ArmI
     # activations are judged as gradients are (relative L2), by the grad row of the table the arms' verdict was judged by;
     # no comparison of the verdict judged an activation, so there is no Comparison's bound to read
     bound = built_from.tolerance(noise_floors).by("grad")
-    found = first_divergence(str(arm), captured[0], str(against), captured[1], bound["threshold"], bound["bound"])
+    kept = None if scenario.kept_samples is None else scenario.kept_samples(built_from)
+    found = first_divergence(str(arm), captured[0], str(against), captured[1], bound["threshold"], bound["bound"], kept)
     return replace(found, seconds=time.perf_counter() - started)
 
 

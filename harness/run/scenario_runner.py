@@ -12,7 +12,7 @@ with every rank's state; an invalid StepResult -> fail naming every broken field
 The steps, each its own module: execution.py runs a pass of the plan into typed arm outcomes;
 judge.py judges them; conclusion.py concludes the pass from that data; placement.py combines the
 run's own pass with the CPU float64 pass (arms with more ranks than the machine has GPUs). Here:
-which passes run, the files a verdict writes (saved arms, a failing golden's `.obtained`), and
+which passes run, the files a verdict writes (saved arms, a failing golden's obtained result), and
 the known findings. Nothing of an arm outlives its verdict but what `save_dir` (or the run directory's cases/,
 harness/run_dir) keeps: once the verdict is decided, the pool discards the folders of the cases it ran
 (harness/launch/tidy.py).
@@ -30,7 +30,7 @@ from typing import Mapping
 from packcheck.harness.compare import ArmId, Pass
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.engines import Engine, EngineInfo, finding_for
-from packcheck.harness.golden import write_obtained
+from packcheck.harness.golden import obtained_beside_golden, write_obtained
 from packcheck.harness.judging.status import Status
 from packcheck.harness.launch import LaunchFailed, LaunchPool, engine_spec
 from packcheck.harness.provenance import provenance
@@ -58,7 +58,10 @@ class RunOptions:
     # `packcheck calibrate`, which measures the asked dtype's noise, not the logic the CPU pass checks)
     logic_pass: bool = True
     noise_floors: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # dtype -> field -> floor (--noise-floors)
-    run_dir: RunDir | None = None  # where no `save_dir` is given, the verdict's arms go to this run directory's cases/ (None: nowhere)
+    # the run's directory (None: none): a failing golden's obtained result goes there, and, where no `save_dir` is given
+    # and `save_arms` (False: --save-arms none), the verdict's arms, to its cases/
+    run_dir: RunDir | None = None
+    save_arms: bool = True
 
 
 def setting_for(family: str, dtype: str, device: str, attention: str = "auto", inputs: Inputs = Inputs()) -> Setting:
@@ -81,10 +84,12 @@ def run_scenario(engine: EngineInfo | str | Engine | type[Engine], scenario: Sce
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Saving:
-    """Where a verdict's arms go: `directory` (None: nowhere), for every verdict or (not `passing`) failing ones only."""
+    """Where a verdict's arms go: `directory` (None: nowhere), for every verdict or (not `passing`) failing ones only; and
+    a failing golden arm's result, for a diff with its golden (`obtained`; None: nowhere)."""
 
     directory: Path | None
     passing: bool
+    obtained: Path | None = None
 
 
 def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dtype: str, device: str, save_dir: Path | None,
@@ -98,13 +103,14 @@ def _run_scenario(engine: EngineInfo | str, scenario: Scenario, family: str, dty
     except LaunchFailed as failed:
         return dataclasses.replace(did_not_start(cell, failed), seconds=time.perf_counter() - started)
     cell = dataclasses.replace(cell, engine=info.name)
-    if save_dir is None and options.run_dir is not None:
+    if save_dir is None and options.run_dir is not None and options.save_arms:
         save_dir = options.run_dir.arms(info.name, family, scenario.name)
+    obtained = options.run_dir.obtained(info.name, family) if options.run_dir is not None else obtained_beside_golden(family)
+    saving = Saving(directory=save_dir, passing=save_passing, obtained=obtained)
     setting = setting_for(family, dtype, device, attention, inputs)
     why = scenario.applies(setting, info.capabilities)
     try:
-        verdict = (unsupported(cell, why) if why is not None
-                   else judge_placed(info, scenario, setting, cell, pool, Saving(directory=save_dir, passing=save_passing), options))
+        verdict = unsupported(cell, why) if why is not None else judge_placed(info, scenario, setting, cell, pool, saving, options)
     finally:
         pool.discard_cases()  # the verdict is decided and its arms saved where asked: its case folders go
     finding = finding_for(info.known_findings, scenario.name, family)
@@ -141,7 +147,7 @@ def judge_pass(scenario: Scenario, run: Execution, options: RunOptions, saving: 
     if judgeable(scenario, run):
         judged = judge(scenario, judgement(scenario, run.setting, run.cases, run.results, run.setting.tolerance(options.noise_floors)))
         if judged.failed and not judged.crashed:
-            judged = keep_obtained(scenario, run, judged)
+            judged = keep_obtained(scenario, run, judged, saving.obtained)
     verdict = conclude_pass(scenario, run, judged, opening)
     if saving.directory is not None and (saving.passing or verdict.failed) and not run.ended:
         save_arms(saving.directory, run.cases, run.results)
@@ -149,17 +155,21 @@ def judge_pass(scenario: Scenario, run: Execution, options: RunOptions, saving: 
     return verdict
 
 
-def keep_obtained(scenario: Scenario, run: Execution, judged: Judged) -> Judged:
-    """A failing golden stage's results, written beside their golden for a diff (pytest-regressions'
-    `.obtained`); where the goldens are not writable (an installed wheel), the verdict says so."""
-    notes = []
+def keep_obtained(scenario: Scenario, run: Execution, judged: Judged, path: Path | None) -> Judged:
+    """A failing golden stage's result, written to `path` for a diff with its golden (pytest-regressions' `.obtained`),
+    and the diagnosis says where; or why it was not written (nowhere to put it, or not writable there)."""
     for outcome in run.outcomes:
         if outcome.kind is Kind.RAN and scenario.stages[outcome.stage].golden:
-            try:
-                write_obtained(run.setting.family, outcome.case, outcome.result, provenance(outcome.case.device))
-            except OSError as err:
-                notes.append(f"the obtained result was not written beside the golden ({err}); the run's saved arms keep it\n")
-    return dataclasses.replace(judged, notes=judged.notes + tuple(notes))
+            if path is None:
+                said = "; the obtained result is kept only in a run directory (give --out DIR) or beside your own goldens"
+            else:
+                try:
+                    write_obtained(run.setting.family, outcome.case, outcome.result, provenance(outcome.case.device), path)
+                    said = f"; the obtained result is written to {path} for a diff with the golden"
+                except OSError as err:
+                    said = f"; the obtained result could not be written to {path} ({err.strerror or err})"
+            return dataclasses.replace(judged, diagnosis=judged.diagnosis + said)
+    return judged
 
 
 CONTRACT_QUANTITIES = ("result", "mesh")  # failures of the contract, not of the numbers: no finding excuses them

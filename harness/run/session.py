@@ -16,7 +16,7 @@ from typing import Sequence, TextIO
 
 from packcheck.harness.engines import EngineInfo
 from packcheck.harness.judging.status import Status
-from packcheck.harness.launch import ErrorKind, LaunchFailed, LaunchPool
+from packcheck.harness.launch import LaunchFailed, LaunchPool
 from packcheck.harness.models import FAMILIES
 from packcheck.harness.run.conclusion import first_error_line
 from packcheck.harness.run.inputs import Inputs
@@ -46,11 +46,6 @@ class Matrix:
     verdicts: list[Verdict] = field(default_factory=list)
     not_started: dict[str, LaunchFailed] = field(default_factory=dict)  # engine spec -> why its processes never came up
 
-    @property
-    def unresolved(self) -> list[str]:
-        """Specs that name no engine (the import or the class lookup failed): a usage error, not an engine's verdict."""
-        return sorted(spec for spec, failed in self.not_started.items() if failed.kind is ErrorKind.ENGINE_NOT_FOUND)
-
     def families_of(self, engine: EngineInfo | None) -> list[str]:
         if self.families:
             return list(self.families)
@@ -71,7 +66,7 @@ def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: Text
                 matrix.not_started[spec] = failed
             cells = [(family, scenario) for family in matrix.families_of(engine) for scenario in matrix.scenarios]
             progress.recount(expected, len(cells))
-            for family, scenario in cells:
+            for n, (family, scenario) in enumerate(cells):
                 progress.start(safe_line(spec if engine is None else engine.name, 200), family, scenario.name)
                 if engine is None:
                     verdict = not_started(matrix, spec, family, scenario, failure)
@@ -80,8 +75,9 @@ def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: Text
                                            attention=matrix.attention, save_passing=matrix.save_arms == "all",
                                            options=RunOptions(timeout=pool.timeout, pool=pool, inputs=matrix.inputs,
                                                              logic_pass=matrix.logic_pass, noise_floors=matrix.noise_floors,
-                                                             run_dir=None if matrix.save_arms == "none" else results.run_dir))
-                progress.finish(verdict_line(verdict), safe_text(verdict.message()) if verdict.failed else "")
+                                                             run_dir=results.run_dir, save_arms=matrix.save_arms != "none"))
+                said = verdict.failed and (engine is not None or n == 0)  # why an engine did not start: once, not in every cell
+                progress.finish(verdict_line(verdict), safe_text(verdict.message()) if said else "")
                 matrix.verdicts.append(verdict)
                 results.add(verdict)
                 if matrix.localise and engine is not None and verdict.status is Status.FAIL:

@@ -12,9 +12,11 @@
         result.json, result.safetensors   its StepResult (harness/contract/result.py names them)
         invalid.json        an arm whose result broke the contract: its problems
       shrunk/<engine>/<family>/<scenario>.json      a verdict's shrunk case (harness/shrink/record.py; summaries: shrunk.py)
+      obtained/<engine>/<family>/   a failing golden_regression verdict's result, stored as its golden is, for a diff
+                            with it (harness/golden/store.py writes it)
       launches/             the engines' processes' working folders (harness/launch/layout.py, LaunchDir)
       .packcheck-run.lock   held by the run writing here (harness/run/out_lock.py)
-      .gitignore            in the default --out only: a run directory is not source
+      .gitignore            in an --out packcheck created: a run directory is not source (RunDir.create)
 
 `packcheck calibrate --out OUT` keeps one run directory per seed, OUT/seed-N/, and its summary, OUT/calibration.json.
 """
@@ -28,6 +30,8 @@ from packcheck.harness.text import path_name
 
 TABLES = tuple(f"{name}.{kind}" for name in ("verdicts", "comparisons") for kind in ("jsonl", "csv"))
 CASES = "cases"
+OBTAINED = "obtained"
+GITIGNORE = "# written by packcheck: a run directory, not source\n*\n"
 
 
 class ArmDir:
@@ -115,6 +119,10 @@ class RunDir:
         """Where the run keeps a verdict's shrunk case, beside its saved arms."""
         return self.shrunk / path_name(engine) / family / f"{scenario}.json"
 
+    def obtained(self, engine: str, family: str) -> Path:
+        """Where a failing golden verdict's result goes, for a diff with the family's golden."""
+        return self.path / OBTAINED / path_name(engine) / family
+
     @property
     def launches(self) -> Path:
         return self.path / "launches"
@@ -126,6 +134,15 @@ class RunDir:
     @property
     def gitignore(self) -> Path:
         return self.path / ".gitignore"
+
+    def create(self, default: bool = False) -> None:
+        """Make the directory (and its parents). One packcheck made gets a .gitignore, so that a run in the engine's
+        repository (`--out reports/ci`) leaves `git status` clean; so does the `default` --out, packcheck's own choice,
+        even if it was there. A directory the user gave that was there is left as it is."""
+        made = not self.path.is_dir()
+        self.path.mkdir(parents=True, exist_ok=True)
+        if (made or default) and not self.gitignore.exists():
+            self.gitignore.write_text(GITIGNORE)
 
     @property
     def write_probe(self) -> Path:
@@ -146,8 +163,8 @@ class RunDir:
 
     def forget_earlier_run(self) -> None:
         """What an earlier run left in a reused --out and a reader would take for this run's: its whole table, flat
-        tables, reports, localisations and shrunk cases (results.jsonl is written afresh; saved arms are replaced
-        verdict by verdict)."""
+        tables, reports, localisations and shrunk cases (results.jsonl is written afresh; saved arms and obtained results
+        are replaced verdict by verdict: the pytest plugin writes its results here after its workers wrote them)."""
         for stale in (self.results, *map(self.table, TABLES), self.report_html, self.summary_md, self.junit_xml, self.localisations):
             stale.unlink(missing_ok=True)
         shutil.rmtree(self.shrunk, ignore_errors=True)

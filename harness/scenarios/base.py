@@ -76,6 +76,9 @@ class Scenario:
     # measured. Counted in `packcheck run --engine reference --save-arms all` (llama; qwen3_5 and qwen2_5_vl where they
     # differ: the most of any family), 2026-12-02
     disk_arms: int | None = None
+    # the samples (positions in the setting's batch) every arm keeps as they are, where some arms change others on purpose
+    # (a replaced document): a localisation compares the arms' activations on these only (harness/run/localise.py); None: all
+    kept_samples: Callable[[Setting], list[int]] | None = None
 
     def build(self, setting: Setting) -> dict[str, Case]:
         """The first stage's arms: those built from the setting alone (what `explain` shows and placement plans with)."""

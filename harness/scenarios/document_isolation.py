@@ -37,10 +37,14 @@ def build(setting: Setting) -> dict:
     }
 
 
+def watched(setting: Setting) -> list[int]:
+    """The documents no arm replaces: the ones every arm's log-probs must agree on."""
+    return [at for _, at in positions(setting, WATCHED)]
+
+
 def judge(j: Judgement) -> list:
-    watched = [at for _, at in positions(j.setting, WATCHED)]
     return [
-        compare_logprobs(Arms(name, "base"), j.results[name], j.results["base"], j.tolerance, j.locate(name), watched)
+        compare_logprobs(Arms(name, "base"), j.results[name], j.results["base"], j.tolerance, j.locate(name), watched(j.setting))
         for name in ("other_tokens", "other_lengths")
     ]
 
@@ -65,4 +69,5 @@ DOCUMENT_ISOLATION = Scenario(
     judge=judge,
     diagnose=diagnose,
     disk_arms=3,
+    kept_samples=watched,
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from packcheck.harness.compare import GOLDEN, Arms, Comparison, compare_results
 from packcheck.harness.engines import Capabilities
-from packcheck.harness.golden import GoldenProblem, load_golden, obtained_path
+from packcheck.harness.golden import GoldenProblem, load_golden
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.document_drift import drift_by_document
 from packcheck.harness.judging.golden_case import GOLDEN_ARM, golden_case
@@ -43,29 +43,27 @@ def judge(j: Judgement) -> list:
         tolerance = truth_tolerance(family, case.dtype, j.tolerance)
     except GoldenProblem as problem:
         return [Comparison(arms=Arms(ARM, GOLDEN), quantity="golden", item=family, metric="available", observed=1.0, threshold=0.0,
-                           where=f"{problem} (the obtained result goes to {obtained_path(family)})")]
+                           where=str(problem))]
     return compare_results(Arms(ARM, GOLDEN), result, golden, tolerance, j.locate(ARM), optimizer=case.optimizer)
 
 
 def diagnose(j: Judgement, failed: list) -> str:
     if any(c.quantity == "golden" for c in failed):
         return failed[0].where
-    obtained = f"; the obtained result is written to {obtained_path(j.setting.family)} for a diff with the golden"
     if shared := shared_diagnosis(j, failed):
-        return shared + obtained
+        return shared
     if failing(failed, "logprobs"):
         first, later = drift_by_document(j.cases[ARM], j.results[ARM], load_golden(j.setting.family, j.cases[ARM]))
         if first <= j.tolerance.logprobs < later:
             return (f"the first document of every packed row matches the golden (error {first:.2g}) but later documents do not "
-                    f"(error {later:.2g}): documents see their predecessors in the row (cross-document attention, positions not reset)"
-                    + obtained)
+                    f"(error {later:.2g}): documents see their predecessors in the row (cross-document attention, positions not reset)")
         return (f"the forward differs from the golden in every document, the first of each row included (errors {first:.2g}, "
                 f"{later:.2g}): the model math (RoPE, norms, attention, the loaded weights) differs in every arm, which the scenarios "
-                "that compare arms of the engine with each other cannot see" + obtained)
+                "that compare arms of the engine with each other cannot see")
     if failing(failed, "params_after") and not (failing(failed, "grad") or failing(failed, "loss")):
-        return "gradients agree with the golden but the parameters after AdamW do not: the optimizer step differs" + obtained
+        return "gradients agree with the golden but the parameters after AdamW do not: the optimizer step differs"
     return ("log-probs agree with the golden but the loss or gradients do not: the loss is normalised differently (this case "
-            "has two micro-batches of uneven token counts: per-micro-batch normalisation?)" + obtained)
+            "has two micro-batches of uneven token counts: per-micro-batch normalisation?)")
 
 
 GOLDEN_REGRESSION = Scenario(

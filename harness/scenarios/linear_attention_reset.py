@@ -72,11 +72,15 @@ def build(setting: Setting) -> dict:
     return arms
 
 
+def watched(setting: Setting) -> list[int]:
+    """The B documents, which no arm changes: the ones whose log-probs every arm must agree on."""
+    return [at for _, at in positions(setting, WATCHED)]
+
+
 def unchanged_outside_perturbed(j: Judgement, name: str) -> list:
     """B's log-probs, the loss, the count, the loss's weights and every gradient equal the base arm's."""
     arms, observed, reference = Arms(name, BASE), j.results[name], j.results[BASE]
-    watched = [at for _, at in positions(j.setting, WATCHED)]
-    return [compare_logprobs(arms, observed, reference, j.tolerance, j.locate(name), watched),
+    return [compare_logprobs(arms, observed, reference, j.tolerance, j.locate(name), watched(j.setting)),
             *compare_scalars(arms, observed, reference, j.tolerance),
             *compare_dloss_dlogprobs(arms, observed, reference, j.tolerance, j.locate(name)),
             *compare_tensors(arms, "grad", observed.grads, reference.grads, j.tolerance)]
@@ -112,4 +116,5 @@ LINEAR_ATTENTION_RESET = Scenario(
     diagnose=diagnose,
     optional_arms=frozenset(CP_ARMS) | frozenset(f"{name}_{OTHER}" for name in CP_ARMS),
     disk_arms=6,
+    kept_samples=watched,
 )
