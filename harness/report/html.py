@@ -18,6 +18,7 @@ import base64
 import hashlib
 import math
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import jinja2
@@ -196,7 +197,9 @@ def header_provenance(provenance: dict, dtypes: set[str]) -> dict:
     return shown
 
 
-def render_html(run_dir: str | Path, baseline_dir: str | Path | None = None) -> str:
+def render_html(run_dir: str | Path, baseline_dir: str | Path | None = None, rename: Mapping[str, str] | None = None) -> str:
+    """The report of the run in `run_dir`; with `baseline_dir`, against that run, `rename` matching a baseline engine's name
+    to this run's (--match-engine)."""
     run = load_run(run_dir)
     verdicts = run.verdicts
     localised = read_localisations(RunDir(run_dir))
@@ -213,12 +216,13 @@ def render_html(run_dir: str | Path, baseline_dir: str | Path | None = None) -> 
         scenario_texts=scenario_texts(matrix["scenarios"]),
         details=[_detail(run, v, localised, shrunk) for v in verdicts.itertuples(index=False) if v.status != Status.PASS],
         verdicts=_all_verdicts(verdicts),
-        baseline=None if baseline_dir is None else compare_runs(run, load_run(baseline_dir)),
+        baseline=None if baseline_dir is None else compare_runs(run, load_run(baseline_dir), rename),
     )
 
 
-def write_html(run_dir: str | Path, out_path: str | Path, baseline_dir: str | Path | None = None) -> Path:
+def write_html(run_dir: str | Path, out_path: str | Path, baseline_dir: str | Path | None = None,
+               rename: Mapping[str, str] | None = None) -> Path:
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(out_path, render_html(run_dir, baseline_dir))  # never a half-written report
+    write_atomically(out_path, render_html(run_dir, baseline_dir, rename))  # never a half-written report
     return out_path

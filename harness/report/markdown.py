@@ -10,6 +10,7 @@ diagnosis and the command that reproduces it.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from packcheck.harness.judging.status import counts_as_failed
@@ -47,15 +48,18 @@ def _clip(text: str, limit: int = DIAGNOSIS_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
-def _baseline_section(run, base_dir: str | Path) -> list[str]:
+def _baseline_section(run, base_dir: str | Path, rename: Mapping[str, str] | None) -> list[str]:
     """What the HTML's "Against baseline" shows: status changes, and worst error/tolerance that moved 10x or more."""
-    base = compare_runs(run, load_run(base_dir))
+    base = compare_runs(run, load_run(base_dir), rename)
     prov = base["provenance"]
     engines = prov.get("engine_commit") or {}  # the engine's commit is what moved between the runs; packcheck's is context
     origin = "".join(f" at engine commit {_code(commit)} ({_code(spec)})" for spec, commit in engines.items())
     origin += "".join(f" {label} {_code(str(prov[k]))}" for k, label in (("git_commit", "packcheck commit"), ("time", "from"))
                       if prov.get(k) and prov[k] != "unknown")
+    origin += "".join(f"; its engine {_code(old)} matched as {_code(new)}" for old, new in base["renames"].items())
     lines = ["", "### Against baseline", "", f"Baseline {_code(base['directory'])}{origin}.", ""]
+    if base["unmatched"]:
+        return lines + [f"**{_text(base['unmatched'])}**"]
     changed = base["changed"]
     lines += [f"**Status changes ({len(changed)})**", ""]
     if changed:
@@ -96,8 +100,9 @@ def run_choices(prov: dict) -> list[str]:
     return lines
 
 
-def render_markdown(run_dir: str | Path, baseline_dir: str | Path | None = None) -> str:
-    """The summary of the run in `run_dir`; with `baseline_dir`, a section against that run (for a PR: the main branch's)."""
+def render_markdown(run_dir: str | Path, baseline_dir: str | Path | None = None, rename: Mapping[str, str] | None = None) -> str:
+    """The summary of the run in `run_dir`; with `baseline_dir`, a section against that run (for a PR: the main branch's),
+    `rename` matching a baseline engine's name to this run's (--match-engine)."""
     run = load_run(run_dir)
     verdicts = run.verdicts
     counts = status_counts(verdicts)
@@ -127,7 +132,7 @@ def render_markdown(run_dir: str | Path, baseline_dir: str | Path | None = None)
         lines.append("| " + " | ".join([*(_text(x) for x in row), *(cells.get(s, "-") for s in scenarios)]) + " |")
 
     if baseline_dir is not None:
-        lines += _baseline_section(run, baseline_dir)
+        lines += _baseline_section(run, baseline_dir, rename)
 
     failing = verdicts[verdicts["status"].map(counts_as_failed).astype(bool)]
     localised = read_localisations(RunDir(run_dir))
