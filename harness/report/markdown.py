@@ -27,10 +27,16 @@ DIAGNOSIS_CHARS = 240  # a PR comment wants the gist; the HTML report has the re
 LISTED = 40  # failing verdicts listed one by one; GitHub caps a comment at 65536 characters
 
 
+# What Markdown would read as HTML: a tag's opening '<' (before a letter, '/', '!' or '?') and an entity's '&'. Only these
+# are escaped, so "observed > allowed" and "A & B" stay readable in the raw file a CI log shows.
+TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
+ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
+
+
 def _text(value) -> str:
     """Engine text on one line, safe in a table cell: no pipes, no raw HTML."""
     value = re.sub(r"\s+", " ", str(value)).strip()
-    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+    return TAG_OPEN.sub("&lt;", ENTITY.sub("&amp;", value)).replace("|", "\\|")
 
 
 def _code(value: str) -> str:
