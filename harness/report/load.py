@@ -86,6 +86,13 @@ def format_margin(value) -> str:
     return "0" if value == 0 else f"{value:.1e}"
 
 
+def floor_text(v) -> str:
+    """A verdict's worst comparison as a multiple of the reference's noise floor ("0.48x floor"), where a calibrated
+    table judged it (float32, bfloat16; harness/compare/comparison.py, floor_ratio); else ""."""
+    ratio = v.worst.get("floor_ratio") if isinstance(v.worst, dict) else None
+    return "" if ratio is None or math.isnan(ratio) else f"{ratio:.2g}x floor"
+
+
 def format_number(value) -> str:
     """An observed or allowed error: three significant digits."""
     value = as_float(value)
@@ -115,7 +122,7 @@ def load_run(directory: str | Path) -> Run:
     present = {k for record in data.get("verdicts", []) for k in record}
     verdicts = _frame(data.get("verdicts", []), VERDICT_COLUMNS)
     verdicts["worst"] = [
-        None if not isinstance(w, dict) else w | {k: as_float(w[k]) for k in NUMERIC if k in w}
+        None if not isinstance(w, dict) else w | {k: as_float(w[k]) for k in (*NUMERIC, "floor_ratio") if k in w}
         for w in verdicts["worst"]
     ]
     verdicts["known_finding"] = verdicts["known_finding"].astype(object).where(verdicts["known_finding"].notna(), "")  # older runs lack it

@@ -13,16 +13,26 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from packcheck.harness.compare.bands import bands_text
+from packcheck.harness.compare.tolerances import table_source
 from packcheck.harness.judging.status import counts_as_failed
 from packcheck.harness.report.baseline import compare_runs
-from packcheck.harness.report.load import describe, format_margin, load_run, status_counts
+from packcheck.harness.report.load import describe, floor_text, format_margin, load_run, status_counts
 from packcheck.harness.report.shrunk import shrunk_by_key
 from packcheck.harness.report.where_it_parts import parts_line
 from packcheck.harness.run_dir import RunDir
 from packcheck.harness.run_dir.localisations import read_localisations
 
 ERROR_OVER_TOLERANCE = ("Each cell: the status and the worst error/tolerance, the observed error of the verdict's worst "
-                        "comparison divided by the allowed error (< 1 passes; a clean float64 engine reads 1e-3 or less, a bug 1e6 and up).")
+                        "comparison divided by the allowed error (< 1 passes; {bands}){floors}. Allowed errors: {source}.")
+FLOORS = "; in float32 and bfloat16 also as a multiple of the reference's noise floor (`0.48x floor`)"
+
+
+def error_over_tolerance(dtypes) -> str:
+    """What a cell's number means, with the clean and bug bands of the dtypes the run judged, and where the tolerances
+    come from."""
+    dtypes = set(dtypes)
+    return ERROR_OVER_TOLERANCE.format(bands=bands_text(dtypes), floors=FLOORS if dtypes - {"float64"} else "", source=table_source())
 DIAGNOSIS_CHARS = 240  # a PR comment wants the gist; the HTML report has the rest
 LISTED = 40  # failing verdicts listed one by one; GitHub caps a comment at 65536 characters
 
@@ -47,7 +57,10 @@ def _code(value: str) -> str:
 
 
 def _cell(v) -> str:
-    return f"{v.status.upper()} {format_margin(v.max_margin)}" if v.worst else v.status.upper()
+    if not v.worst:
+        return v.status.upper()
+    floor = floor_text(v)
+    return f"{v.status.upper()} {format_margin(v.max_margin)}" + (f" ({floor})" if floor else "")
 
 
 def _clip(text: str, limit: int = DIAGNOSIS_CHARS) -> str:
@@ -133,7 +146,7 @@ def render_markdown(run_dir: str | Path, baseline_dir: str | Path | None = None,
     for v in verdicts.itertuples(index=False):
         table.setdefault((v.engine, v.family, *(getattr(v, f) for f in extra)), {})[v.scenario] = _cell(v)
     header = ["engine", "family", *extra, *scenarios]
-    lines += [ERROR_OVER_TOLERANCE, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += [error_over_tolerance(verdicts["dtype"]), "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row, cells in table.items():
         lines.append("| " + " | ".join([*(_text(x) for x in row), *(cells.get(s, "-") for s in scenarios)]) + " |")
 
