@@ -40,13 +40,14 @@ class Band:
 
     def sentence(self) -> str:
         """The bands in words, as the report and explain print them."""
-        return (f"a clean {self.dtype} engine reads {_number(self.clean)} or less ({self.clean_why}), "
-                f"a bug {_number(self.bug)} and up ({self.bug_why})")
+        return (f"a clean {self.dtype} engine reads {short_number(self.clean)} or less ({self.clean_why}), "
+                f"a bug {short_number(self.bug)} and up ({self.bug_why})")
 
 
-def _number(value: float) -> str:
-    """Two significant digits, the exponent without padding: 0.25, 1e-2... as 0.01, 2.5e3, 1e6."""
-    return f"{value:.2g}".replace("e+0", "e").replace("e-0", "e-").replace("e+", "e")
+def short_number(value: float) -> str:
+    """Two significant digits, exponents unpadded and used below 0.01: 0.25, 0.048, 1.0e-4, 2.5e3, 1e6."""
+    text = f"{value:.1e}" if 0 < abs(value) < 1e-2 else f"{value:.2g}"
+    return text.replace("e+0", "e").replace("e-0", "e-").replace("e+", "e")
 
 
 NOISE_FLOOR_CLEAN = f"1x the reference's noise floor: the tolerance is {CALIBRATION_FACTOR:g}x it"

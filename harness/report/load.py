@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from packcheck.harness.compare.bands import short_number
 from packcheck.harness.compare.bound import Bound
 from packcheck.harness.judging.status import Status
 from packcheck.harness.run_dir import RunDir
@@ -90,7 +91,7 @@ def floor_text(v) -> str:
     """A verdict's worst comparison as a multiple of the reference's noise floor ("0.48x floor"), where a calibrated
     table judged it (float32, bfloat16; harness/compare/comparison.py, floor_ratio); else ""."""
     ratio = v.worst.get("floor_ratio") if isinstance(v.worst, dict) else None
-    return "" if ratio is None or math.isnan(ratio) else f"{ratio:.2g}x floor"
+    return "" if ratio is None or math.isnan(ratio) else f"{short_number(ratio)}x floor"
 
 
 def format_number(value) -> str:
