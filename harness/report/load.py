@@ -47,6 +47,7 @@ class Run:
     rows: pd.DataFrame  # ROW_COLUMNS + key
     unfinished: str = ""  # a sentence when the run never wrote results.json (what its results.jsonl kept), else ""
     damage: tuple[str, ...] = ()  # each golden or cached checkpoint an engine changed during the run: the run is not green
+    properties: tuple[dict, ...] = ()  # the pytest plugin's hypothesis property tests: test, scenario, engine, family, outcome, message
 
     @property
     def comparisons(self) -> pd.DataFrame:
@@ -139,6 +140,7 @@ def load_run(directory: str | Path) -> Run:
         rows=rows,
         unfinished=str(data.get("unfinished", "")),
         damage=tuple(str(d) for d in data.get("damage", [])),
+        properties=tuple(p for p in data.get("properties", []) if isinstance(p, dict)),
     )
 
 
