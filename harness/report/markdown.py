@@ -10,6 +10,7 @@ diagnosis and the command that reproduces it.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -167,4 +168,17 @@ def render_markdown(run_dir: str | Path, baseline_dir: str | Path | None = None,
             lines += _shrunk_lines(shrunk.get(v.key))
         if len(failing) > LISTED:
             lines.append(f"- ... and {len(failing) - LISTED} more: see the HTML report (`packcheck report`)")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _property_lines(run.properties)) + "\n"
+
+
+def _property_lines(properties) -> list[str]:
+    """A pytest run's hypothesis property tests: their outcomes counted, each failing one on a line (its report's first
+    line: scenario, cell, example, likely cause, the command that reproduces it)."""
+    if not properties:
+        return []
+    counts = Counter(str(p.get("outcome")) for p in properties)
+    lines = ["", f"### Hypothesis property tests ({', '.join(f'{n} {outcome}' for outcome, n in counts.items())})", ""]
+    for p in [p for p in properties if p.get("outcome") in ("failed", "error")][:LISTED]:
+        first = str(p.get("message") or p.get("outcome")).split("\n", 1)[0]
+        lines.append(f"- **{str(p.get('outcome')).upper()}** {_code(str(p.get('test', '')))}: {_clip(_text(first), 2 * DIAGNOSIS_CHARS)}")
+    return lines
