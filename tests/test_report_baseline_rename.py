@@ -59,3 +59,18 @@ def test_match_engine_names_an_engine_the_baseline_ran_and_needs_a_baseline(tmp_
     assert "give --baseline DIR too" in capsys.readouterr().err
     assert main(["report", str(run), "--baseline", str(base), "--match-engine", "a", "-o", str(tmp_path / "r.html")]) == 2
     assert "give OLD=NEW" in capsys.readouterr().err
+
+
+def test_engines_in_one_run_only_are_named_beside_those_that_match(tmp_path):
+    from packcheck.harness.report import render_html, render_markdown
+
+    run = _write_run(tmp_path / "run")
+    base = _renamed(_write_run(tmp_path / "base", mutant_status="pass"), "mutant.x", "mutant.old")  # the reference still matches
+    summary = render_markdown(run, baseline_dir=base)
+    section = summary[summary.index("### Against baseline"):]
+    assert "Nothing in common" not in section
+    assert "Engines in one run only: mutant.x (this run), mutant.old (the baseline)" in section, section
+    assert "--match-engine mutant.old=mutant.x" in section
+    page = render_html(run, baseline_dir=base)
+    assert "Engines in one run only: mutant.x (this run), mutant.old (the baseline)" in page
+    assert "Engines in one run only" not in render_markdown(run, baseline_dir=base, rename={"mutant.old": "mutant.x"})

@@ -63,6 +63,16 @@ def _unmatched(run: Run, base: Run, renames: Mapping[str, str]) -> str:
             f"baseline (engines {', '.join(there) or 'none'}), so nothing is compared{hint}.")
 
 
+def _one_sided(run: Run, base: Run, renames: Mapping[str, str]) -> str:
+    """Where some verdicts match but each run has engines the other lacks: which, and how to match a renamed one; else ""."""
+    here = [e for e in _engines(run) if e not in {renames.get(b, b) for b in _engines(base)}]
+    there = [b for b in _engines(base) if renames.get(b, b) not in _engines(run)]
+    if not here or not there:
+        return ""
+    return (f"Engines in one run only: {', '.join(here)} (this run), {', '.join(there)} (the baseline); their verdicts show as "
+            f"absent from the other run. A renamed engine is matched with --match-engine OLD=NEW (e.g. --match-engine {there[0]}={here[0]}).")
+
+
 def compare_runs(run: Run, base: Run, rename: Mapping[str, str] | None = None) -> dict:
     """Verdicts whose status changed (or that appear in one run only), and margins before and after.
 
@@ -83,7 +93,7 @@ def compare_runs(run: Run, base: Run, rename: Mapping[str, str] | None = None) -
     after = {key(v, {}): v for v in run.verdicts.itertuples(index=False)}
     matched = {"directory": str(base.directory), "provenance": base.provenance, "renames": rename}
     if before and after and not before.keys() & after.keys():
-        return matched | {"changed": [], "both": [], "unmatched": _unmatched(run, base, rename)}
+        return matched | {"changed": [], "both": [], "unmatched": _unmatched(run, base, rename), "one_sided": ""}
     changed, both = [], []
     for key in list(after) + [k for k in before if k not in after]:
         b, a = before.get(key), after.get(key)
@@ -96,4 +106,4 @@ def compare_runs(run: Run, base: Run, rename: Mapping[str, str] | None = None) -
             entry["factor"], entry["trend"], entry["order"] = _factor(b.max_margin, a.max_margin)
             both.append(entry)
     both.sort(key=lambda e: -e["order"])
-    return matched | {"changed": changed, "both": both, "unmatched": ""}
+    return matched | {"changed": changed, "both": both, "unmatched": "", "one_sided": _one_sided(run, base, rename)}

@@ -80,6 +80,8 @@ def _baseline_section(run, base_dir: str | Path, rename: Mapping[str, str] | Non
     lines = ["", "### Against baseline", "", f"Baseline {_code(base['directory'])}{origin}.", ""]
     if base["unmatched"]:
         return lines + [f"**{_text(base['unmatched'])}**"]
+    if base["one_sided"]:
+        lines += [_text(base["one_sided"]), ""]
     changed = base["changed"]
     lines += [f"**Status changes ({len(changed)})**", ""]
     if changed:
