@@ -28,10 +28,14 @@ class BuildWithCommit(build_py):
 
     def run(self):
         super().run()
+        if getattr(self, "editable_mode", False):  # an editable install runs from the checkout, whose .git answers
+            return
         provenance = _provenance()
         commit = provenance.git_commit(HERE)
         if commit != provenance.UNKNOWN:
-            (Path(self.build_lib) / "packcheck" / "harness" / provenance.BUILD_COMMIT).write_text(commit + "\n", encoding="utf-8")
+            target = Path(self.build_lib) / "packcheck" / "harness" / provenance.BUILD_COMMIT
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(commit + "\n", encoding="utf-8")
 
 
 setup(
