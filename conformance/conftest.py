@@ -36,7 +36,9 @@ def pytest_collection_modifyitems(config, items):
     chosen = config.getoption("--scenario")
     if not chosen:
         return
-    left_out = [item for item in items if (marker := item.get_closest_marker("packcheck_scenario")) and marker.args[0] not in chosen]
+    from packcheck.conformance.plugin import SCENARIO_MARKER
+
+    left_out = [item for item in items if (marker := item.get_closest_marker(SCENARIO_MARKER)) and marker.args[0] not in chosen]
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = [item for item in items if item not in left_out]

@@ -27,11 +27,13 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, settings
 
-from packcheck.conformance import run_directory
+from packcheck.conformance import one_line, run_directory
 from packcheck.harness.run.options import PLUGIN_SPELLING, add_to_group, plugin_options, plugin_values
 
 # the scenario cells of the conformance suite carry this marker: a run where every one is skipped tested nothing
 CELL_MARKER = "packcheck_cell"
+# a hypothesis property test of one scenario carries this one, with the scenario's name
+SCENARIO_MARKER = "packcheck_scenario"
 
 PROFILES = {
     # derandomized: the same command draws the same examples, which is how a failure is reproduced (an installed test
@@ -61,11 +63,13 @@ def given(config) -> dict:
 
 def pytest_configure(config):
     config.addinivalue_line("markers", f"{CELL_MARKER}: a scenario x family cell of the packcheck conformance suite")
-    config.addinivalue_line("markers", "packcheck_scenario(name): a property test of one scenario, deselected when --scenario leaves it out")
+    config.addinivalue_line("markers", f"{SCENARIO_MARKER}(name): a property test of one scenario, deselected when --scenario leaves it out")
     run_directory.collected.clear()
+    run_directory.properties.clear()
     _cell_outcomes.clear()
     _skip_reasons.clear()
     config.pluginmanager.register(run_directory, "packcheck-run-directory")
+    config.pluginmanager.register(one_line, "packcheck-one-line")
     if any(config.getoption(option.flag) != option.default for option in plugin_options()):
         run_choices(config)  # what no run can take is a usage error before anything runs
     run_directory.claim(config)

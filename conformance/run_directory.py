@@ -1,5 +1,6 @@
 """The pytest run's run directory (`--out DIR`), the one `packcheck run --out DIR` writes (harness/run_dir, its layout):
-results.jsonl and results.json (every scenario cell's verdict, docs/results-schema.md) with their flat tables,
+results.jsonl and results.json (every scenario cell's verdict, docs/results-schema.md; and the hypothesis property
+tests' outcomes, which junit.xml counts as pytest does) with their flat tables,
 report.html, summary.md (the Markdown for a pull request) and junit.xml (one test case per verdict), the saved arms of
 failing verdicts (cases/), the engine's launches (launches/) and the lock that keeps a second run out; so one pytest
 run is both the CI gate and the report.
@@ -60,17 +61,46 @@ def record(item, verdict) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
+    report = outcome.get_result()
     if call.when == "call" and RECORD in item.stash:
-        outcome.get_result().packcheck_record = item.stash[RECORD]  # a plain dict: pytest-xdist sends it to the controller
+        report.packcheck_record = item.stash[RECORD]  # a plain dict: pytest-xdist sends it to the controller
+    from packcheck.conformance.plugin import SCENARIO_MARKER
+
+    marker = item.get_closest_marker(SCENARIO_MARKER)
+    if marker is not None and (call.when == "call" or (call.when == "setup" and not report.passed)):
+        report.packcheck_property = property_record(item, marker.args[0], report, call)  # plain too
+
+
+def property_record(item, scenario: str, report, call) -> dict:
+    """A hypothesis property test's outcome as results.json keeps it (docs/results-schema.md, "properties"): which
+    property of which scenario, the cell it ran on, pytest's outcome and its message (the whole small report)."""
+    from packcheck.harness.text import safe_text
+
+    args = item.funcargs
+    engine = args.get("engine")
+    if hasattr(report, "wasxfail"):
+        outcome, message = "xfailed", str(report.wasxfail)
+    else:
+        outcome = "error" if report.failed and call.when != "call" else report.outcome
+        value = call.excinfo.value if call.excinfo is not None else None
+        pytest_outcome = (pytest.fail.Exception, pytest.skip.Exception, pytest.xfail.Exception)
+        message = "" if value is None else str(value) if isinstance(value, pytest_outcome) else call.excinfo.exconly()
+    return {"test": item.name, "scenario": scenario, "engine": getattr(engine, "name", ""), "engine_spec": getattr(engine, "spec", ""),
+            "family": str(args.get("family", "")), "dtype": str(args.get("dtype", "")), "device": str(args.get("device", "")),
+            "outcome": outcome, "message": safe_text(message), "seconds": round(report.duration, 3)}
 
 
 def pytest_runtest_logreport(report):
     record_ = getattr(report, "packcheck_record", None)
     if record_ is not None:
         collected.append(record_)
+    property_ = getattr(report, "packcheck_property", None)
+    if property_ is not None:
+        properties.append(property_)
 
 
 collected: list[dict] = []  # the verdicts the session's reports carried, in the order they were reported
+properties: list[dict] = []  # the hypothesis property tests' outcomes (property_record), in the order they were reported
 
 
 def write_run_directory(config, provenance: dict) -> str:
@@ -83,6 +113,6 @@ def write_run_directory(config, provenance: dict) -> str:
     results = ResultsFile(run_dir, provenance)
     for record_ in collected:
         results.add_record(record_)
-    results.write()
+    results.write(properties=properties)
     reports = write_run_reports(run_dir)
     return f"packcheck: {len(collected)} verdicts in {run_dir.path}: {', '.join([run_dir.results.name, *reports])}"

@@ -25,18 +25,25 @@ def package_version(name: str) -> str:
         return "not installed"
 
 
+UNKNOWN = "unknown"
+# Written into an installed copy's harness/ by the build (setup.py): the commit of the checkout it was built from.
+BUILD_COMMIT = "build_commit.txt"
+
+
 def git_commit(directory: Path = SOURCE_ROOT) -> str:
-    """The commit of the checkout at `directory` (+dirty), "unknown" where it is not a checkout's root
-    (an installed wheel: its site-packages may well sit inside some other repository)."""
+    """The commit of the checkout at `directory` (+dirty): an editable install runs from its checkout. Where that is no
+    checkout's root (an installed copy: its site-packages may well sit inside some other repository), the commit its
+    build recorded (BUILD_COMMIT: a `pip install` of a checkout, a git URL or a wheel built from one); else "unknown"."""
     if not (Path(directory) / ".git").exists():
-        return "unknown"
+        built = Path(directory) / "harness" / BUILD_COMMIT
+        return built.read_text(encoding="utf-8").strip() if built.is_file() else UNKNOWN
     try:
         out = subprocess.run(["git", "-C", str(directory), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         dirty = subprocess.run(["git", "-C", str(directory), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
+        return UNKNOWN
     if out.returncode != 0:
-        return "unknown"
+        return UNKNOWN
     return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 

@@ -16,6 +16,9 @@ CELLS = [
      "all-reduced over more ranks than the data-parallel group"),
     ("wrong_count (single process)", "token_conservation", "pad-in-loss", "counted more loss tokens than the batch has"),
     ("wrong_token_weights", "microbatch_invariance", "ga-mean-of-means", "train on exactly the loss mask's tokens but weight them wrongly"),
+    # the weights are read before any clipping: optimizer_step leads with them, not with clipping (issue 45, item 11)
+    ("wrong_token_weights (optimizer_step)", "optimizer_step", "ga-mean-of-means", "train on exactly the loss mask's tokens but weight them wrongly"),
+    ("clipping per micro-batch (optimizer_step)", "optimizer_step", "clip-per-microbatch", "clipped (or scaled) before accumulation"),
     ("reported_logprobs", "packed_vs_unpacked", "logprobs-reported-shifted", "only the reported log-probs differ"),
     ("loss_disagrees_with_logprobs", "mask_alignment", "logprobs-reported-shifted",
      "yet the reported loss is not the mean of the reported log-probs"),
@@ -33,6 +36,7 @@ WRONG_BEFORE = {
     ("packed_vs_unpacked", "logprobs-reported-shifted"): "documents see their predecessors",
     ("cp_vs_nocp", "cross-doc-attention"): "change under context parallelism",
     ("dp_cp_reduction", "loss-reported-wrong"): "the gradient reduction",
+    ("optimizer_step", "ga-mean-of-means"): "clipped (or scaled) before accumulation",
 }
 
 

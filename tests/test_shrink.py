@@ -100,7 +100,7 @@ def test_run_shrink_writes_a_case_that_replays_from_anywhere(tmp_path, capsys):
     assert not (out / "shrunk" / "reference").exists(), "a passing verdict is not shrunk"
 
     summary, junit = render_markdown(out), render_junit(out)
-    assert f"tokens {data['before']['tokens']} -&gt; {data['after']['tokens']}" in summary and data["replay"] in summary
+    assert f"tokens {data['before']['tokens']} -> {data['after']['tokens']}" in summary and data["replay"] in summary  # no &gt; (issue 45)
     assert data["replay"] in junit
 
     fresh = tmp_path / "elsewhere"

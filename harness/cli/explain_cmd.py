@@ -32,8 +32,15 @@ QUANTITIES = (
 EXACT = ("Sets are compared exactly: the tokens in the loss (supervised_set), the clipped tokens of a policy loss (clipped_set), "
          "every sample returned (samples); a result that breaks the contract (result, mesh) fails outright.")
 ERROR_OVER_TOLERANCE = ("error/tolerance (the `margin` of results.json): a comparison's observed error divided by the allowed "
-                        "error above. Below 1 passes. A clean engine in float64 reads 1e-3 or less; every bug packcheck knows "
-                        "reads 1e6 or more (docs/margins.md).")
+                        "error above. Below 1 passes; {band}. Each dtype has its own bands, from the measurements in docs/margins.md and "
+                        "docs/gpu.md (harness/compare/bands.py).")
+
+
+def error_over_tolerance(dtype: str) -> str:
+    """What a margin means, with `dtype`'s clean and bug bands."""
+    from packcheck.harness.compare.bands import BANDS
+
+    return ERROR_OVER_TOLERANCE.format(band=BANDS[dtype].sentence())
 
 
 def add_parser(commands) -> None:
@@ -90,17 +97,14 @@ def arm_rows(scenario, family: str, dtype: str) -> list[str]:
 
 def tolerance_rows(scenario) -> list[str]:
     from packcheck.harness.compare import NOISE_FACTOR, TOLERANCES
-    from packcheck.harness.compare.tolerances import CALIBRATION_FACTOR
+    from packcheck.harness.compare.tolerances import table_source
 
     dtypes = list(TOLERANCES)
     rows = [("quantity: metric", *dtypes, "what")]
     rows += [(label, *(f"{getattr(TOLERANCES[d], field):g}" for d in dtypes), what) for field, label, what in QUANTITIES]
     lines = _columns(rows)
     lines.append(_para(EXACT))
-    source = ("Source: the one tolerance table, harness/compare/tolerances.py (TOLERANCES); float64's 1e-10 is derived from the "
-              "spread of the reference across CPU kernel paths (~3e-15) in docs/margins.md, \"Portability\"; float32's and "
-              f"bfloat16's are {CALIBRATION_FACTOR:g} x the reference's noise floor measured on an H200 over many seeds of every "
-              "family (`packcheck calibrate`; docs/gpu.md, \"Calibrated tolerances\").")
+    source = f"Source: {table_source()}."
     if any(stage.golden for stage in scenario.stages):
         source += (f" This scenario compares against the stored float64 golden: in float64 with the table; in a lower "
                    f"precision with {NOISE_FACTOR:g} x the reference's own error at that precision (its noise floor, measured "
@@ -160,7 +164,7 @@ def handle(args) -> int:
     out += [f"Arms, as built for {args.family} {args.dtype}:", *arm_rows(scenario, args.family, args.dtype), ""]
     out += ["Allowed error per dtype of each quantity a scenario may compare (each arm against another arm, the harness's "
             f"own computation, or the golden; --run lists exactly what {scenario.name} compares):",
-            *tolerance_rows(scenario), "", _para(ERROR_OVER_TOLERANCE, ""), ""]
+            *tolerance_rows(scenario), "", _para(error_over_tolerance(args.dtype), ""), ""]
     out += ["Proven to catch (in CI, each bug by the mutant that carries it; where each happened and its numeric signature: "
             f"{BUGS_DOC}):", *catch_rows(scenario)]
     if args.run:

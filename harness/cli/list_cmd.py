@@ -1,4 +1,4 @@
-"""`packcheck list scenarios|engines|families|mutants`."""
+"""`packcheck list scenarios|engines|families|mutants`; with no argument, what each of them lists."""
 
 from __future__ import annotations
 
@@ -9,11 +9,23 @@ import textwrap
 
 def add_parser(commands) -> None:
     parser = commands.add_parser("list", help="list scenarios, engines, families or mutants")
-    parser.add_argument("what", choices=("scenarios", "engines", "families", "mutants"))
+    parser.add_argument("what", nargs="?", choices=tuple(KINDS), help="what to list (default: say what can be listed)")
     parser.set_defaults(handler=handle)
 
 
+KINDS = {
+    "scenarios": "the golden scenarios: each one's invariant and the bugs it catches",
+    "engines": "the engines registered here, with what each declares (families, layouts, dtypes, meshes, losses)",
+    "families": "the model families and their size presets (--model)",
+    "mutants": "the known-bug engines the suite is proven to catch, one bug each",
+}
+
+
 def handle(args) -> int:
+    if args.what is None:  # before the registries are imported: this answer needs none of them
+        print("packcheck list WHAT, where WHAT is one of:")
+        print("\n".join(f"  {kind:10} {what}" for kind, what in KINDS.items()))
+        return 0
     from packcheck.harness.engines import EngineNotFound, EngineVersionError, engine_names, mutant_names, resolve_engine
     from packcheck.harness.models import FAMILIES
     from packcheck.harness.scenarios import SCENARIOS

@@ -84,6 +84,14 @@ CALIBRATION_FACTOR = 4.0
 SIZE_NOISE_FLOORS: dict[str, dict[str, dict[str, float]]] = {}
 
 
+def table_source() -> str:
+    """Where the table's values come from, in a sentence (`packcheck explain`, the report's legend)."""
+    return ("the one tolerance table, harness/compare/tolerances.py (TOLERANCES); float64's 1e-10 is derived from the "
+            "spread of the reference across CPU kernel paths (~3e-15) in docs/margins.md, \"Portability\"; float32's and "
+            f"bfloat16's are {CALIBRATION_FACTOR:g} x the reference's noise floor measured on an H200 over many seeds of every "
+            "family (`packcheck calibrate`; docs/gpu.md, \"Calibrated tolerances\")")
+
+
 def calibrated_fields(floors: Mapping[str, float]) -> dict[str, float]:
     return {name: CALIBRATION_FACTOR * floor for name, floor in floors.items()}
 

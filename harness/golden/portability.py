@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from packcheck.harness.compare import GOLDEN, Arms, Comparison, Tolerance, compare_results
+from packcheck.harness.compare.bands import CLEAN_FLOAT64
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.golden.kernel_paths import PathRun
 
-PORTABLE_MARGIN = 1e-2
+PORTABLE_MARGIN = CLEAN_FLOAT64  # the float64 clean band (harness/compare/bands.py)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

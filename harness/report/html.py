@@ -18,17 +18,21 @@ import base64
 import hashlib
 import math
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import jinja2
 import markupsafe
 import pandas as pd
 
+from packcheck.harness.compare.bands import BANDS, band_for
+from packcheck.harness.compare.tolerances import table_source
 from packcheck.harness.report.baseline import compare_runs, margin_text, sort_key
 from packcheck.harness.report.evidence import arm_evidence
 from packcheck.harness.files import write_atomically
+from packcheck.harness.provenance import SOURCE_ROOT
 from packcheck.harness.judging.status import Status, counts_as_failed
-from packcheck.harness.report.load import Run, allowed_by, describe, format_margin, format_number, load_run, status_counts
+from packcheck.harness.report.load import Run, allowed_by, describe, floor_text, format_margin, format_number, load_run, status_counts
 from packcheck.harness.report.scenario_texts import scenario_texts
 from packcheck.harness.report.shrunk import shrunk_by_key, shrunk_card
 from packcheck.harness.report.where_it_parts import where_it_parts
@@ -37,7 +41,6 @@ from packcheck.harness.run_dir.localisations import read_localisations
 
 TEMPLATES = Path(__file__).parent / "templates"
 TOP_COMPARISONS = 8
-NEAR = 0.1  # a pass whose margin is at least this is shaded as close to its tolerance
 # model.layers.3.mlp.up_proj.weight, transformer.h.3.attn.c_attn.weight, blocks.3.norm.weight
 LAYER = re.compile(r"(?:^|\.)(?:layers|layer|h|blocks)\.(\d+)\.")
 EMBEDDING = re.compile(r"embed|wte|wpe")
@@ -53,18 +56,20 @@ def _comparison_line(c: dict) -> str:
 
 
 def _cell(v) -> dict:
-    status = v.status
+    status, band, floor = v.status, band_for(v.dtype), floor_text(v)
     shade = status
-    if status == Status.PASS and sort_key(v.max_margin) >= NEAR:
+    if status == Status.PASS and band is not None and sort_key(v.max_margin) > band.clean:
         shade = "near"
     title = f"{v.scenario} [{describe(v)}]: {status.upper()}"
     if v.worst:
         title += "\nworst: " + _comparison_line(v.worst)
+        if floor:
+            title += f" = {floor.removesuffix(' floor')} the reference's noise floor"
     elif v.diagnosis:
         title += "\n" + v.diagnosis
     return {
         "status": status, "shade": shade, "anchor": v.anchor, "title": title,
-        "margin": margin_text(v),
+        "margin": margin_text(v), "floor": floor if status == Status.PASS else "",  # a failure's margin says it already
     }
 
 
@@ -196,29 +201,47 @@ def header_provenance(provenance: dict, dtypes: set[str]) -> dict:
     return shown
 
 
-def render_html(run_dir: str | Path, baseline_dir: str | Path | None = None) -> str:
+MARGINS_DOC = "docs/margins.md"
+
+
+def _tolerances() -> dict:
+    """Where the allowed errors come from, and the document that derives them: linked where this packcheck runs from a
+    checkout that has it (an installed copy names it in packcheck's repository)."""
+    doc = SOURCE_ROOT / MARGINS_DOC
+    return {"source": table_source(), "doc": MARGINS_DOC if doc.is_file() else f"{MARGINS_DOC} in packcheck's repository",
+            "href": doc.as_uri() if doc.is_file() else None}
+
+
+def render_html(run_dir: str | Path, baseline_dir: str | Path | None = None, rename: Mapping[str, str] | None = None) -> str:
+    """The report of the run in `run_dir`; with `baseline_dir`, against that run, `rename` matching a baseline engine's name
+    to this run's (--match-engine)."""
     run = load_run(run_dir)
     verdicts = run.verdicts
+    dtypes = set(verdicts["dtype"]) if not verdicts.empty else set()
     localised = read_localisations(RunDir(run_dir))
     script, script_hash = _script()
     shrunk = shrunk_by_key(run_dir)
     return _environment().get_template("report.html.j2").render(
         script=script, script_hash=script_hash,
         directory=str(run.directory),
-        provenance=header_provenance(run.provenance, set(verdicts["dtype"]) if not verdicts.empty else set()),
+        provenance=header_provenance(run.provenance, dtypes),
         counts=status_counts(verdicts),
         unfinished=run.unfinished,
         damage=run.damage,
         matrix=(matrix := _matrix(run)),
+        bands=[band_for(d).sentence() for d in BANDS if d in dtypes],
+        floors=bool(dtypes - {"float64"}),
+        tolerances=_tolerances(),
         scenario_texts=scenario_texts(matrix["scenarios"]),
         details=[_detail(run, v, localised, shrunk) for v in verdicts.itertuples(index=False) if v.status != Status.PASS],
         verdicts=_all_verdicts(verdicts),
-        baseline=None if baseline_dir is None else compare_runs(run, load_run(baseline_dir)),
+        baseline=None if baseline_dir is None else compare_runs(run, load_run(baseline_dir), rename),
     )
 
 
-def write_html(run_dir: str | Path, out_path: str | Path, baseline_dir: str | Path | None = None) -> Path:
+def write_html(run_dir: str | Path, out_path: str | Path, baseline_dir: str | Path | None = None,
+               rename: Mapping[str, str] | None = None) -> Path:
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(out_path, render_html(run_dir, baseline_dir))  # never a half-written report
+    write_atomically(out_path, render_html(run_dir, baseline_dir, rename))  # never a half-written report
     return out_path

@@ -4,7 +4,9 @@ One <testcase> per verdict: classname `packcheck.<engine>.<family>`, name `<scen
 time = the verdict's seconds. A failing verdict carries <failure message="the verdict's message">
 (the small report `packcheck run` prints, ending with the reproduce command), an unsupported one
 <skipped> with the engine's reason, any other status that is not a pass (error, hang) <error>. A run that never
-finished (no results.json) gets one more testcase, `packcheck.run.finished`, with an <error> saying so. The run's provenance goes into
+finished (no results.json) gets one more testcase, `packcheck.run.finished`, with an <error> saying so. A pytest run adds one
+testcase per hypothesis property test (`<scenario> property <test>`), failed, skipped or passed as pytest saw it, so
+the file counts what pytest counts. The run's provenance goes into
 <properties>. ElementTree escapes the text; characters XML 1.0 cannot hold at all (control
 characters in a traceback) are replaced.
 """
@@ -46,6 +48,27 @@ def _with_shrunk(message: str, summary) -> str:
     return message if summary is None else f"{message}\n{shrunk_text(summary)}"
 
 
+# a property test's pytest outcome -> its JUnit element and the suite's counter (passed: none)
+PROPERTY_OUTCOME = {"failed": ("failure", "failures"), "error": ("error", "errors"), "skipped": ("skipped", "skipped"),
+                    "xfailed": ("skipped", "skipped")}
+
+
+def _property_case(suite: ET.Element, prop: dict) -> None:
+    """One testcase for a hypothesis property test: classname as a verdict's, name `<scenario> property <test>`."""
+    case = ET.SubElement(suite, "testcase", classname=_xml_text(f"packcheck.{prop.get('engine', '')}.{prop.get('family', '')}"),
+                         name=_xml_text(f"{prop.get('scenario', '')} property {prop.get('test', '')}"),
+                         time=_seconds(float(prop.get("seconds") or 0.0)))
+    suite.set("tests", str(int(suite.get("tests")) + 1))
+    element, counter = PROPERTY_OUTCOME.get(str(prop.get("outcome")), (None, None))
+    if element is None:
+        return
+    message = _xml_text(prop.get("message") or prop.get("outcome"))
+    node = ET.SubElement(case, element, message=message, **({} if element == "skipped" else {"type": str(prop.get("outcome"))}))
+    if element != "skipped":
+        node.text = message
+    suite.set(counter, str(int(suite.get(counter)) + 1))
+
+
 def render_junit(run_dir: str | Path) -> str:
     run = load_run(run_dir)
     verdicts = run.verdicts
@@ -73,6 +96,8 @@ def render_junit(run_dir: str | Path) -> str:
             message = _xml_text(_with_shrunk(_given(v.message, v.diagnosis, v.status) + (f"\n  {parts}" if parts else ""), shrunk.get(v.key)))
             element = ET.SubElement(case, outcome, message=message, type=v.status)
             element.text = message
+    for prop in run.properties:  # the pytest plugin's hypothesis property tests: pytest counts them, so does this file
+        _property_case(suite, prop)
     if run.unfinished:  # a CI gate reading the XML must not see the verdicts a stopped run never reached as a pass
         case = ET.SubElement(suite, "testcase", classname="packcheck.run", name="finished", time="0")
         ET.SubElement(case, "error", message=_xml_text(run.unfinished), type="unfinished").text = _xml_text(run.unfinished)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from packcheck.harness.compare.bands import short_number
 from packcheck.harness.compare.bound import Bound
 from packcheck.harness.judging.status import Status
 from packcheck.harness.run_dir import RunDir
@@ -46,6 +47,7 @@ class Run:
     rows: pd.DataFrame  # ROW_COLUMNS + key
     unfinished: str = ""  # a sentence when the run never wrote results.json (what its results.jsonl kept), else ""
     damage: tuple[str, ...] = ()  # each golden or cached checkpoint an engine changed during the run: the run is not green
+    properties: tuple[dict, ...] = ()  # the pytest plugin's hypothesis property tests: test, scenario, engine, family, outcome, message
 
     @property
     def comparisons(self) -> pd.DataFrame:
@@ -86,6 +88,13 @@ def format_margin(value) -> str:
     return "0" if value == 0 else f"{value:.1e}"
 
 
+def floor_text(v) -> str:
+    """A verdict's worst comparison as a multiple of the reference's noise floor ("0.48x floor"), where a calibrated
+    table judged it (float32, bfloat16; harness/compare/comparison.py, floor_ratio); else ""."""
+    ratio = v.worst.get("floor_ratio") if isinstance(v.worst, dict) else None
+    return "" if ratio is None or math.isnan(ratio) else f"{short_number(ratio)}x floor"
+
+
 def format_number(value) -> str:
     """An observed or allowed error: three significant digits."""
     value = as_float(value)
@@ -115,7 +124,7 @@ def load_run(directory: str | Path) -> Run:
     present = {k for record in data.get("verdicts", []) for k in record}
     verdicts = _frame(data.get("verdicts", []), VERDICT_COLUMNS)
     verdicts["worst"] = [
-        None if not isinstance(w, dict) else w | {k: as_float(w[k]) for k in NUMERIC if k in w}
+        None if not isinstance(w, dict) else w | {k: as_float(w[k]) for k in (*NUMERIC, "floor_ratio") if k in w}
         for w in verdicts["worst"]
     ]
     verdicts["known_finding"] = verdicts["known_finding"].astype(object).where(verdicts["known_finding"].notna(), "")  # older runs lack it
@@ -131,6 +140,7 @@ def load_run(directory: str | Path) -> Run:
         rows=rows,
         unfinished=str(data.get("unfinished", "")),
         damage=tuple(str(d) for d in data.get("damage", [])),
+        properties=tuple(p for p in data.get("properties", []) if isinstance(p, dict)),
     )
 
 

@@ -10,26 +10,44 @@ diagnosis and the command that reproduces it.
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 
+from packcheck.harness.compare.bands import bands_text
+from packcheck.harness.compare.tolerances import table_source
 from packcheck.harness.judging.status import counts_as_failed
 from packcheck.harness.report.baseline import compare_runs
-from packcheck.harness.report.load import describe, format_margin, load_run, status_counts
+from packcheck.harness.report.load import describe, floor_text, format_margin, load_run, status_counts
 from packcheck.harness.report.shrunk import shrunk_by_key
 from packcheck.harness.report.where_it_parts import parts_line
 from packcheck.harness.run_dir import RunDir
 from packcheck.harness.run_dir.localisations import read_localisations
 
 ERROR_OVER_TOLERANCE = ("Each cell: the status and the worst error/tolerance, the observed error of the verdict's worst "
-                        "comparison divided by the allowed error (< 1 passes; a clean float64 engine reads 1e-3 or less, a bug 1e6 and up).")
+                        "comparison divided by the allowed error (< 1 passes; {bands}){floors}. Allowed errors: {source}.")
+FLOORS = "; in float32 and bfloat16 also as a multiple of the reference's noise floor (`0.48x floor`)"
+
+
+def error_over_tolerance(dtypes) -> str:
+    """What a cell's number means, with the clean and bug bands of the dtypes the run judged, and where the tolerances
+    come from."""
+    dtypes = set(dtypes)
+    return ERROR_OVER_TOLERANCE.format(bands=bands_text(dtypes), floors=FLOORS if dtypes - {"float64"} else "", source=table_source())
 DIAGNOSIS_CHARS = 240  # a PR comment wants the gist; the HTML report has the rest
 LISTED = 40  # failing verdicts listed one by one; GitHub caps a comment at 65536 characters
+
+
+# What Markdown would read as HTML: a tag's opening '<' (before a letter, '/', '!' or '?') and an entity's '&'. Only these
+# are escaped, so "observed > allowed" and "A & B" stay readable in the raw file a CI log shows.
+TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
+ENTITY = re.compile(r"&(?=#?[A-Za-z0-9]+;)")
 
 
 def _text(value) -> str:
     """Engine text on one line, safe in a table cell: no pipes, no raw HTML."""
     value = re.sub(r"\s+", " ", str(value)).strip()
-    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+    return TAG_OPEN.sub("&lt;", ENTITY.sub("&amp;", value)).replace("|", "\\|")
 
 
 def _code(value: str) -> str:
@@ -40,22 +58,30 @@ def _code(value: str) -> str:
 
 
 def _cell(v) -> str:
-    return f"{v.status.upper()} {format_margin(v.max_margin)}" if v.worst else v.status.upper()
+    if not v.worst:
+        return v.status.upper()
+    floor = floor_text(v)
+    return f"{v.status.upper()} {format_margin(v.max_margin)}" + (f" ({floor})" if floor else "")
 
 
 def _clip(text: str, limit: int = DIAGNOSIS_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
-def _baseline_section(run, base_dir: str | Path) -> list[str]:
+def _baseline_section(run, base_dir: str | Path, rename: Mapping[str, str] | None) -> list[str]:
     """What the HTML's "Against baseline" shows: status changes, and worst error/tolerance that moved 10x or more."""
-    base = compare_runs(run, load_run(base_dir))
+    base = compare_runs(run, load_run(base_dir), rename)
     prov = base["provenance"]
     engines = prov.get("engine_commit") or {}  # the engine's commit is what moved between the runs; packcheck's is context
     origin = "".join(f" at engine commit {_code(commit)} ({_code(spec)})" for spec, commit in engines.items())
     origin += "".join(f" {label} {_code(str(prov[k]))}" for k, label in (("git_commit", "packcheck commit"), ("time", "from"))
                       if prov.get(k) and prov[k] != "unknown")
+    origin += "".join(f"; its engine {_code(old)} matched as {_code(new)}" for old, new in base["renames"].items())
     lines = ["", "### Against baseline", "", f"Baseline {_code(base['directory'])}{origin}.", ""]
+    if base["unmatched"]:
+        return lines + [f"**{_text(base['unmatched'])}**"]
+    if base["one_sided"]:
+        lines += [_text(base["one_sided"]), ""]
     changed = base["changed"]
     lines += [f"**Status changes ({len(changed)})**", ""]
     if changed:
@@ -96,8 +122,9 @@ def run_choices(prov: dict) -> list[str]:
     return lines
 
 
-def render_markdown(run_dir: str | Path, baseline_dir: str | Path | None = None) -> str:
-    """The summary of the run in `run_dir`; with `baseline_dir`, a section against that run (for a PR: the main branch's)."""
+def render_markdown(run_dir: str | Path, baseline_dir: str | Path | None = None, rename: Mapping[str, str] | None = None) -> str:
+    """The summary of the run in `run_dir`; with `baseline_dir`, a section against that run (for a PR: the main branch's),
+    `rename` matching a baseline engine's name to this run's (--match-engine)."""
     run = load_run(run_dir)
     verdicts = run.verdicts
     counts = status_counts(verdicts)
@@ -122,12 +149,12 @@ def render_markdown(run_dir: str | Path, baseline_dir: str | Path | None = None)
     for v in verdicts.itertuples(index=False):
         table.setdefault((v.engine, v.family, *(getattr(v, f) for f in extra)), {})[v.scenario] = _cell(v)
     header = ["engine", "family", *extra, *scenarios]
-    lines += [ERROR_OVER_TOLERANCE, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += [error_over_tolerance(verdicts["dtype"]), "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row, cells in table.items():
         lines.append("| " + " | ".join([*(_text(x) for x in row), *(cells.get(s, "-") for s in scenarios)]) + " |")
 
     if baseline_dir is not None:
-        lines += _baseline_section(run, baseline_dir)
+        lines += _baseline_section(run, baseline_dir, rename)
 
     failing = verdicts[verdicts["status"].map(counts_as_failed).astype(bool)]
     localised = read_localisations(RunDir(run_dir))
@@ -143,4 +170,17 @@ def render_markdown(run_dir: str | Path, baseline_dir: str | Path | None = None)
             lines += _shrunk_lines(shrunk.get(v.key))
         if len(failing) > LISTED:
             lines.append(f"- ... and {len(failing) - LISTED} more: see the HTML report (`packcheck report`)")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _property_lines(run.properties)) + "\n"
+
+
+def _property_lines(properties) -> list[str]:
+    """A pytest run's hypothesis property tests: their outcomes counted, each failing one on a line (its report's first
+    line: scenario, cell, example, likely cause, the command that reproduces it)."""
+    if not properties:
+        return []
+    counts = Counter(str(p.get("outcome")) for p in properties)
+    lines = ["", f"### Hypothesis property tests ({', '.join(f'{n} {outcome}' for outcome, n in counts.items())})", ""]
+    for p in [p for p in properties if p.get("outcome") in ("failed", "error")][:LISTED]:
+        first = str(p.get("message") or p.get("outcome")).split("\n", 1)[0]
+        lines.append(f"- **{str(p.get('outcome')).upper()}** {_code(str(p.get('test', '')))}: {_clip(_text(first), 2 * DIAGNOSIS_CHARS)}")
+    return lines

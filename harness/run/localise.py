@@ -19,6 +19,7 @@ from packcheck.harness.compare.divergence import Divergence, first_divergence, u
 from packcheck.harness.contract import Case
 from packcheck.harness.contract.activations import Activations, CaptureRequest
 from packcheck.harness.engines import EngineInfo
+from packcheck.harness.engines.capture import active_recorder
 from packcheck.harness.launch import OK, LaunchFailed, LaunchPool
 from packcheck.harness.launch.layout import CaseDir
 from packcheck.harness.run import placement
@@ -28,8 +29,10 @@ from packcheck.harness.run_dir.localisations import add_localisation
 from packcheck.harness.scenarios import Scenario, Setting
 from packcheck.harness.scenarios.base import Before
 
+# the recorder as an adapter imports it, named from the function itself so the hint cannot drift from the code
+RECORDER = f"{active_recorder.__module__}.{active_recorder.__name__}()"
 WHY_NOT_CAPTURED = ("it does not capture activations: an engine opts in with Capabilities(activations=True) and, in its run, "
-                    "attaches its model to harness.engines.capture.active_recorder() (docs/report.md, \"Where it parts\")")
+                    f"attaches its model to {RECORDER} (docs/report.md, \"Where it parts\")")
 
 
 def target(comparisons: tuple[Comparison, ...]) -> Comparison | None:
@@ -112,7 +115,7 @@ def _capture(runner: EngineInfo | str, case: Case, pool: LaunchPool, request: Ca
         ranks = [directory.activations(r) for r in range(case.parallel.world_size)]
         if not all(path.exists() for path in ranks):
             return (f"engine {info.name!r} declares Capabilities(activations=True) but attached no model to the recorder "
-                    "(harness.engines.capture.active_recorder().attach(model) in its run)")
+                    f"({RECORDER}.attach(model) in its run)")
         return Activations.combine([Activations.load(path) for path in ranks])
     finally:
         pool.discard_cases()

@@ -11,6 +11,7 @@ Schema `packcheck.results/1` (documented in docs/results-schema.md):
                 with observed, threshold, margin, passed, where
     resources:  the run's peak disk under its folder and peak memory (packcheck run only)
     damage:     each golden, noise floor or cached checkpoint an engine changed while the run ran (absent: none)
+    properties: the pytest plugin's hypothesis property tests: each one's cell, outcome and message (absent: none ran)
 results.jsonl: a first line {"schema", "provenance"}, then one {"verdict", "rows"} line per verdict.
 """
 
@@ -79,13 +80,14 @@ class ResultsFile:
             lines.flush()
             os.fsync(lines.fileno())
 
-    def write(self, resources: dict | None = None, damage: list[str] | tuple[str, ...] = ()) -> None:
+    def write(self, resources: dict | None = None, damage: list[str] | tuple[str, ...] = (), properties: Sequence[dict] = ()) -> None:
         """The whole table as results.json (at the end of the run, or when it is interrupted); `resources`: the run's
         peak disk and memory (harness/launch/usage.py), where measured; `damage`: each golden or cached checkpoint an
-        engine changed during the run (harness/launch/pool.py), which keeps the run from being green."""
+        engine changed during the run (harness/launch/pool.py), which keeps the run from being green; `properties`: the
+        pytest plugin's hypothesis property tests, each one's outcome (conformance/run_directory.py)."""
         data = ({"schema": SCHEMA, "provenance": self.provenance, "verdicts": [r["verdict"] for r in self.records],
                  "rows": [row for r in self.records for row in r["rows"]]} | ({"resources": resources} if resources else {})
-                | ({"damage": list(damage)} if damage else {}))
+                | ({"damage": list(damage)} if damage else {}) | ({"properties": [_finite(p) for p in properties]} if properties else {}))
         write_atomically(self.run_dir.results, json.dumps(data, indent=1))
         write_tables(self.run_dir, data["verdicts"], data["rows"])  # the same records, one flat table per file
 
@@ -117,7 +119,7 @@ def load_results(run_dir: RunDir) -> dict:
         schema = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise ResultsProblem(f"{whole if whole.exists() else lines} has schema {schema!r}; this packcheck reads {SCHEMA!r}")
     source = whole if whole.exists() else lines
-    for key, kind in (("verdicts", list), ("rows", list), ("provenance", dict)):
+    for key, kind in (("verdicts", list), ("rows", list), ("provenance", dict), ("properties", list)):
         if not isinstance(data.get(key, kind()), kind):
             raise ResultsProblem(f"{source}: {key!r} is {type(data[key]).__name__}, expected a {kind.__name__}")
     _check_records(source, "verdicts", data.get("verdicts", []), VERDICT_FIELDS)

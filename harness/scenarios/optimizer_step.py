@@ -48,6 +48,7 @@ from packcheck.harness.contract import OptimizerSpec, ParallelPlan, Partition, S
 from packcheck.harness.data.samples import SKEWED_LENGTHS
 from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.judging.device import judging_device
+from packcheck.harness.judging.diagnoses import Diagnosis, wrong_token_weights
 from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.scenarios.base import Scenario, from_setting
 from packcheck.harness.scenarios.building import failing
@@ -268,6 +269,10 @@ def diagnose(j: Judgement, failed: list) -> str:
     if failing(failed, "logprobs") or failing(failed, "num_loss_tokens"):
         return ("log-probs or counts change with the mesh: the forward or the token count is wrong, not the optimizer step "
                 "(see dp_cp_reduction, cp_vs_nocp)")
+    # the per-token weights (dloss_dlogprobs) are read before any clipping: wrong ones (mean of means, a constant scale)
+    # explain the gradients that differ, and clipping per micro-batch cannot change them
+    if weights := wrong_token_weights(j, failed, BASELINE):
+        return Diagnosis(weights, wrong_token_weights.__name__)
     grads = failing(failed, "grad")
     if grads:
         return (f"the reported gradients differ on {', '.join(arms(grads))} with the micro-batch partition: each micro-batch's gradient "
