@@ -27,6 +27,29 @@ def test_the_eta_is_the_mean_time_per_finished_cell_times_the_cells_left():
     assert eta_seconds(elapsed=60.0, done=3, total=12, running=50.0) == 8 * 20.0
 
 
+def test_the_eta_weighs_the_cells_left_by_their_work_so_a_heavy_cell_to_come_is_not_priced_as_a_light_one():
+    # three cells of 3, 3 and 45 arms: the first took 6 s, 2 s an arm, so the work left (48 arms) is 96 s, not 2 x 6 s
+    out, clock = io.StringIO(), Clock()
+    progress = Progress(out, total=3, tty=False, clock=clock, work=3 + 3 + 45)
+    progress.start("reference", "llama", "packed_vs_unpacked", work=3)
+    clock.now += 6
+    progress.finish("PASS 6.00s")
+    assert out.getvalue().endswith("| elapsed 6s, ETA 1m36s\n")
+    progress.start("reference", "llama", "rl_loss_aggregation", work=45)
+    clock.now += 30  # 30 s into a cell priced at 90 s: 60 s of it and the last cell's 6 s
+    assert progress.timing() == "elapsed 36s, ETA 1m06s"
+    # a running cell priced at more than the work left is priced at what is left
+    assert eta_seconds(elapsed=6.0, done=3, total=6, running=1.0, running_work=45) == 5.0
+
+
+def test_a_matrix_run_prices_each_cell_by_its_scenarios_arms():
+    from packcheck.harness.run.session import work_of
+    from packcheck.harness.scenarios import SCENARIOS
+
+    assert work_of(SCENARIOS["rl_loss_aggregation"]) == SCENARIOS["rl_loss_aggregation"].disk_arms > 10 * work_of(SCENARIOS["packed_vs_unpacked"])
+    assert all(work_of(scenario) >= 1 for scenario in SCENARIOS.values())
+
+
 def test_durations_read_as_seconds_minutes_or_hours():
     assert [duration(s) for s in (None, 0.4, 42, 185, 3720)] == ["?", "0s", "42s", "3m05s", "1h02m"]
 

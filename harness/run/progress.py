@@ -6,10 +6,11 @@ verdict's report) is printed above it and stays. Anywhere else (CI logs, pipes, 
 rewritten: plain lines, each cell's "[k/N] engine family scenario ... STATUS ..." ending with the
 elapsed time and the ETA.
 
-ETA = the mean wall time per finished cell so far x the cells left (the running cell counted at what
-the mean leaves of it, 0 once it outlasts the mean). N is exact once every engine has
-started (the families an engine declares are known then); until then an engine not yet started counts
-as the families asked for (or every family) x the scenarios.
+ETA = the wall time per unit of work finished so far x the work left (the running cell counted at what
+that rate leaves of it, 0 once it outlasts it). A cell's work is its scenario's arms (`Scenario.disk_arms`, the arms
+with a result per verdict): an RL cell of 45 arms is not extrapolated at the pace of a 3-arm one, so the first ETA of
+a matrix is not a fifth of its time. N is exact once every engine has started (the families an engine declares are
+known then); until then an engine not yet started counts as the families asked for (or every family) x the scenarios.
 """
 
 from __future__ import annotations
@@ -24,16 +25,17 @@ CLEAR_LINE = "\r\x1b[K"  # back to the start of the line and erase it
 REFRESH_SECONDS = 1.0
 
 
-def eta_seconds(elapsed: float, done: int, total: int, running: float = 0.0) -> float | None:
-    """Seconds left at the mean time per finished cell (`elapsed` when the last one finished / `done`): the cells
-    after the running one at the mean, the running one (`running` seconds in) at what the mean leaves of it;
-    None before the first cell finishes."""
+def eta_seconds(elapsed: float, done: float, total: float, running: float = 0.0, running_work: float = 1.0) -> float | None:
+    """Seconds left at the time per unit of work finished (`elapsed` when the last cell finished / `done` work): the
+    work after the running cell at that rate, the running cell (`running_work` of it, `running` seconds in) at what
+    the rate leaves of it; None before the first cell finishes. With every cell 1 unit: the mean time per cell."""
     if done <= 0:
         return None
-    mean, left = elapsed / done, max(total - done, 0)
+    rate, left = elapsed / done, max(total - done, 0)
     if left == 0 or not running:
-        return mean * left
-    return mean * (left - 1) + max(mean - running, 0.0)
+        return rate * left
+    share = min(running_work, left)
+    return rate * (left - share) + max(rate * share - running, 0.0)
 
 
 def duration(seconds: float | None) -> str:
@@ -51,8 +53,12 @@ def duration(seconds: float | None) -> str:
 class Progress:
     """Progress of a matrix run on `out`; `tty` defaults to whether `out` is a terminal that takes escape sequences."""
 
-    def __init__(self, out: TextIO, total: int, tty: bool | None = None, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, out: TextIO, total: int, tty: bool | None = None, clock: Callable[[], float] = time.monotonic,
+                 work: float | None = None):
         self.out, self.total, self.clock = out, total, clock
+        self.work = float(total) if work is None else work  # the matrix's work (the module docstring); cells of 1 by default
+        self.work_done = 0.0
+        self.cell_work = 1.0
         self.tty = (out.isatty() and os.environ.get("TERM") != "dumb") if tty is None else tty  # a dumb terminal takes no escapes
         self.started = self.finished = clock()  # the run's start; when the last cell finished
         self.done = 0
@@ -63,20 +69,21 @@ class Progress:
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
 
-    def recount(self, expected: int, actual: int) -> None:
-        """An engine started: its cells are `actual`, where `expected` had been counted for it."""
+    def recount(self, expected: int, actual: int, expected_work: float | None = None, actual_work: float | None = None) -> None:
+        """An engine started: its cells (and their work) are `actual`, where `expected` had been counted for it."""
         self.total += actual - expected
+        self.work += (actual if actual_work is None else actual_work) - (expected if expected_work is None else expected_work)
 
     def timing(self) -> str:
         now = self.clock()
         running = now - self.cell_started if self.cell is not None else 0.0
-        eta = eta_seconds(self.finished - self.started, self.done, self.total, running)
+        eta = eta_seconds(self.finished - self.started, self.work_done, self.work, running, self.cell_work)
         return f"elapsed {duration(now - self.started)}, ETA {duration(eta)}"
 
-    def start(self, engine: str, family: str, scenario: str) -> None:
+    def start(self, engine: str, family: str, scenario: str, work: float = 1.0) -> None:
         with self._lock:
             self.cell = self.cell_text = f"[{self.done + 1}/{self.total}] {engine} {family} {scenario} ..."
-            self.cell_started = self.clock()
+            self.cell_started, self.cell_work = self.clock(), work
             if self.tty:
                 self._draw()
             else:
@@ -89,6 +96,7 @@ class Progress:
         """The cell's verdict `line` (and a failing verdict's `report` below it)."""
         with self._lock:
             self.done += 1
+            self.work_done += self.cell_work
             self.finished, self.cell = self.clock(), None
             ended = f"{line} | {self.timing()}"
             text = f"{CLEAR_LINE}{self.cell_text} {ended}" if self.tty else ended

@@ -55,7 +55,9 @@ class Matrix:
 def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: TextIO | None = None) -> list[Verdict]:
     """Run every cell, engine by engine (each engine's launches stay warm across its cells), with progress and an ETA."""
     expected = len(matrix.families_of(None)) * len(matrix.scenarios)  # an engine's cells until it starts and declares its families
-    progress = Progress(out or sys.stderr, expected * len(matrix.engines))
+    per_family = sum(work_of(scenario) for scenario in matrix.scenarios)
+    expected_work = len(matrix.families_of(None)) * per_family
+    progress = Progress(out or sys.stderr, expected * len(matrix.engines), work=expected_work * len(matrix.engines))
     try:
         for spec in matrix.engines:
             try:
@@ -65,9 +67,9 @@ def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: Text
                 engine, failure = None, failed
                 matrix.not_started[spec] = failed
             cells = [(family, scenario) for family in matrix.families_of(engine) for scenario in matrix.scenarios]
-            progress.recount(expected, len(cells))
+            progress.recount(expected, len(cells), expected_work, len(matrix.families_of(engine)) * per_family)
             for n, (family, scenario) in enumerate(cells):
-                progress.start(safe_line(spec if engine is None else engine.name, 200), family, scenario.name)
+                progress.start(safe_line(spec if engine is None else engine.name, 200), family, scenario.name, work_of(scenario))
                 if engine is None:
                     verdict = not_started(matrix, spec, family, scenario, failure)
                 else:
@@ -85,6 +87,11 @@ def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: Text
     finally:
         progress.close()
     return matrix.verdicts
+
+
+def work_of(scenario: Scenario) -> float:
+    """A cell's share of the matrix's work for the ETA: its scenario's arms (harness/run/progress.py)."""
+    return float(scenario.disk_arms or 1)
 
 
 def not_started(matrix: Matrix, spec: str, family: str, scenario: Scenario, failure: LaunchFailed) -> Verdict:
