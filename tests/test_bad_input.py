@@ -163,3 +163,106 @@ def test_two_runs_into_one_out(tmp_path, capsys):
     lock = claim_out(RunDir(tmp_path))
     assert lock is not None
     lock.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 49: a run killed during start-up, and files no packcheck run writes (items 1 and 5).
+
+def test_a_run_killed_during_start_up_leaves_no_earlier_results_to_report(tmp_path):
+    """kill -9 of `packcheck run` before its first verdict (launches starting): the earlier run's results.json was served
+    by `packcheck report` with exit 0 as this run's. Claiming --out marks the run as in progress (RunDir.begin)."""
+    from packcheck.harness.run.out_lock import claim_out
+    from packcheck.harness.run_dir import RunDir
+    from packcheck.harness.run_dir.results import ResultsFile, ResultsProblem, load_results
+
+    run_dir = RunDir(tmp_path)
+    ResultsFile(run_dir, {"command": "the earlier run"}).write()  # an earlier run that finished
+    assert load_results(run_dir)["provenance"]["command"] == "the earlier run"
+    lock = claim_out(run_dir)  # what `packcheck run` does first; then the kill -9 (the kernel drops the lock)
+    if lock is not None:
+        lock.close()
+    with pytest.raises(ResultsProblem, match="ended before it recorded a verdict \\(killed during start-up\\?\\)"):
+        load_results(run_dir)
+    ResultsFile(run_dir, {"command": "the next run"}).write()  # a run that finishes ends the mark
+    assert load_results(run_dir)["provenance"]["command"] == "the next run" and not run_dir.in_progress.exists()
+
+
+def minimal_results(**verdict) -> dict:
+    from packcheck.harness.run_dir.results import SCHEMA
+
+    cell = {"engine": "e", "engine_spec": "e", "family": "llama", "scenario": "packed_vs_unpacked", "dtype": "float64", "device": "cpu",
+            "attention": "auto", "status": "pass", "seconds": 1.0, "max_margin": 0.5}
+    return {"schema": SCHEMA, "provenance": {}, "verdicts": [cell | verdict], "rows": []}
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    (lambda d: d["verdicts"][0].update(seconds="x"), "verdicts[0].seconds is 'x' (str), expected a number"),
+    (lambda d: d["verdicts"][0].update(attention={"a": 1}), "verdicts[0].attention is {'a': 1} (dict), expected a str"),
+    (lambda d: d.update(rows=[{k: "x" for k in ("engine", "family", "scenario", "quantity", "metric")} | {"observed": "x", "threshold": 1}]),
+     "rows[0].observed is a str"),
+    (lambda d: d.update(damage=None), "'damage' is NoneType, expected a list"),
+    (lambda d: d["provenance"].update(tolerances=7), "provenance.tolerances is int, expected an object"),
+], ids=["seconds", "attention", "observed", "damage", "tolerances"])
+def test_report_on_type_confused_fields(tmp_path, capsys, change, expected):
+    data = minimal_results()
+    change(data)
+    (tmp_path / "results.json").write_text(json.dumps(data))
+    assert main(["report", str(tmp_path), "-o", str(tmp_path / "r.html")]) == 2
+    one_line_error(capsys, str(tmp_path / "results.json"), expected, "rerun `packcheck run`")
+
+
+def test_report_on_deeply_nested_json(tmp_path, capsys):
+    (tmp_path / "results.json").write_text(json.dumps(minimal_results())[:-1] + ', "deep": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    assert main(["report", str(tmp_path), "-o", str(tmp_path / "r.html")]) == 2
+    one_line_error(capsys, "nests its JSON deeper than Python can read", "rerun `packcheck run`")
+
+
+def test_report_on_a_fifo_in_place_of_results_json(tmp_path, capsys):
+    """Reading it blocked `packcheck report` for ever: nothing ever writes into the FIFO."""
+    import os
+
+    os.mkfifo(tmp_path / "results.json")
+    assert main(["report", str(tmp_path), "-o", str(tmp_path / "r.html")]) == 2
+    one_line_error(capsys, "is not a regular file (a FIFO", "remove it")
+
+
+def test_model_dir_with_a_negative_vocab_size(tmp_path, capsys):
+    from packcheck.harness.models import get_family
+
+    (tmp_path / "config.json").write_text(json.dumps(get_family("llama").config() | {"vocab_size": -5}))
+    assert main([*RUN, "--model", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    one_line_error(capsys, f"--model {tmp_path}", "vocab_size is -5, expected a positive whole number", "fix the field")
+
+
+def shrunk_case(path, change) -> str:
+    """A shrunk case of packed_vs_unpacked on the tiny llama, as `packcheck shrink` writes one, then `change`d."""
+    from packcheck.harness.run.scenario_runner import setting_for
+    from packcheck.harness.run_dir.shrunk import SCHEMA
+    from packcheck.harness.scenarios import get_scenario
+    from packcheck.harness.shrink.record import portable
+
+    size = {"tokens": 3, "documents": 2, "rows": 1, "ranks": 1, "micro_batches": 1, "layers": 1}
+    arms = get_scenario("packed_vs_unpacked").build(setting_for("llama", "float64", "cpu"))
+    data = {"schema": SCHEMA, "scenario": "packed_vs_unpacked", "engine": "reference", "engine_spec": "reference", "family": "llama",
+            "dtype": "float64", "device": "cpu", "attention": "auto", "inputs": {"model": "tiny", "seed": 0},
+            "comparison": "logprobs (packed vs unpacked)", "diagnosis_class": "x", "diagnosis": {"before": "", "after": ""},
+            "before": size, "after": size, "search": {"seconds": 1.0, "trials": 1, "complete": True}, "replay": "packcheck replay case.json",
+            "arms": {name: portable(case) for name, case in arms.items()}}
+    change(data)
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def without(arms: dict, name: str) -> None:
+    del arms[name]
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    (lambda d: d["arms"]["packed"]["model"]["config"].update(vocab_size=-5),
+     "model.config.vocab_size is -5, expected a positive whole number"),
+    (lambda d: d.update(arms={}), "arms is {}"),
+    (lambda d: without(d["arms"], "packed"), "arms lacks packed, which packed_vs_unpacked's judge compares"),
+], ids=["negative-vocab", "no-arms", "an-arm-missing"])
+def test_replay_of_a_broken_case(tmp_path, capsys, change, expected):
+    assert main(["replay", shrunk_case(tmp_path / "case.json", change)]) == 2
+    one_line_error(capsys, str(tmp_path / "case.json"), expected, "rewrite it with `packcheck shrink`")

@@ -34,11 +34,15 @@ def handle(args) -> int:
     from packcheck.harness.run.conclusion import first_error_line
     from packcheck.harness.run.reproduce import engine_folder, replay_command
     from packcheck.harness.shrink.record import read_shrunk
-    from packcheck.harness.shrink.replay import drifted, replay, replay_folder
+    from packcheck.harness.run_dir.shrunk import ShrunkProblem
+    from packcheck.harness.shrink.replay import drifted, missing_arms, replay, replay_folder
 
     checked_timeout(args.timeout)
     engine = checked_engines([args.engine])[0] if args.engine else None
     case = read_shrunk(args.case)
+    if missing := missing_arms(case):
+        raise ShrunkProblem(f"{case.path}: arms lacks {', '.join(missing)}, which {case.scenario}'s judge compares; rewrite it with "
+                            "`packcheck shrink`")
     if changed := drifted(case):
         print(f"packcheck replay: this packcheck builds other arms ({', '.join(changed)}) from the case's inputs than the ones it "
               "recorded (packcheck changed since it was written); replaying the recorded arms", file=sys.stderr)

@@ -21,6 +21,7 @@ from pathlib import Path
 from packcheck.harness.contract import ModelSpec
 from packcheck.harness.errors import InputError
 from packcheck.harness.models.checkpoint import FLOAT32, checkpoint_for, checkpoint_path
+from packcheck.harness.models.config_check import config_problem
 from packcheck.harness.models.families import FAMILIES, get_family
 
 TINY = "tiny"
@@ -176,10 +177,12 @@ def read_config(model: str | Path) -> tuple[str, dict, Path]:
                                "or a family's size preset")
     try:
         config = json.loads(config_file.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ModelChoiceError(f"--model {path}: {config_file} is not readable JSON ({err})") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        raise ModelChoiceError(f"--model {path}: {config_file} is not readable JSON ({err or 'nested too deep'})") from None
     if not isinstance(config, dict):
         raise ModelChoiceError(f"--model {path}: {config_file} holds a {type(config).__name__}, not a config object")
+    if (problem := config_problem(config)) is not None:
+        raise ModelChoiceError(f"--model {path}: {config_file}: {problem}; fix the field (the released model's config.json has it)")
     config = {k: v for k, v in config.items() if k not in WRITER_KEYS}
     config.setdefault("use_cache", False)
     return family_of(config, path), config, config_file.parent

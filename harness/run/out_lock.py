@@ -2,6 +2,9 @@
 
     lock = claim_out(RunDir(out))   # OutInUse (exit 2) if another run holds it; keep `lock` open for the run's life
 
+Claiming the directory also marks it as holding a run in progress (RunDir.begin) and forgets an earlier run's results:
+a run killed with -9 before its first verdict leaves no earlier run's results for `packcheck report` to serve as its own.
+
 An advisory lock (flock) on the run directory's lock file (RunDir.lock), which also names its holder: the kernel drops
 it with the process that held it, however that process ends (a kill -9 included), so a stale lock never blocks the
 next run. Where flock does not exist (not POSIX) runs are not locked.
@@ -27,8 +30,10 @@ class OutInUse(InputError):
 
 
 def claim_out(run_dir: RunDir) -> IO | None:
-    """The open lock file of `run_dir`, held until it is closed (or the process ends); OutInUse if another run holds it."""
+    """The open lock file of `run_dir`, held until it is closed (or the process ends), the directory marked as holding a
+    run in progress; OutInUse if another run holds it."""
     if fcntl is None:
+        run_dir.begin()
         return None
     handle = open(run_dir.lock, "a+", encoding="utf-8")  # noqa: SIM115 - held open for the run's life
     try:
@@ -43,6 +48,7 @@ def claim_out(run_dir: RunDir) -> IO | None:
     handle.truncate()
     handle.write(json.dumps({"pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}))
     handle.flush()
+    run_dir.begin()
     return handle
 
 

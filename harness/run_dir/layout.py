@@ -16,6 +16,8 @@
                             with it (harness/golden/store.py writes it)
       launches/             the engines' processes' working folders (harness/launch/layout.py, LaunchDir)
       .packcheck-run.lock   held by the run writing here (harness/run/out_lock.py)
+      .packcheck-run.in-progress   there from the moment a run claims the directory until its results.json is written
+                            (RunDir.begin, RunDir.end): a reader that finds it knows the results are not a finished run's
       .gitignore            in an --out packcheck created: a run directory is not source (RunDir.create)
 
 `packcheck calibrate --out OUT` keeps one run directory per seed, OUT/seed-N/, and its summary, OUT/calibration.json.
@@ -23,7 +25,10 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import time
 from pathlib import Path
 
 from packcheck.harness.text import path_name
@@ -130,6 +135,32 @@ class RunDir:
     @property
     def lock(self) -> Path:
         return self.path / ".packcheck-run.lock"
+
+    @property
+    def in_progress(self) -> Path:
+        return self.path / ".packcheck-run.in-progress"
+
+    def begin(self) -> None:
+        """Mark the directory as holding a run in progress, then forget what an earlier run left (its results.jsonl too):
+        whatever ends this run (a kill -9 during start-up included), no reader takes the earlier run's results for its
+        own. First the mark, then the forgetting: a kill between the two leaves the mark."""
+        self.in_progress.write_text(json.dumps({"pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}))
+        self.forget_earlier_run()
+        self.results_lines.unlink(missing_ok=True)
+
+    def end(self) -> None:
+        """The run's whole table is written (results.json): the directory holds a finished run."""
+        self.in_progress.unlink(missing_ok=True)
+
+    def unfinished_run(self) -> str | None:
+        """' (pid N, started T)' of the run that began here and has not written its results.json, or None."""
+        if not self.in_progress.is_file():
+            return None
+        try:
+            said = json.loads(self.in_progress.read_text())
+            return f" (pid {int(said['pid'])}, started {str(said['started'])[:19]})"
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
+            return ""
 
     @property
     def gitignore(self) -> Path:

@@ -65,7 +65,7 @@ class ResultsFile:
         self.provenance = {"tolerances": table_json()} | provenance  # a run with --noise-floors records its own
         self.verdicts: list[Judged] = []
         self.records: list[dict] = []  # each verdict as JSON, in the order added
-        run_dir.forget_earlier_run()  # an earlier run's, in a reused --out: never read as this run's
+        run_dir.begin()  # marked as in progress, an earlier run's results forgotten: never read as this run's
         write_atomically(run_dir.results_lines, json.dumps({"schema": SCHEMA, "provenance": provenance}) + "\n")
 
     def add(self, verdict: Judged) -> None:
@@ -90,6 +90,7 @@ class ResultsFile:
                 | ({"damage": list(damage)} if damage else {}) | ({"properties": [_finite(p) for p in properties]} if properties else {}))
         write_atomically(self.run_dir.results, json.dumps(data, indent=1))
         write_tables(self.run_dir, data["verdicts"], data["rows"])  # the same records, one flat table per file
+        self.run_dir.end()
 
 
 def record_of(verdict: Judged) -> dict:
@@ -109,39 +110,68 @@ class ResultsProblem(InputError):
 def load_results(run_dir: RunDir) -> dict:
     """The table of the run in `run_dir`: results.json, else what results.jsonl kept of an unfinished run."""
     whole, lines, directory = run_dir.results, run_dir.results_lines, run_dir.path
+    for path in (whole, lines):
+        if path.exists() and not path.is_file():  # a FIFO would block the read for ever
+            raise ResultsProblem(f"{path} is not a regular file (a FIFO, a device or a folder): remove it and rerun `packcheck run`")
+    unfinished = run_dir.unfinished_run()
+    if unfinished is not None and whole.exists():
+        raise ResultsProblem(f"{whole} is not the results of the run that started in {directory}{unfinished}, which never finished: "
+                             "rerun `packcheck run`")
     if whole.exists():
         data = _read_json(whole)
     elif lines.exists():
         data = _from_lines(lines)
+    elif unfinished is not None:
+        raise ResultsProblem(f"{directory}: the run that started here{unfinished} ended before it recorded a verdict (killed during "
+                             "start-up?): nothing to report; run it again")
     else:
         raise ResultsProblem(f"{directory} holds neither results.json nor results.jsonl: point at the --out directory of a `packcheck run`")
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         schema = data.get("schema") if isinstance(data, dict) else type(data).__name__
-        raise ResultsProblem(f"{whole if whole.exists() else lines} has schema {schema!r}; this packcheck reads {SCHEMA!r}")
+        raise ResultsProblem(f"{whole if whole.exists() else lines} has schema {schema!r:.80}; this packcheck reads {SCHEMA!r}")
     source = whole if whole.exists() else lines
-    for key, kind in (("verdicts", list), ("rows", list), ("provenance", dict), ("properties", list)):
+    for key, kind in (("verdicts", list), ("rows", list), ("provenance", dict), ("properties", list), ("damage", list),
+                      ("resources", dict)):
         if not isinstance(data.get(key, kind()), kind):
-            raise ResultsProblem(f"{source}: {key!r} is {type(data[key]).__name__}, expected a {kind.__name__}")
-    _check_records(source, "verdicts", data.get("verdicts", []), VERDICT_FIELDS)
-    _check_records(source, "rows", data.get("rows", []), ROW_FIELDS)
+            raise ResultsProblem(f"{source}: {key!r} is {type(data[key]).__name__}, expected a {kind.__name__}: {EDITED}")
+    if not isinstance(data.get("provenance", {}).get("tolerances", {}), dict):
+        raise ResultsProblem(f"{source}: provenance.tolerances is {type(data['provenance']['tolerances']).__name__}, expected an "
+                             f"object: {EDITED}")
+    _check_records(source, "verdicts", data.get("verdicts", []), VERDICT_FIELDS, OPTIONAL_VERDICT_FIELDS)
+    _check_records(source, "rows", data.get("rows", []), ROW_FIELDS, OPTIONAL_ROW_FIELDS)
     return data
 
 
-# what a reader relies on in each record, with its type
+EDITED = "the file was edited or written by something else; rerun `packcheck run` to get it back"
+NUMBER = (int, float, str)  # a number, or one of the strings _finite writes for inf and NaN (checked by _is_number)
+NON_FINITE = ("inf", "-inf", "nan")
+
+# what a reader relies on in each record, with its type; the optional ones are checked where present
 VERDICT_FIELDS = {"engine": str, "family": str, "scenario": str, "dtype": str, "device": str, "status": str}
-ROW_FIELDS = {"engine": str, "family": str, "scenario": str, "quantity": str, "metric": str, "observed": (int, float, str),
-              "threshold": (int, float, str)}
+OPTIONAL_VERDICT_FIELDS = {"attention": str, "seconds": NUMBER, "max_margin": NUMBER}
+ROW_FIELDS = {"engine": str, "family": str, "scenario": str, "quantity": str, "metric": str, "observed": NUMBER, "threshold": NUMBER}
+OPTIONAL_ROW_FIELDS = {"attention": str, "margin": NUMBER}
 
 
-def _check_records(source: Path, key: str, records: list, fields: dict) -> None:
+def _is(value, kind) -> bool:
+    if kind is NUMBER:
+        return (isinstance(value, (int, float)) and not isinstance(value, bool)) or value in NON_FINITE
+    return isinstance(value, kind)
+
+
+def _check_records(source: Path, key: str, records: list, fields: dict, optional: dict) -> None:
     for index, record in enumerate(records):
         if not isinstance(record, dict):
             raise ResultsProblem(f"{source}: {key}[{index}] is {type(record).__name__}, expected an object")
         for field, kind in fields.items():
-            if not isinstance(record.get(field), kind):
+            if not _is(record.get(field), kind):
                 got = "missing" if field not in record else f"a {type(record[field]).__name__}"
-                raise ResultsProblem(f"{source}: {key}[{index}].{field} is {got}: the file was edited or written by "
-                                     "something else; rerun `packcheck run` to get it back")
+                raise ResultsProblem(f"{source}: {key}[{index}].{field} is {got}: {EDITED}")
+        for field, kind in optional.items():
+            if record.get(field) is not None and not _is(record[field], kind):
+                expected = "a number" if kind is NUMBER else f"a {kind.__name__}"
+                raise ResultsProblem(f"{source}: {key}[{index}].{field} is {record[field]!r:.40} ({type(record[field]).__name__}), "
+                                     f"expected {expected}: {EDITED}")
 
 
 def _read_json(path: Path):
@@ -149,6 +179,9 @@ def _read_json(path: Path):
         return json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ResultsProblem(f"{path} is not valid JSON ({err}): a truncated or edited file? results.jsonl beside it keeps every verdict")
+    except RecursionError:
+        raise ResultsProblem(f"{path} nests its JSON deeper than Python can read (no packcheck run writes that): the file was "
+                             "edited or written by something else; rerun `packcheck run`") from None
 
 
 def _from_lines(path: Path) -> dict:
@@ -158,13 +191,15 @@ def _from_lines(path: Path) -> dict:
         raise ResultsProblem(f"{path} is empty: the run wrote nothing")
     try:
         header = json.loads(text[0])
+    except RecursionError:
+        raise ResultsProblem(f"{path}: its first line nests JSON deeper than Python can read: {EDITED}") from None
     except json.JSONDecodeError as err:
         raise ResultsProblem(f"{path}: its first line is not JSON ({err})") from None
     verdicts, rows, cut = [], [], 0
     for line in text[1:]:
         try:
             entry = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             cut += 1
             continue
         if isinstance(entry, dict) and isinstance(entry.get("verdict"), dict) and isinstance(entry.get("rows"), list):
@@ -177,5 +212,7 @@ def _from_lines(path: Path) -> dict:
                              "the run stopped before its first verdict was recorded; nothing to report: run it again")
     unfinished = (f"this run did not finish (no results.json): {len(verdicts)} verdict(s) recovered from results.jsonl"
                   + (f", {cut} line(s) cut short or damaged left out" if cut else "") + "; the verdicts it did not reach are missing")
+    if not isinstance(header, dict):
+        raise ResultsProblem(f"{path}: its first line is a JSON {type(header).__name__}, not the header object: {EDITED}")
     return {"schema": header.get("schema"), "provenance": header.get("provenance", {}), "verdicts": verdicts, "rows": rows,
             "unfinished": unfinished}

@@ -43,8 +43,12 @@ class Summary:
 
 def read_json(path: str | Path) -> dict:
     path = Path(path)
+    if path.exists() and not path.is_file():  # a FIFO would block the read for ever
+        raise ShrunkProblem(f"{path}: not a regular file (a FIFO, a device or a folder); give a file `packcheck shrink` wrote")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise ShrunkProblem(f"{path}: its JSON nests deeper than Python can read; give a file `packcheck shrink` wrote") from None
     except OSError as err:
         raise ShrunkProblem(f"{path}: cannot read it ({err.strerror}); give a file `packcheck shrink` wrote") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as err:

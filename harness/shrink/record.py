@@ -26,6 +26,7 @@ from packcheck.harness.contract import Case, ContractError
 from packcheck.harness.data.smaller import Smaller
 from packcheck.harness.files import write_atomically
 from packcheck.harness.models import checkpoint_for
+from packcheck.harness.models.config_check import config_problem
 from packcheck.harness.models.sizes import is_path
 from packcheck.harness.models.smaller import seeded
 from packcheck.harness.run.inputs import Inputs
@@ -96,6 +97,9 @@ def read_shrunk(path: str | Path) -> ShrunkCase:
         raw = data["inputs"]
         inputs = Inputs(model=str(raw["model"]), seed=int(raw["seed"]), data_scale=raw.get("data_scale"),
                         smaller=Smaller.from_json(raw["smaller"]) if "smaller" in raw else None)
+        if not isinstance(data["arms"], dict) or not data["arms"]:
+            raise ShrunkProblem(f"{path}: arms is {data['arms']!r:.40}: a shrunk case holds the arms of its scenario's first stage; "
+                                "rewrite it with `packcheck shrink`")
         arms = {name: Case.from_json(with_checkpoint(case, path, name)) for name, case in data["arms"].items()}
         return ShrunkCase(path=path, scenario=str(data["scenario"]), engine=str(data["engine"]), engine_spec=str(data["engine_spec"]),
                           engine_dir=Path(data["engine_dir"]) if data.get("engine_dir") is not None else None,
@@ -110,6 +114,8 @@ def with_checkpoint(case: dict, path: Path, name: str) -> dict:
     """An arm's JSON whose model has a checkpoint: written from its config and seed where it was `null`; a path of the
     user's must exist."""
     model = case["model"]
+    if (problem := config_problem(model["config"])) is not None:
+        raise ShrunkProblem(f"{path}: arms.{name}.model.config.{problem}; rewrite it with `packcheck shrink`")
     if model.get("checkpoint") is None:
         return case | {"model": model | {"checkpoint": checkpoint_for(model["family"], model["config"], model["seed"])}}
     if not Path(model["checkpoint"]).is_dir():

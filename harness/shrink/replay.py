@@ -45,6 +45,17 @@ def replay(case: ShrunkCase, pool: LaunchPool, engine: str | None = None) -> Ver
         return run(subject, replaying(subject.scenario, case.arms), subject.inputs.smaller, pool)
 
 
+def missing_arms(case: ShrunkCase) -> list[str]:
+    """The arms this packcheck's scenario builds from the case's inputs that the case does not record: its judge compares
+    them, so a case without them cannot be replayed (a judge once crashed on a case with no arms)."""
+    subject = subject_of(case)
+    try:
+        built = first_arms(subject.scenario, subject.setting(subject.inputs.smaller))
+    except (CannotBuild, InputError):
+        return []
+    return sorted(set(built) - set(case.arms))
+
+
 def drifted(case: ShrunkCase) -> list[str]:
     """The recorded arms this packcheck's scenario builds otherwise from the case's inputs (it changed since the case
     was written): the replay runs the recorded ones."""
