@@ -25,7 +25,8 @@ import sys
 from pathlib import Path
 
 from packcheck.harness.cli.errors import UsageError
-from packcheck.harness.cli.run_cmd import Interrupted, add_run_options, checked_choices, output_directory, raise_interrupted
+from packcheck.harness.cli.interrupt import Interrupted, raise_interrupted
+from packcheck.harness.cli.run_cmd import add_run_options, checked_choices, output_directory
 from packcheck.harness.run.options import NAMED_DTYPES, add_option
 from packcheck.harness.run_dir import RunDir
 

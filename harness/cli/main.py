@@ -1,6 +1,9 @@
 """`packcheck`: the command-line entry point; one subcommand per file in this package.
 
 Exit status: 0 every supported case passes, 1 a case fails, 2 a usage or harness error.
+
+Standard library only at the top: SIGINT and SIGTERM are caught (harness/cli/interrupt.py) before the commands are
+imported, which imports torch (3 s); a signal then is one line and exit 2, as later in a run.
 """
 
 from __future__ import annotations
@@ -9,10 +12,7 @@ import argparse
 import sys
 import traceback
 
-from packcheck.harness.cli import (bisect_cmd, calibrate_cmd, explain_cmd, golden_cmd, list_cmd, localise_cmd, replay_cmd, report_cmd,
-                                   run_cmd, shrink_cmd)
-from packcheck.harness.errors import InputError
-from packcheck.harness.contract import ContractError
+from packcheck.harness.cli.interrupt import Interrupted, catch_signals, restore
 
 USAGE_ERROR = 2
 
@@ -50,6 +50,9 @@ exit status:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from packcheck.harness.cli import (bisect_cmd, calibrate_cmd, explain_cmd, golden_cmd, list_cmd, localise_cmd, replay_cmd,
+                                       report_cmd, run_cmd, shrink_cmd)
+
     parser = argparse.ArgumentParser(prog="packcheck", description="Conformance suite and numerics harness for packed LM training.",
                                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"packcheck {_version()}")
@@ -70,8 +73,30 @@ def _version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser().parse_args(argv)
-    args.argv = argv
+    previous = catch_signals()  # before the commands (and torch) are imported
+    try:
+        try:
+            args = build_parser().parse_args(argv)
+        except Interrupted as stop:
+            command = argv[0] if argv and not argv[0].startswith("-") else ""
+            print(f"packcheck{' ' + command if command else ''}: interrupted ({stop}) during start-up, before the first verdict; "
+                  "nothing was started, nothing was judged", file=sys.stderr)
+            return USAGE_ERROR
+        if not getattr(args, "catches_signals", False):
+            restore(previous)  # the other commands keep Python's own Ctrl-C
+        args.argv = argv
+        return _dispatch(args)
+    except Interrupted as stop:  # between `packcheck run`'s own handlers and these
+        print(f"packcheck {args.command}: interrupted ({stop})", file=sys.stderr)
+        return USAGE_ERROR
+    finally:
+        restore(previous)
+
+
+def _dispatch(args) -> int:
+    from packcheck.harness.contract import ContractError
+    from packcheck.harness.errors import InputError
+
     try:
         return args.handler(args)
     except BrokenPipeError:  # output piped into `head`: not an error

@@ -12,13 +12,13 @@ so, and the verdicts so far are kept in results.json and the report.
 
 from __future__ import annotations
 
-import signal
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from packcheck.harness.cli.errors import UsageError
+from packcheck.harness.cli.interrupt import Interrupted, catch_signals, hold_signals, restore  # stdlib only
 from packcheck.harness.launch.process_tree import adopt_orphans  # stdlib only: cheap to import
 from packcheck.harness.launch.zygotes import end_all  # stdlib only
 from packcheck.harness.run.options import add_arguments
@@ -40,7 +40,7 @@ def add_parser(commands) -> None:
     from packcheck.harness.cli.shrink_cmd import add_shrink_options
 
     add_shrink_options(parser)
-    parser.set_defaults(handler=handle)
+    parser.set_defaults(handler=handle, catches_signals=True)  # main() keeps its start-up handlers up to handle()'s own
 
 
 def add_run_options(parser, required: tuple[str, ...] = (), leave_out: tuple[str, ...] = ()) -> None:
@@ -119,33 +119,15 @@ def checked_choices(args, **given):
     return checked(vars(args) | given)
 
 
-class Interrupted(BaseException):
-    """SIGINT or SIGTERM: stop the run, keep what it judged. Raised by the handler wherever the run is, between two
-    Python steps (inside a verdict's judgement, between two tensors: a single torch operation finishes first), so
-    it is a BaseException like KeyboardInterrupt: the `except Exception` that turns a crashing judge into an error
-    verdict (harness/run/judge.py) let an 8B judgement swallow it, and the run went on to the next scenario's arms
-    until it was killed (docs/gpu.md, 2026-12-02 evening)."""
-
-
-def raise_interrupted(signum, frame) -> None:
-    raise Interrupted(signal.Signals(signum).name)
-
-
 def handle(args) -> int:
     # From the first moment, not just once the verdicts start: a signal while launches start or --dtype auto asks the
-    # engines ends the same way as one between verdicts (one line, exit 2, every engine process killed)
-    previous = {sig: signal.signal(sig, raise_interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # engines ends the same way as one between verdicts (one line, exit 2, every engine process killed); main() caught
+    # them already while the commands were imported (harness/cli/interrupt.py)
+    previous = catch_signals()
     try:
         return _handle(args)
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def hold_signals() -> None:
-    """After the first signal: the run is already stopping; a second one must not cut its cleanup short."""
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_IGN)
+        restore(previous)
 
 
 def _handle(args) -> int:
