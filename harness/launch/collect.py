@@ -16,8 +16,9 @@ import json
 import time
 
 from packcheck.harness.collectives import first_divergence
-from packcheck.harness.contract import StepResult
+from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.engines import problems_from_json
+from packcheck.harness.engines.result_size import oversized_result
 from packcheck.harness.launch.device_result import NoRoomForResult, is_shared, open_shared
 from packcheck.harness.launch.exit_status import MEANING
 from packcheck.harness.launch.layout import CaseDir, LaunchDir
@@ -29,14 +30,16 @@ from packcheck.harness.text import safe_text
 LOG_TAIL_LINES = 15
 
 
-def read_outcome(case_dir: CaseDir, case_name: str, launch: LaunchDir, world_size: int, timeout: float,
+def read_outcome(case_dir: CaseDir, case: Case, launch: LaunchDir, world_size: int, timeout: float,
                  killed_by_guard: bool) -> CaseOutcome | None:
-    """The case's outcome, or None if no rank started it."""
+    """The case's outcome, or None if no rank started it. `case` as the harness built it: its checkpoint, the cache's,
+    sizes what a result file may hold (engines/result_size.py), checked before the file is loaded."""
+    case_name = case.name
     started = [float(case_dir.started(r).read_text()) for r in range(world_size) if case_dir.started(r).exists()]
     if not started:
         return None
     if all(case_dir.done(r).exists() for r in range(world_size)):
-        return _finished(case_dir, case_name, world_size, min(started))
+        return _finished(case_dir, case, world_size, min(started))
     reports = {r: json.loads(case_dir.report(r).read_text()) for r in range(world_size) if case_dir.report(r).exists()}
     exits = _rank_exits(launch)
     states = tuple(_rank_state(r, reports.get(r), case_dir, exits.get(r, "")) for r in range(world_size))
@@ -55,16 +58,19 @@ def read_outcome(case_dir: CaseDir, case_name: str, launch: LaunchDir, world_siz
     return outcome
 
 
-def _finished(case_dir: CaseDir, case_name: str, world_size: int, started: float) -> CaseOutcome:
+def _finished(case_dir: CaseDir, case: Case, world_size: int, started: float) -> CaseOutcome:
     ended = max(float(case_dir.done(r).read_text()) for r in range(world_size))
-    outcome = CaseOutcome(case=case_name, seconds=ended - started, directory=case_dir.path)
+    outcome = CaseOutcome(case=case.name, seconds=ended - started, directory=case_dir.path)
+    tensors = case_dir.result / "result.safetensors"  # never loaded when larger than a valid result of the case can be
     if case_dir.unsupported.exists():  # declined, or (asked only) the reason None: status unsupported either way
         declined = json.loads(case_dir.unsupported.read_text())
         outcome.unsupported, outcome.raised_unsupported = declined["reason"], declined.get("raised", False)
         outcome.asked_only = outcome.unsupported is None
     elif case_dir.invalid.exists():
         outcome.invalid = problems_from_json(json.loads(case_dir.invalid.read_text()))
-        outcome.invalid_result = _invalid_result(case_dir)
+        outcome.invalid_result = None if tensors.exists() and oversized_result(tensors, case) else _invalid_result(case_dir)
+    elif tensors.exists() and (oversized := oversized_result(tensors, case)) is not None:
+        outcome.error = oversized
     else:
         try:
             outcome.result = open_shared(case_dir.result) if is_shared(case_dir.result) else StepResult.load(case_dir.result)

@@ -110,7 +110,7 @@ class Launch:
         submitted = time.monotonic()
         while True:
             if all(case_dir.done(r).exists() for r in range(self.world_size)):
-                return read_outcome(case_dir, case.name, self.dir, self.world_size, self.timeout, killed_by_guard=False)
+                return read_outcome(case_dir, case, self.dir, self.world_size, self.timeout, killed_by_guard=False)
             if self.process.poll() is not None:
                 self._end(kill=False)
                 return self._outcome_after_end(case_dir, case, killed=False)
@@ -170,7 +170,7 @@ class Launch:
         return sorted(self.dir.path.glob("pid.rank*"))
 
     def _outcome_after_end(self, case_dir: CaseDir, case: Case, killed: bool) -> CaseOutcome:
-        outcome = read_outcome(case_dir, case.name, self.dir, self.world_size, self.timeout, killed_by_guard=killed)
+        outcome = read_outcome(case_dir, case, self.dir, self.world_size, self.timeout, killed_by_guard=killed)
         if outcome is not None:
             return outcome
         return self._startup_failure().outcome(case.name, case_dir.path)
