@@ -129,3 +129,27 @@ def _ppid(proc: Path) -> int | None:
     except OSError:
         return None
     return int(text[text.rindex(")") + 2:].split()[1])
+
+
+def test_a_cache_entry_planted_with_its_digests_before_the_run_is_checked_against_its_seed(tmp_path, monkeypatch):
+    """Issue 49 item 4: an engine of an earlier run wrote the seed-5 entry (wrong weights, digests that match them) and
+    the next run trusted it, making a wrong engine green. A process trusts only what it draws from the seed itself."""
+    import torch
+    from safetensors.torch import save_file
+
+    from packcheck.harness.models import checkpoint as ckpt
+
+    monkeypatch.setenv("PACKCHECK_CACHE_DIR", str(tmp_path))
+    config = get_family("llama").config()
+    entry = ckpt.checkpoint_path("llama", config, 5)
+    ckpt.write_checkpoint("llama", config, 5, entry)  # as the harness writes it, then the engine's change, digests and all
+    weights = entry / "model.safetensors"
+    good = {k: v.clone() for k, v in load_file(str(weights)).items()}
+    save_file({k: v * 1.1 for k, v in good.items()}, str(weights), metadata={"format": "pt", "packcheck_seed": "5"})
+    entry.with_name(entry.name + ".digests.json").write_text(json.dumps(digests(entry)))
+    assert ckpt.checkpoint_for("llama", config, 5) == str(entry)  # the next run's first use
+    handed = load_file(str(weights))
+    assert all(torch.equal(handed[k], good[k]) for k in good), "rebuilt from its seed, not handed out as planted"
+    (repair,) = ckpt.take_repairs()
+    assert str(entry) in repair and "is not the tensor its seed draws" in repair, repair
+    assert ckpt.checkpoint_for("llama", config, 5) == str(entry) and ckpt.take_repairs() == [], "the rebuilt entry is trusted"

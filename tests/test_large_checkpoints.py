@@ -80,7 +80,7 @@ def test_a_checkpoint_just_written_is_not_hashed_again_until_its_files_move(tmp_
     entry = ckpt.checkpoint_for("llama", config, 99, "bfloat16")
     assert len(calls) == 1, calls
     assert ckpt.checkpoint_for("llama", config, 99, "bfloat16") == entry and len(calls) == 1, "checked by stats, not hashed"
-    cache_seal._checked.clear()  # as a later run's process: the stats recorded beside the digests vouch for the files
+    cache_seal._checked.clear()  # as a later run in the same process: the stats held with the digests vouch for the files
     assert ckpt.checkpoint_for("llama", config, 99, "bfloat16") == entry and len(calls) == 1, "a later run does not hash it either"
     with open(f"{entry}/model.safetensors", "r+b") as file:
         file.seek(-2, 2)
@@ -129,4 +129,4 @@ def test_a_run_from_bfloat16_weights_passes_in_float64(tmp_path, monkeypatch):
     statuses = {v["scenario"]: v["status"] for v in json.loads((out / "results.json").read_text())["verdicts"]}
     assert code == 0 and statuses == {"packed_vs_unpacked": "pass", "optimizer_step": "pass"}, statuses
     entries = list((tmp_path / "cache" / "checkpoints").glob("llama-*"))
-    assert len([e for e in entries if e.is_dir()]) == 1 and any(e.name.endswith(".stats.json") for e in entries)
+    assert len([e for e in entries if e.is_dir()]) == 1 and any(e.name.endswith(".digests.json") for e in entries)

@@ -1,27 +1,28 @@
 """The checkpoint cache's digests: recorded when an entry is written, held in memory for a run, checked before use.
 
     digests(folder)                sha256 of every file of a checkpoint folder (what `<entry>.digests.json` records)
-    pin(cache)                     the pool, before it starts its first engine process: every entry's recorded digests
-                                   into memory (small JSON files; no weights are read)
-    expected(entry)                what the run expects of `entry`: as pinned, else as recorded on disk, else None
+    pin(cache)                     the pool, before it starts its first engine process: the entries it uses from then on
+                                   are checked again when its last launch has ended (unpin)
+    expected(entry)                what this process expects of `entry`: the digests it computed when it wrote the entry
+                                   or checked it against its seed (harness/models/checkpoint.py), else None
     mismatch(folder, entry)        None when `folder` (the entry, or a copy of it) holds exactly the expected files,
                                    else a sentence naming the first file that differs; hashed again only when a
                                    file's stats (inode, size, mtime, ctime) moved since it last matched
     unpin() -> [str]               when the pool's last launch has ended: each entry used in the run that no longer
                                    matches, named (the caller rebuilds it: harness/models/checkpoint.py)
 
-An engine runs as the harness's user and can write into the cache (PACKCHECK_CACHE_DIR). The digests live beside
-an entry (`<entry>.digests.json`, never inside the folder an engine is handed), and a run judges the entry by the
-digests it held before any engine process existed (or computed itself, for an entry it wrote during the run), so
-an engine that rewrites weights and digests together changes nothing the run reads.
+An engine runs as the harness's user and can write into the cache (PACKCHECK_CACHE_DIR), and so can it write whatever
+is recorded beside an entry. So a process trusts only digests it computed itself: of an entry it wrote, or of one it
+checked against its seed (harness/models/seed_check.py; an entry planted by an engine during an earlier run once made
+a wrong engine green in the next). `<entry>.digests.json` is still written, for people; nothing reads it.
 
-Cost: a full sha256 of every file when an entry is written, and once per launch's private copy
-(harness/launch/private_checkpoint.py). At the tiny size that is under a millisecond; at 0.6b (3.2 GB of float32
-weights) 6.5 s per pass at the 0.5 GB/s measured on the loaded 2-core CI machine (docs/isolation.md); at 8B (16 GB of
-bfloat16) 10-30 s per pass (0.5 GB/s there, 1-2 GB/s on an unloaded core with SHA instructions). So the files' stats
-(inode, size, mtime, ctime) when their digests were hashed are recorded beside them (`<entry>.stats.json`, held and
-trusted as the digests are): an entry whose files have not moved since is not hashed again, in this run or a later
-one; a file that moved (a write moves its ctime, which no process sets back) is hashed and judged.
+Cost: a full sha256 of every file when an entry is written or first checked in a process, and once per launch's
+private copy (harness/launch/private_checkpoint.py). At the tiny size that is under a millisecond; at 0.6b (3.2 GB of
+float32 weights) 6.5 s per pass at the 0.5 GB/s measured on the loaded 2-core CI machine (docs/isolation.md); at 8B
+(16 GB of bfloat16) 10-30 s per pass (0.5 GB/s there, 1-2 GB/s on an unloaded core with SHA instructions). So the files'
+stats (inode, size, mtime, ctime) when their digests were hashed are held with them: within the process an entry whose
+files have not moved since is not hashed again; a file that moved (a write moves its ctime, which no process sets
+back) is hashed and judged.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ from pathlib import Path
 
 CHUNK = 1 << 24
 
-_pinned: dict[str, dict[str, str]] | None = None  # entry path -> file name -> sha256, as read or computed in this run
-_pinned_stats: dict[str, tuple | None] = {}  # entry path -> its files' stats when those digests were hashed (None: unknown)
+_held: dict[str, dict[str, str]] = {}  # entry path -> file name -> sha256, as computed by this process
+_held_stats: dict[str, tuple | None] = {}  # entry path -> its files' stats when those digests were hashed (None: unknown)
 _used: set[str] = set()  # entries the run checked (and so relies on)
 _checked: dict[str, tuple] = {}  # folder -> (its files' stats, the digests they matched): not hashed again while unchanged
 _holders = 0
@@ -106,13 +107,6 @@ def copy_hashed(source: Path, target: Path) -> dict[str, str]:
     return found
 
 
-def _recorded(entry: Path) -> dict[str, str] | None:
-    try:
-        return json.loads(record_path(entry).read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def hashed(folder: Path) -> tuple[dict[str, str], tuple | None]:
     """digests(folder), and its files' stats when they did not move while it was hashed (else None)."""
     before = _stats(folder)
@@ -120,64 +114,32 @@ def hashed(folder: Path) -> tuple[dict[str, str], tuple | None]:
     return found, before if before is not None and before == _stats(folder) else None
 
 
-def stats_path(entry: Path) -> Path:
-    return entry.with_name(entry.name + ".stats.json")
-
-
-def _recorded_stats(entry: Path) -> tuple | None:
-    try:
-        return tuple(tuple(row) for row in json.loads(stats_path(entry).read_text()))
-    except (OSError, ValueError, TypeError):
-        return None
-
-
 def record(entry: Path, found: dict[str, str], stats: tuple | None = None) -> None:
-    """Write `entry`'s digests beside it, and hold them for the run. `stats`: its files' stats when `found` was hashed
-    (hashed(); a folder renamed into place keeps its files' stats), recorded beside them too: a later check, in this
-    run or the next, hashes the entry again only if a file moved (16 GB at 8B: 10-30 s a pass)."""
+    """Hold `entry`'s digests (computed by this process: it wrote the entry, or checked it against its seed) and write
+    them beside it, for people. `stats`: its files' stats when `found` was hashed (hashed(); a folder renamed into place
+    keeps its files' stats): a later check in this process hashes the entry again only if a file moved."""
     kept = stats if stats is not None and stats == _stats(entry) else None
-    stats_path(entry).unlink(missing_ok=True)  # the digests change first: stale stats never vouch for new ones
     record_path(entry).write_text(json.dumps(found, indent=1))
+    _held[str(entry)] = found
+    _held_stats[str(entry)] = kept
     if kept is not None:
-        stats_path(entry).write_text(json.dumps(kept))
         _checked[str(entry)] = (kept, found)
-    if _pinned is not None:
-        _pinned[str(entry)] = found
-        _pinned_stats[str(entry)] = kept
 
 
 def pin(cache: Path) -> None:
-    global _pinned, _holders
+    """A run starts: the entries it checks from now on are checked again when it ends (unpin)."""
+    global _holders
     _holders += 1
-    if _holders > 1:
-        return
-    _pinned = {}
-    _pinned_stats.clear()
-    if cache.is_dir():
-        for path in cache.glob("*.digests.json"):
-            entry = path.with_name(path.name[: -len(".digests.json")])
-            found = _recorded(entry)
-            if isinstance(found, dict):
-                _pinned[str(entry)] = found
-                _pinned_stats[str(entry)] = _recorded_stats(entry)
 
 
 def expected(entry: Path) -> dict[str, str] | None:
-    """As pinned; an entry that did not exist at pin time and that this run did not write (another run's) is
-    trusted as first recorded, then held."""
-    if _pinned is None:
-        return _recorded(entry)
-    if str(entry) not in _pinned and (found := _recorded(entry)) is not None:
-        _pinned[str(entry)] = found
-        _pinned_stats[str(entry)] = _recorded_stats(entry)
-    return _pinned.get(str(entry))
+    """The digests this process computed for `entry`, or None: it has not written or checked it."""
+    return _held.get(str(entry))
 
 
 def expected_stats(entry: Path) -> tuple | None:
-    """The stats `entry`'s files had when its expected digests were hashed, held as the digests are (None: unknown)."""
-    if _pinned is None:
-        return _recorded_stats(entry)
-    return _pinned_stats.get(str(entry))
+    """The stats `entry`'s files had when its expected digests were hashed (None: unknown)."""
+    return _held_stats.get(str(entry))
 
 
 def _stats(folder: Path) -> tuple | None:
@@ -191,7 +153,7 @@ def _stats(folder: Path) -> tuple | None:
 def mismatch(folder: Path, entry: Path) -> str | None:
     want = expected(entry)
     if want is None:
-        return f"no digests are recorded for it ({record_path(entry)} is missing or was written during this run)"
+        return "this process neither wrote it nor checked it against its seed"
     _used.add(str(entry))
     stats = _stats(folder)
     if stats is not None and _checked.get(str(folder)) == (stats, want):
@@ -214,12 +176,11 @@ def mismatch(folder: Path, entry: Path) -> str | None:
 
 def unpin() -> list[tuple[Path, str]]:
     """(entry, what differs) for each entry the run used that no longer matches what the run expected of it."""
-    global _pinned, _holders
+    global _holders
     _holders = max(0, _holders - 1)
-    if _holders or _pinned is None:
+    if _holders:
         return []
     damaged = [(Path(entry), problem) for entry in sorted(_used) if (problem := mismatch(Path(entry), Path(entry))) is not None]
-    _pinned = None
     _used.clear()
     _checked.clear()
     return damaged

@@ -32,6 +32,7 @@ from packcheck.harness.models.cache_seal import pin as pin_digests
 from packcheck.harness.models.cache_seal import unpin as unpin_digests
 from packcheck.harness.models.families import get_family
 from packcheck.harness.models.portable_normal import portable_normal
+from packcheck.harness.models.seed_check import Build, differs_from_seed
 
 CHECKPOINT_FORMAT = 1
 FLOAT32 = "float32"
@@ -118,24 +119,36 @@ def write_checkpoint(family_name: str, config: dict, seed: int, directory: Path,
     """config.json and model.safetensors of the seeded model in `directory`; `weights` is the format (WEIGHTS)."""
     if weights not in WEIGHTS:
         raise ValueError(f"checkpoint weights {weights!r}: the formats are {', '.join(WEIGHTS)}")
-    config_cls, model_cls = _hf_classes(family_name)
     shapes = parameter_shapes(family_name, config)
-    if weights == FLOAT32:
-        tensors = {name: seeded_tensor(name, shape, seed).to(torch.float32) for name, shape in shapes.items()}
-    else:
-        device = generation_device()
-        # float64 -> float32 -> bfloat16: each cast correctly rounded on every device, so the bits do not depend on it
-        tensors = {name: portable_tensor(name, shape, seed, device).to(torch.float32).to(torch.bfloat16).cpu()
-                   for name, shape in shapes.items()}
-        if device == "cuda":
-            torch.cuda.empty_cache()  # the harness's process keeps the GPU for the results it compares
+    device = "cpu" if weights == FLOAT32 else generation_device()
+    tensors = {name: drawn_tensor(name, shape, seed, weights, device) for name, shape in shapes.items()}
+    if device == "cuda":
+        torch.cuda.empty_cache()  # the harness's process keeps the GPU for the results it compares
     directory.mkdir(parents=True, exist_ok=True)
+    write_config(family_name, config, directory)
+    save_file(tensors, str(directory / "model.safetensors"), metadata=weights_metadata(seed, weights))
+    return directory
+
+
+def drawn_tensor(name: str, shape: tuple[int, ...], seed: int, weights: str, device: str = "cpu") -> torch.Tensor:
+    """The values of `name` as a checkpoint of format `weights` stores them (on the CPU)."""
+    if weights == FLOAT32:
+        return seeded_tensor(name, shape, seed).to(torch.float32)
+    # float64 -> float32 -> bfloat16: each cast correctly rounded on every device, so the bits do not depend on it
+    return portable_tensor(name, shape, seed, device).to(torch.float32).to(torch.bfloat16).cpu()
+
+
+def write_config(family_name: str, config: dict, directory: Path) -> list[str]:
+    """The checkpoint's config.json (transformers' own writer); the names of the files written."""
+    config_cls, model_cls = _hf_classes(family_name)
     hf_config = config_cls(**{k: v for k, v in config.items() if k != "model_type"})
     hf_config.architectures = [model_cls.__name__]
     hf_config.save_pretrained(directory)
-    metadata = {"format": "pt", "packcheck_seed": str(seed)} | ({} if weights == FLOAT32 else {"packcheck_weights": weights})
-    save_file(tensors, str(directory / "model.safetensors"), metadata=metadata)
-    return directory
+    return sorted(p.name for p in Path(directory).iterdir() if p.name != "model.safetensors")
+
+
+def weights_metadata(seed: int, weights: str) -> dict[str, str]:
+    return {"format": "pt", "packcheck_seed": str(seed)} | ({} if weights == FLOAT32 else {"packcheck_weights": weights})
 
 
 _recipes: dict[str, tuple[str, dict, int, str]] = {}  # cache entry -> (family, config, seed, weights) it is built from, in this process
@@ -157,8 +170,8 @@ def checkpoint_for(family_name: str, config: dict, seed: int, weights: str = FLO
     _recipes[str(target)] = (family_name, json.loads(json.dumps(config)), seed, weights)  # as keyed: a caller may change its dict later
     if not (target / "model.safetensors").exists():
         _build(target)
-    elif expected(target) is None:  # written before entries carried digests: checked against its seed once
-        _adopt(target)
+    elif expected(target) is None:  # not written by this process: checked against its seed, never against digests on disk
+        _verify(target)
     elif (problem := mismatch(target, target)) is not None:
         repair_checkpoint(str(target), problem)
     return str(target)
@@ -209,20 +222,22 @@ def unpin_cache() -> list[str]:
     return take_repairs()
 
 
-def _adopt(target: Path) -> None:
-    """Record digests for an entry that has none, after checking it against a fresh build from its seed (the entry is
-    left in place when it matches: another run may be copying it); a mismatch is a repair."""
+def _verify(target: Path) -> None:
+    """Hold digests for an entry this process did not write, after checking it against its seed (seed_check.py): any
+    process of the user can write the cache and the digests recorded beside it, so neither vouches for it. The entry is
+    left in place when it matches (another run may be copying it); a mismatch is a repair."""
     family_name, config, seed, weights = _recipes[str(target)]
-    scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
-    try:
-        write_checkpoint(family_name, config, seed, scratch, weights)
-        fresh, found = digests(scratch), digests(target)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    if fresh.get("model.safetensors") == found.get("model.safetensors"):  # config.json names the transformers that wrote it
-        record(target, found)
+    with tempfile.TemporaryDirectory(prefix="packcheck-config-") as scratch:
+        files = write_config(family_name, config, Path(scratch))
+        want_config = json.loads((Path(scratch) / "config.json").read_text())
+    device = "cpu" if weights == FLOAT32 else generation_device()
+    built = Build(config=want_config, files=(*files, "model.safetensors"), shapes=parameter_shapes(family_name, config),
+                  metadata=weights_metadata(seed, weights), draw=lambda name, shape: drawn_tensor(name, shape, seed, weights, device))
+    found, stats = hashed(target)
+    if (problem := differs_from_seed(target, built)) is None:
+        record(target, found, stats)
     else:
-        repair_checkpoint(str(target), f"{target / 'model.safetensors'} differs from a fresh build from its seed (no digests were recorded)")
+        repair_checkpoint(str(target), problem)
 
 
 def _rebuild(target: Path) -> None:
