@@ -266,3 +266,22 @@ def without(arms: dict, name: str) -> None:
 def test_replay_of_a_broken_case(tmp_path, capsys, change, expected):
     assert main(["replay", shrunk_case(tmp_path / "case.json", change)]) == 2
     one_line_error(capsys, str(tmp_path / "case.json"), expected, "rewrite it with `packcheck shrink`")
+
+
+def test_results_rewritten_after_their_run_ended_are_refused(tmp_path):
+    """Issue 49 item 6: a process the run could not end (an engine's server started through another service, or one
+    that killed its warden and then the harness: docs/isolation.md) rewrote results.json to all-pass after a failing
+    run, and `packcheck report` served it. The run seals what it wrote at its end; the report checks the seal."""
+    from packcheck.harness.run_dir import RunDir
+    from packcheck.harness.run_dir.results import ResultsFile, ResultsProblem, load_results
+
+    run_dir = RunDir(tmp_path)
+    results = ResultsFile(run_dir, {"command": "a failing run"})
+    results.add_record({"verdict": minimal_results(status="fail")["verdicts"][0], "rows": []})
+    results.write()
+    assert [v["status"] for v in load_results(run_dir)["verdicts"]] == ["fail"]
+    forged = json.loads(run_dir.results.read_text())
+    forged["verdicts"][0]["status"] = "pass"  # what tests/engines/hostile.py's FORGE does, 3 s after the run
+    run_dir.results.write_text(json.dumps(forged))
+    with pytest.raises(ResultsProblem, match="results.json was changed after its run ended"):
+        load_results(run_dir)

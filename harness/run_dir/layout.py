@@ -18,6 +18,8 @@
       .packcheck-run.lock   held by the run writing here (harness/run/out_lock.py)
       .packcheck-run.in-progress   there from the moment a run claims the directory until its results.json is written
                             (RunDir.begin, RunDir.end): a reader that finds it knows the results are not a finished run's
+      .packcheck-run.seal   the sha256 of results.json and results.jsonl as the run wrote them at its end (results.py): a
+                            reader refuses results changed after the run ended
       .gitignore            in an --out packcheck created: a run directory is not source (RunDir.create)
 
 `packcheck calibrate --out OUT` keeps one run directory per seed, OUT/seed-N/, and its summary, OUT/calibration.json.
@@ -137,6 +139,10 @@ class RunDir:
         return self.path / ".packcheck-run.lock"
 
     @property
+    def seal(self) -> Path:
+        return self.path / ".packcheck-run.seal"
+
+    @property
     def in_progress(self) -> Path:
         return self.path / ".packcheck-run.in-progress"
 
@@ -147,6 +153,7 @@ class RunDir:
         self.in_progress.write_text(json.dumps({"pid": os.getpid(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}))
         self.forget_earlier_run()
         self.results_lines.unlink(missing_ok=True)
+        self.seal.unlink(missing_ok=True)
 
     def end(self) -> None:
         """The run's whole table is written (results.json): the directory holds a finished run."""

@@ -17,6 +17,7 @@ results.jsonl: a first line {"schema", "provenance"}, then one {"verdict", "rows
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -90,6 +91,7 @@ class ResultsFile:
                 | ({"damage": list(damage)} if damage else {}) | ({"properties": [_finite(p) for p in properties]} if properties else {}))
         write_atomically(self.run_dir.results, json.dumps(data, indent=1))
         write_tables(self.run_dir, data["verdicts"], data["rows"])  # the same records, one flat table per file
+        write_atomically(self.run_dir.seal, json.dumps({path.name: _sha256(path) for path in (self.run_dir.results, self.run_dir.results_lines)}))
         self.run_dir.end()
 
 
@@ -139,6 +141,7 @@ def load_results(run_dir: RunDir) -> dict:
                              f"object: {EDITED}")
     _check_records(source, "verdicts", data.get("verdicts", []), VERDICT_FIELDS, OPTIONAL_VERDICT_FIELDS)
     _check_records(source, "rows", data.get("rows", []), ROW_FIELDS, OPTIONAL_ROW_FIELDS)
+    _check_sealed(run_dir)  # last: a file damaged otherwise is named by what is wrong with it
     return data
 
 
@@ -172,6 +175,28 @@ def _check_records(source: Path, key: str, records: list, fields: dict, optional
                 expected = "a number" if kind is NUMBER else f"a {kind.__name__}"
                 raise ResultsProblem(f"{source}: {key}[{index}].{field} is {record[field]!r:.40} ({type(record[field]).__name__}), "
                                      f"expected {expected}: {EDITED}")
+
+
+def _sha256(path: Path) -> str | None:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
+def _check_sealed(run_dir: RunDir) -> None:
+    """The results as their run wrote them at its end (RunDir.seal): a process the run left behind (an engine's server
+    started through another service, one whose warden was killed: docs/isolation.md) that rewrote results.json after the
+    run is refused, not reported. By content, so a copied run directory (a CI artifact) still reads."""
+    if not run_dir.seal.is_file():
+        return
+    try:
+        sealed = json.loads(run_dir.seal.read_text())
+    except (OSError, ValueError, RecursionError):
+        sealed = None
+    if not isinstance(sealed, dict):
+        raise ResultsProblem(f"{run_dir.seal} is damaged: the results cannot be told from ones written after the run; rerun `packcheck run`")
+    for path in (run_dir.results, run_dir.results_lines):
+        if sealed.get(path.name) != _sha256(path):
+            raise ResultsProblem(f"{path} was changed after its run ended (its sha256 is not the one the run recorded in "
+                                 f"{run_dir.seal.name}): not reported; rerun `packcheck run`")
 
 
 def _read_json(path: Path):
