@@ -85,7 +85,11 @@ def test_report_on_a_damaged_results_file(finished_run, capsys, damage, expected
 
 
 def test_report_reads_the_lines_of_a_run_that_never_finished(finished_run, capsys):
-    (finished_run / "results.json").unlink()
+    from packcheck.harness.run_dir import RunDir
+
+    (finished_run / "results.json").unlink()  # as a kill mid-run leaves it: no results.json, no seal, the run's mark
+    RunDir(finished_run).seal.unlink()
+    RunDir(finished_run).in_progress.write_text('{"pid": 1, "started": "2026-12-05 10:00:00"}')
     with open(finished_run / "results.jsonl", "a") as lines:
         lines.write('{"verdict": {"engine": "cut sh')  # the line a kill cut short
     assert main(["report", str(finished_run), "--junit", str(finished_run / "junit.xml"),

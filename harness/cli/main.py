@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"packcheck{' ' + command if command else ''}: interrupted ({stop}) during start-up, before the first verdict; "
                   "nothing was started, nothing was judged", file=sys.stderr)
             return USAGE_ERROR
-        if not getattr(args, "catches_signals", False):
+        if not getattr(args.handler, "catches_signals", False):
             restore(previous)  # the other commands keep Python's own Ctrl-C
         args.argv = argv
         return _dispatch(args)

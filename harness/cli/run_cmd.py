@@ -40,7 +40,7 @@ def add_parser(commands) -> None:
     from packcheck.harness.cli.shrink_cmd import add_shrink_options
 
     add_shrink_options(parser)
-    parser.set_defaults(handler=handle, catches_signals=True)  # main() keeps its start-up handlers up to handle()'s own
+    parser.set_defaults(handler=handle)
 
 
 def add_run_options(parser, required: tuple[str, ...] = (), leave_out: tuple[str, ...] = ()) -> None:
@@ -128,6 +128,9 @@ def handle(args) -> int:
         return _handle(args)
     finally:
         restore(previous)
+
+
+handle.catches_signals = True  # main() keeps its start-up handlers in place up to handle()'s own (harness/cli/main.py)
 
 
 def _handle(args) -> int:
