@@ -83,6 +83,9 @@ def handle(args) -> int:
     return 1 if any(group["not_passing"] for group in report["dtypes"].values()) else 0
 
 
+handle.launches = True  # main() forks the zygote of its launches first (harness/launch/zygotes.py, prefork)
+
+
 def run_directories(paths: list[str]) -> list[Path]:
     """Each given run directory, or the seed-N runs under it."""
     found = []

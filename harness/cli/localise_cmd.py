@@ -48,3 +48,6 @@ def handle(args) -> int:
         write_run_reports(run_dir)
         print(run_dir.report_html, file=sys.stderr)
     return 0
+
+
+handle.launches = True  # main() forks the zygote of its launches first (harness/launch/zygotes.py, prefork)

@@ -85,6 +85,10 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(args.handler, "catches_signals", False):
             restore(previous)  # the other commands keep Python's own Ctrl-C
         args.argv = argv
+        if getattr(args.handler, "launches", False):
+            from packcheck.harness.launch.launch import prefork_zygote
+
+            prefork_zygote()  # while this process has no thread and has run no torch operation
         return _dispatch(args)
     except Interrupted as stop:  # between `packcheck run`'s own handlers and these
         print(f"packcheck {args.command}: interrupted ({stop})", file=sys.stderr)

@@ -69,3 +69,6 @@ def handle(args) -> int:
              else f"{replay_command(case.path, engine_folder(engine))} --engine {shlex.quote(engine)}")
     print(verdict.message(reproduce=again))
     return 1 if verdict.failed else 0
+
+
+handle.launches = True  # main() forks the zygote of its launches first (harness/launch/zygotes.py, prefork)

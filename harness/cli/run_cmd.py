@@ -130,6 +130,7 @@ def handle(args) -> int:
         restore(previous)
 
 
+handle.launches = True  # main() forks the zygote of its launches first (harness/launch/zygotes.py, prefork)
 handle.catches_signals = True  # main() keeps its start-up handlers in place up to handle()'s own (harness/cli/main.py)
 
 

@@ -96,6 +96,9 @@ def handle(args) -> int:
         return shrink_verdict(subject, pool, budget, out, status=verdict["status"])
 
 
+handle.launches = True  # main() forks the zygote of its launches first (harness/launch/zygotes.py, prefork)
+
+
 def shrink_verdict(subject, pool, budget: float, out: Path, status: str = Status.FAIL, first=None, trials: bool = True) -> int:
     """Shrink one verdict (its `status` in the run, or `first`, the Verdict itself) and print what became of it: the
     sizes, the diagnosis and the one command that replays the case written to `out`. 1: shrunk; 2: nothing to shrink."""

@@ -33,6 +33,7 @@ from packcheck.harness.launch.outcome import CaseOutcome
 from packcheck.harness.launch.quiet import quiet
 from packcheck.harness.launch.raised import ErrorKind
 from packcheck.harness.launch.zygotes import launch as fork_launch
+from packcheck.harness.launch.zygotes import prefork
 
 STARTUP_SECONDS = 180.0  # from starting the agent to the engine built on every rank: torch imports on a loaded machine
 TEARDOWN_SECONDS = 10.0  # the ranks' reports and the agent's teardown, on top of the case's timeout
@@ -213,6 +214,12 @@ def _new_launch_dir(workdir: Path) -> LaunchDir:
             return LaunchDir(workdir / f"launch-{index}")
         except FileExistsError:
             index += 1
+
+
+def prefork_zygote() -> None:
+    """Fork the zygote of this process's launches now (zygotes.prefork): from a command that will launch, before it
+    starts a thread or runs a torch operation. Launches whose environment differs start a zygote of their own."""
+    prefork(_environment(1, "cpu"))  # the thread count is given per launch: any world size and device key the same zygote
 
 
 def _environment(world_size: int, device: str) -> dict[str, str]:

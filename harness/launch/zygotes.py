@@ -21,16 +21,21 @@ its warden was killed).
 from __future__ import annotations
 
 import atexit
+import gc
 import itertools
 import os
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections import OrderedDict
 from pathlib import Path
+from typing import NoReturn
 
 from packcheck.harness.launch.exit_status import PARENT_PID, children_environment
+from packcheck.harness.launch.forked import become, fork, run_module
 from packcheck.harness.launch.guard import GuardedLaunch
 from packcheck.harness.launch.process_tree import end_processes_below, kill_tree
 from packcheck.harness.launch.rank_stub import receive, send
@@ -50,16 +55,21 @@ def key(env: dict[str, str]) -> tuple:
 
 
 class Zygote:
-    """A zygote started with `env` (but for what is given per launch), its output in a temporary file."""
+    """A zygote started with `env` (but for what is given per launch), its output in a temporary file: a fresh
+    interpreter, or with `here`, a fork of this process (prefork)."""
 
-    def __init__(self, env: dict[str, str]):
+    def __init__(self, env: dict[str, str], here: bool = False):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         handle, self.log = tempfile.mkstemp(prefix=f"packcheck-zygote-{os.getpid()}-", suffix=".log")
+        env = children_environment({k: v for k, v in env.items() if not per_launch(k)})
         with os.fdopen(handle, "w") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "packcheck.harness.launch.zygote", str(theirs.fileno())],
-                env=children_environment({k: v for k, v in env.items() if not per_launch(k)}), pass_fds=[theirs.fileno()],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            if here:
+                self.process = ForkedZygote(env, theirs, ours, log.fileno())
+            else:
+                self.process = subprocess.Popen(
+                    [sys.executable, "-m", "packcheck.harness.launch.zygote", str(theirs.fileno())], env=env,
+                    pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    start_new_session=True)
         theirs.close()
         self.sock = ours
         self.sock.setblocking(False)
@@ -133,6 +143,17 @@ class Zygote:
 _zygotes: OrderedDict[tuple, Zygote] = OrderedDict()
 
 
+def prefork(env: dict[str, str]) -> None:
+    """Start the zygote of `env` now as a fork of this process, which has imported torch already: the zygote then
+    imports only what torch does not (torch._dynamo, the launcher), not a whole interpreter's worth (about 3 s of CPU
+    a process). Only from a process that is still single-threaded and has run no torch operation (the CLI, right after
+    its arguments are read): a fork holds no lock, and the zygote dies with this thread (PR_SET_PDEATHSIG), which is
+    the process's own main thread. Anywhere else the zygote starts as a fresh interpreter with the first launch."""
+    wanted = key(env)
+    if wanted not in _zygotes and threading.current_thread() is threading.main_thread() and threading.active_count() == 1:
+        _zygotes[wanted] = Zygote(env, here=True)
+
+
 def launch(agent_argv: list[str], env: dict[str, str], log: Path) -> GuardedLaunch:
     """A launch forked from the zygote of `env` (started now if there is none)."""
     wanted = key(env)
@@ -167,3 +188,46 @@ def end_all() -> int:
     out a zygote the sweep killed."""
     close_all()
     return end_processes_below()
+
+
+class ForkedZygote:
+    """The zygote as a fork of this process (prefork), with what the harness asks of a `subprocess.Popen`: its pid,
+    `poll` and `wait`. The child starts as `python -m packcheck.harness.launch.zygote FD` would, in `env`
+    (harness/launch/forked.py), its import path as that environment's PYTHONPATH makes it, its output in `log`."""
+
+    def __init__(self, env: dict[str, str], theirs: socket.socket, ours: socket.socket, log: int):
+        self.returncode: int | None = None
+        self.pid = fork(lambda: self._serve(env, theirs.fileno(), ours.fileno(), log))
+
+    @staticmethod
+    def _serve(env: dict[str, str], theirs: int, ours: int, log: int) -> NoReturn:
+        # the garbage this process left is collected now, while its descriptors are still its own: a file object
+        # finalised later would close whatever descriptor the zygote had opened under the same number meanwhile
+        gc.collect()
+        gc.freeze()
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        become("pc-zygote", env, os.getcwd(), streams=[devnull, log, log], close=(ours,))
+        os.closerange(3, theirs)  # what this process had open (an --out lock, a log): not the zygote's to hold
+        os.closerange(theirs + 1, os.sysconf("SC_OPEN_MAX"))
+        roots = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        sys.path[1:] = roots + [p for p in sys.path[1:] if p not in roots]
+        run_module(["-m", "packcheck.harness.launch.zygote", str(theirs)])  # as the fresh interpreter would
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped by someone else (a sweep of everything below this process)
+                self.returncode = -9
+            else:
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(["pc-zygote"], timeout)
+            time.sleep(0.01)
+        return self.returncode
