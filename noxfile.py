@@ -34,6 +34,10 @@ PARALLEL = ("--numprocesses", "auto", "--maxprocesses", "4", "--dist", "loadgrou
 def tests(session: nox.Session) -> None:
     """Unit tests, the conformance suite against the reference and the mutant proof (float64, CPU, every core)."""
     install(session)
+    run_tests(session)
+
+
+def run_tests(session: nox.Session) -> None:
     session.run("pytest", *PARALLEL, "-m", "not slow", "--durations=25", *session.posargs)  # the slowest, for the CI budget
 
 
@@ -101,7 +105,7 @@ CI_ADAPTERS = ("hf_trainer", "trl", "ringmaster_cp")
 # engines no absolute scenario can judge yet, run relative-only on purpose (docs/isolation.md, "The absolute check")
 RELATIVE_ONLY = {"trl_grpo": "a policy loss on unpacked rows only: oracle_agreement judges the SFT step, and golden_regression "
                              "and gradient_oracle need what it does not declare"}
-nox.options.sessions = ["tests", "package", "engines"]
+nox.options.sessions = ["ci", "package"]  # `nox`: CI's run
 
 
 def skip_without_checkout(session: nox.Session, adapter: str) -> None:
@@ -162,11 +166,28 @@ def adapters(session: nox.Session, adapter: str) -> None:
 def engines(session: nox.Session) -> None:
     """The CI adapters (CI_ADAPTERS) in one environment: every adapter's tests and the conformance suite per engine,
     two at a time."""
-    install(session, ",".join(["test", *(ADAPTERS[adapter][0] for adapter in CI_ADAPTERS)]))
+    install(session, ci_extras())
+    run_engines(session)
+
+
+def ci_extras() -> str:
+    return ",".join(["test", *(ADAPTERS[adapter][0] for adapter in CI_ADAPTERS)])
+
+
+def run_engines(session: nox.Session) -> None:
     engines = {engine: dtype for adapter in CI_ADAPTERS for engine, dtype in adapter_engines(adapter, variants=False).items()}
     # two at a time: arms wait on each other's cores, hence the longer arm timeout
     run_two_at_a_time(session, [["pytest", *(f"tests/adapters/{name}" for name in engines), *session.posargs],
                                 *conformance_commands(session, engines, arm_timeout=300)])
+
+
+@nox.session
+def ci(session: nox.Session) -> None:
+    """What CI runs but the package check: the tests session, then the engines session, in one environment (the CI
+    adapters' extras pin the transformers the tests run on too): one venv of torch and transformers fewer to install."""
+    install(session, ci_extras())
+    run_tests(session)
+    run_engines(session)
 
 
 @nox.session(default=False)
