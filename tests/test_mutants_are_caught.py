@@ -59,7 +59,7 @@ def test_scenario_flags_its_mutant(verdict_of, packcheck_inputs, packcheck_floor
         verdict = verdict_of(f"mutant.{bug}", scenario_name, family)
     assert verdict.failed, f"{scenario_name} did not flag mutant.{bug}:\n{verdict.message()}"
     assert verdict.diagnosis, "a failing verdict must name the likely cause"
-    if verdict.status == "hang":  # the deadlock itself (its cells run at a short timeout: conftest.py), not a slow arm cut off
+    if verdict.status == "hang":  # the deadlock itself (its cells run at DEADLOCK_TIMEOUT), not a slow arm cut off
         assert "a collective never completed" in verdict.diagnosis, verdict.message()
     worst = verdict.worst
     if verdict.status == "fail":  # errors and hangs carry no margin: the verdict itself is the signal
