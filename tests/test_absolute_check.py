@@ -34,7 +34,8 @@ WRONG = "tests.engines.wrong_models:"
 ABSOLUTE_RUN = ("--family", "llama", "--scenario", "packed_vs_unpacked", "golden_regression", "gradient_oracle", "oracle_agreement", "--no-report",
                 "--save-arms", "none")
 
-pytestmark = pytest.mark.xdist_group("hostile")
+# the tests of one absolute run on one worker, which makes the run once; the others go to whichever worker is free
+ABSOLUTE_RUN_GROUP = pytest.mark.xdist_group("absolute-run")
 
 
 WRONG_ENGINES = ("WrongRope", "NoModel", "ReadsGolden")
@@ -52,6 +53,7 @@ def absolute_run(request, tmp_path_factory):
     return done, {(v["engine_spec"], v["scenario"]): v["status"] for v in verdicts}
 
 
+@ABSOLUTE_RUN_GROUP
 @pytest.mark.parametrize("engine", WRONG_ENGINES)
 def test_a_model_wrong_in_every_arm_fails_the_run(absolute_run, engine):
     done, status = absolute_run
@@ -61,6 +63,7 @@ def test_a_model_wrong_in_every_arm_fails_the_run(absolute_run, engine):
     assert status[(WRONG + engine, "oracle_agreement")] == "fail", done.stderr[-3000:]
 
 
+@ABSOLUTE_RUN_GROUP
 def test_the_reference_passes_the_absolute_run(absolute_run):
     done, status = absolute_run
     reference = {scenario: s for (engine, scenario), s in status.items() if engine == "reference"}

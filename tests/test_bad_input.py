@@ -4,6 +4,7 @@ a traceback, and nothing written where it should not be."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 
 import pytest
@@ -62,10 +63,19 @@ def test_an_engine_spec_that_resolves_to_nothing(tmp_path, capsys):
     assert not (tmp_path / "out").exists(), "refused before anything starts (tests/test_engine_does_not_start.py)"
 
 
+@pytest.fixture(scope="module")
+def one_finished_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("finished")
+    assert main([*RUN, "--out", str(out)]) == 0
+    return out
+
+
 @pytest.fixture()
-def finished_run(tmp_path):
-    assert main([*RUN, "--out", str(tmp_path)]) == 0
-    return tmp_path
+def finished_run(one_finished_run, tmp_path):
+    """A copy of one finished run for each test to damage: the run itself (a zygote's start, ~7 s) is made once."""
+    copy = tmp_path / "run"
+    shutil.copytree(one_finished_run, copy, symlinks=True)
+    return copy
 
 
 @pytest.mark.parametrize(("damage", "expected"), [

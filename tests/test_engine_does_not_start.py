@@ -116,6 +116,11 @@ def shrunk_case(tmp_path_factory):
     return case
 
 
+# the two tests of the shrunk case on one worker, which shrinks it once (spread over two, each worker shrank its own)
+SHRUNK_CASE = pytest.mark.xdist_group("shrunk-case")
+
+
+@SHRUNK_CASE
 def test_replay_against_an_engine_that_does_not_start_exits_2(shrunk_case, engine_repository):
     one_line(packcheck(engine_repository, "replay", str(shrunk_case), "--engine", "tinytrain_packcheck.adapter:TinyTrainEngin"),
              "packcheck replay: error: --engine tinytrain_packcheck.adapter:TinyTrainEngin", "did you mean TinyTrainEngine")
@@ -127,6 +132,7 @@ def test_replay_against_an_engine_that_does_not_start_exits_2(shrunk_case, engin
         assert "FAIL" not in done.stdout and "ERROR" not in done.stdout, "no verdict that reads as 'still fails'"
 
 
+@SHRUNK_CASE
 def test_replay_of_a_case_whose_own_engine_names_nothing_here_exits_2(shrunk_case, tmp_path):
     data = json.loads(shrunk_case.read_text())
     moved = tmp_path / "case.json"

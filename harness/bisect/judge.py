@@ -26,7 +26,6 @@ from packcheck.harness.bisect.git import git_env
 from packcheck.harness.bisect.worktree import checkout
 from packcheck.harness.judging.status import Status, counts_as_failed
 from packcheck.harness.run_dir import RunDir
-from packcheck.harness.run_dir.results import load_results
 
 EXIT_CODES = {GOOD: 0, BAD: 1, SKIP: 125}  # what `git bisect run` reads
 REASON_CHARS = 600
@@ -63,6 +62,9 @@ def _outcomes(code: int, out: Path, families: list[str], stderr: str) -> dict[st
     if code not in (0, 1):
         reason = f"exit {code}: " + stderr.strip()[-REASON_CHARS:]
         return {family: Outcome(status=SKIP, reason=reason) for family in families}
+    # here, not at the top: the results reader imports torch (2.5 s), which a step answered from the cache never needs
+    from packcheck.harness.run_dir.results import load_results
+
     run_dir = RunDir(out)
     verdicts = load_results(run_dir)["verdicts"] if run_dir.results.exists() else []
     outcomes = {}
