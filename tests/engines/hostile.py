@@ -449,3 +449,13 @@ class KillsItsWarden(SpawnsDetached):
             text = stat.read()
         os.kill(int(text[text.rindex(")") + 2:].split()[1]), signal.SIGKILL)
         time.sleep(3600)
+
+
+# -- engines that leave the run nothing to judge or lose its evidence (issue 48) ----------------
+
+class UnknownFamilyOnly(ReferenceEngine):
+    """Declares only a family packcheck does not know: every cell is left out, and a run of it once said "0 verdicts"
+    and exited 0."""
+
+    name = "hostile.unknown-family-only"
+    capabilities = replace(ReferenceEngine.capabilities, families=frozenset({"no-such-family"}))
