@@ -459,3 +459,32 @@ class UnknownFamilyOnly(ReferenceEngine):
 
     name = "hostile.unknown-family-only"
     capabilities = replace(ReferenceEngine.capabilities, families=frozenset({"no-such-family"}))
+
+
+class CapabilitiesAsDict(ReferenceEngine):
+    """Declares its capabilities as a dict: once ended as "the launch ended", the cause never named."""
+
+    name = "hostile.capabilities-as-dict"
+    capabilities = {"families": ["llama"], "dtypes": ["float64"]}
+
+
+class DeclinesWithANumber(ReferenceEngine):
+    """Returns a number from unsupported_reason: once taken as a decline (the case unsupported), not a broken contract."""
+
+    name = "hostile.declines-with-a-number"
+
+    def unsupported_reason(self, case):
+        return 5
+
+
+class AliasedGradients(ReferenceEngine):
+    """Returns one gradient tensor under two names of the same shape (as an engine with tied weights does): the
+    harness's own save once crashed on the shared storage ("Some tensors share memory") and blamed the engine. Its
+    packed and unpacked arms alias alike, so packed_vs_unpacked passes."""
+
+    name = "hostile.aliased-gradients"
+
+    def run(self, case):
+        result = super().run(case)
+        first, second = [(a, b) for a in result.grads for b in result.grads if a < b and result.grads[a].shape == result.grads[b].shape][0]
+        return replace(result, grads={**result.grads, second: result.grads[first]})
