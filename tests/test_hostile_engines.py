@@ -126,6 +126,7 @@ CRASHERS = {  # engine -> (status, text its verdict's diagnosis or detail must h
     "FailsToBuild": ("error", "cannot find the engine's config file"),
     "CapabilitiesAsDict": ("error", "CapabilitiesAsDict.capabilities is a dict, not packcheck.harness.engines.Capabilities"),
     "DeclinesWithANumber": ("error", "DeclinesWithANumber.unsupported_reason returned 5 (int)"),
+    "PreCreatesNextCase": ("error", "before packcheck did"),  # its next case folder: the engine named, the run goes on
     "AliasedGradients": ("pass", ""),  # its gradients share one buffer: saved as copies, not a crash blamed on it
     "NeverBuilds": ("hang", "did not finish within {timeout} s"),  # the run's --timeout, stretched by the load
     "MetaGradients": ("fail", "meta"),
