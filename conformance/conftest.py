@@ -5,20 +5,26 @@ from __future__ import annotations
 import pytest
 
 
-def families(config) -> list[str]:
-    """--family, else every family the engine declares (its description, from its own process) that --model fits."""
+def families(config) -> list:
+    """--family, else every family the engine declares (its description, from its own process) that --model fits; none
+    of them: one skipped cell that says why, which fails the session (plugin.py: nothing was tested)."""
     from packcheck.conformance.plugin import run_choices, session_pool
     from packcheck.harness.launch import LaunchFailed
     from packcheck.harness.models import FAMILIES
+    from packcheck.harness.run.untested import no_family
 
     choices = run_choices(config)
     if config.getoption("--family"):
         return choices.families
     spec = choices.engines[0]
+    offered = sorted(choices.families or FAMILIES)
     try:
-        return sorted(set(choices.families or FAMILIES) & session_pool(config).engine_info(spec, choices.device).capabilities.families)
+        declared = session_pool(config).engine_info(spec, choices.device).capabilities.families
     except LaunchFailed as failed:
         raise pytest.UsageError(f"--engine {spec}: the engine did not start:\n{failed.text}") from None
+    if not (chosen := sorted(set(offered) & declared)):  # "got empty parameter set" said nothing of why; the session fails
+        return [pytest.param("none", marks=pytest.mark.skip(reason=f"--engine {spec} {no_family(declared, offered)}"))]
+    return chosen
 
 
 def pytest_generate_tests(metafunc):

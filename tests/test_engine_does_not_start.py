@@ -83,13 +83,25 @@ def test_resolving_a_spec_imports_none_of_the_engine(engine_repository, monkeypa
     assert not (engine_repository / "tinytrain_packcheck" / "__init__.py.imported").exists()
 
 
+@pytest.mark.parametrize("spec, what", [("packcheck.impls.reference.engine:torch", "is a module"),
+                                        ("packcheck.harness.engines.registry:resolve_engine", "is a function"),
+                                        ("packcheck.impls.reference.engine:mesh", "a name it never binds")], ids=["module", "function", "word"])
+def test_a_spec_naming_what_its_source_mentions_but_binds_to_no_class_is_refused_before_anything_starts(spec, what):
+    """Such a spec once started a launch, printed an ERROR verdict with the harness's traceback and a report, and only
+    then the one-line error (issue 48 item 7)."""
+    assert what in spec_problem(spec) and "not an engine class" in spec_problem(spec)
+    assert spec_problem("packcheck.impls.reference.engine:ReferenceEngine") is None
+
+
 def test_a_spec_the_source_cannot_rule_out_is_left_to_the_engines_processes(tmp_path, monkeypatch):
     """Where a module can bind names its source does not spell, the harness does not guess: the ranks import it."""
     monkeypatch.syspath_prepend(str(tmp_path))
     (tmp_path / "star_engine.py").write_text("from packcheck.impls.example.minimal_engine import *\n")
     (tmp_path / "lazy_engine.py").write_text("def __getattr__(name):\n    raise AttributeError(name)\n")
     (tmp_path / "bad_syntax_engine.py").write_text("class Other(:\n")
-    for module in ("star_engine", "lazy_engine", "bad_syntax_engine"):
+    (tmp_path / "assigned_engine.py").write_text("import os\nif os.sep:\n    AnyEngine = type('AnyEngine', (), {})\n")
+    (tmp_path / "dynamic_engine.py").write_text("# AnyEngine\nglobals()['Any' + 'Engine'] = type\n")
+    for module in ("star_engine", "lazy_engine", "bad_syntax_engine", "assigned_engine", "dynamic_engine"):
         assert spec_problem(f"{module}:AnyEngine") is None, module
     assert spec_problem("packcheck.impls.example.minimal_engine:MinimalEngine") is None
     assert "did you mean MinimalEngine" in spec_problem("packcheck.impls.example.minimal_engine:MinimalEngin")

@@ -127,6 +127,10 @@ CRASHERS = {  # engine -> (status, text its verdict's diagnosis or detail must h
     "Hangs": ("hang", "time.sleep(3600)"),
     "SpawnsDetachedAndHangs": ("hang", "time.sleep(3600)"),  # its detached grandchild must end with the run too
     "FailsToBuild": ("error", "cannot find the engine's config file"),
+    "CapabilitiesAsDict": ("error", "CapabilitiesAsDict.capabilities is a dict, not packcheck.harness.engines.Capabilities"),
+    "DeclinesWithANumber": ("error", "DeclinesWithANumber.unsupported_reason returned 5 (int)"),
+    "PreCreatesNextCase": ("error", "before packcheck did"),  # its next case folder: the engine named, the run goes on
+    "AliasedGradients": ("pass", ""),  # its gradients share one buffer: saved as copies, not a crash blamed on it
     "NeverBuilds": ("hang", "did not finish within {timeout} s"),  # the run's --timeout, stretched by the load
     "MetaGradients": ("fail", "meta"),
     "UnserialisableNotes": ("fail", "notes"),
@@ -153,9 +157,9 @@ def crash_run(tmp_path_factory):
 @CRASH_RUN
 def test_every_broken_engine_is_a_named_verdict_and_the_run_goes_on(crash_run):
     work, out, done, seconds = crash_run
-    assert done.returncode == 2, done.stderr  # FailsToBuild and NeverBuilds never started: exit 2, whatever the others did
+    assert done.returncode == 2, done.stderr  # FailsToBuild, NeverBuilds and CapabilitiesAsDict never started: exit 2, whatever the others did
     assert {line.split(" ")[4] for line in done.stderr.splitlines() if line.startswith("packcheck run: error: --engine")} == {
-        HOSTILE + "FailsToBuild", HOSTILE + "NeverBuilds"}, done.stderr
+        HOSTILE + "FailsToBuild", HOSTILE + "NeverBuilds", HOSTILE + "CapabilitiesAsDict"}, done.stderr
     assert "internal error" not in done.stderr and "Traceback" not in done.stderr.split("verdicts:")[-1]
     results = assert_files_whole(out)
     by_engine = verdicts_by_engine(results)

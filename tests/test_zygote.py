@@ -5,6 +5,8 @@ of its own. A launch whose environment differs in what only an interpreter's sta
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 
@@ -51,12 +53,31 @@ def test_a_forked_rank_starts_as_a_fresh_interpreter_would(tmp_path, monkeypatch
     assert second["path"][0] == str(Path.cwd()) and second["cwd"] != str(Path.cwd()), "`python -m`'s first import root, run from its case"
 
 
+def one_pool(path: Path, errors: list | None = None) -> None:
+    try:
+        with LaunchPool(path, timeout=stretched(60)) as pool:
+            process_of(pool, dp=1)
+    except BaseException as err:  # noqa: BLE001 - a thread's failure, raised by the test
+        (errors if errors is not None else []).append(err)
+        if errors is None:
+            raise
+
+
 def test_pools_share_the_zygote_and_closing_it_ends_it(tmp_path):
+    """The first pool runs on a thread that ends: its zygote must outlive that thread (it dies with the thread that
+    started it, PR_SET_PDEATHSIG; issue 48 item 8), and serve the second pool, on the main thread."""
     zygotes.close_all()
     seen = []
     for run in ("first", "second"):
-        with LaunchPool(tmp_path / run, timeout=stretched(60)) as pool:
-            process_of(pool, dp=1)
+        if run == "first":
+            errors = []
+            thread = threading.Thread(target=one_pool, args=(tmp_path / run, errors))
+            thread.start()
+            thread.join()
+            assert not errors, errors
+            time.sleep(0.2)  # a zygote signalled as the thread ended is gone by now
+        else:
+            one_pool(tmp_path / run)
         (zygote,) = zygotes._zygotes.values()
         assert zygote.process.poll() is None and not zygote.live, "idle, kept for the next pool"
         seen.append(zygote)

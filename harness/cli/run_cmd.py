@@ -4,10 +4,10 @@ Every arm runs in the engine's own processes (harness/launch), so the exit statu
 the verdicts and on packcheck's own errors: 0 every supported case passes, 1 a case fails, errs
 or hangs, 2 a usage error, an engine that does not start (a spec that names no module or class here,
 one line before anything starts: harness/engines/spec_lookup.py; an import or constructor that raises
-or hangs, in the engine's processes), every case unsupported, no absolute check passed for an engine
-and family (harness/run/absolute.py; --relative-only accepts that), or an interrupted run. Ctrl-C or
-SIGTERM stops the run at any moment, start-up included: every engine process is killed, one line says
-so, and the verdicts so far are kept in results.json and the report.
+or hangs, in the engine's processes), an engine with no cell or a run with no verdict (harness/run/untested.py),
+every case unsupported, no absolute check passed for an engine and family (harness/run/absolute.py; --relative-only
+accepts that), or an interrupted run. Ctrl-C or SIGTERM stops the run at any moment, start-up included: every engine
+process is killed, one line says so, and the verdicts so far are kept in results.json and the report.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def _handle(args) -> int:
         from packcheck.harness.run.dtype_choice import AUTO
         from packcheck.harness.run.engine_commit import engine_commits
         from packcheck.harness.run.out_lock import claim_out
-        from packcheck.harness.run.session import Matrix, exit_status, run_matrix, where_arms_ran
+        from packcheck.harness.run.session import Matrix, exit_status, nothing_judged, run_matrix, where_arms_ran
         from packcheck.harness.run_dir.results import ResultsFile
 
         choices = checked_choices(args)
@@ -212,9 +212,12 @@ def _handle(args) -> int:
         print(f"packcheck run: interrupted ({interrupted}) after {len(verdicts)} verdicts; every engine process was killed, "
               "the verdicts so far are in the results and the report", file=sys.stderr)
         return 2
-    if matrix.not_started:  # its spec named a module and class, but importing, checking or building it failed
-        for spec, failed in matrix.not_started.items():
-            print(f"packcheck run: error: --engine {spec} {not_started(failed)}: {first_error_line(failed.text)}", file=sys.stderr)
+    # an engine whose spec named a module and class, but importing, checking or building it failed; one that declared no
+    # family this run knows: each named, and never green on nothing
+    errors = [f"--engine {spec} {not_started(failed)}: {first_error_line(failed.text)}" for spec, failed in matrix.not_started.items()]
+    if errors := errors + nothing_judged(matrix):
+        for line in errors:
+            print(f"packcheck run: error: {line}", file=sys.stderr)
         return 2
     if verdicts and counts[Status.UNSUPPORTED] == len(verdicts):
         reason, times = Counter(v.reason for v in verdicts).most_common(1)[0]

@@ -79,7 +79,7 @@ class StepResult:
     def save(self, directory: str | Path) -> None:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        save_file({k: v.detach().cpu().contiguous() for k, v in self.tensors().items()}, str(directory / "result.safetensors"))
+        save_file(unshared(self.tensors()), str(directory / "result.safetensors"))
         (directory / "result.json").write_text(json.dumps(self.meta(), indent=1))
 
     @classmethod
@@ -114,3 +114,16 @@ class StepResult:
 
 def read_meta(directory: Path) -> dict:
     return json.loads((directory / "result.json").read_text())
+
+
+def unshared(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Each tensor detached, on the CPU and contiguous, a copy where its storage was already saved under another name:
+    safetensors refuses one tensor under two names ("Some tensors share memory"), which an engine with tied weights
+    returns, and the harness's save once crashed on it and blamed the engine."""
+    kept, seen = {}, set()
+    for name, tensor in tensors.items():
+        tensor = tensor.detach().cpu().contiguous()
+        storage = (tensor.untyped_storage().data_ptr(), tensor.untyped_storage().nbytes())
+        kept[name] = tensor.clone() if storage in seen and storage[1] else tensor
+        seen.add(storage)
+    return kept

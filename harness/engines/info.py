@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from packcheck.harness.contract import Case
+from packcheck.harness.contract.errors import ContractError
 from packcheck.harness.engines.capabilities import Capabilities
 from packcheck.harness.engines.findings import KnownFinding
 from packcheck.harness.engines.protocol import Engine
@@ -50,7 +51,21 @@ class EngineInfo:
 
 def describe(engine: Engine, spec: str) -> EngineInfo:
     """The description of a built engine, in the engine's own process: the known findings of the
-    releases installed here (a finding of other releases is not this environment's)."""
+    releases installed here (a finding of other releases is not this environment's). Raises ContractError naming the
+    attribute where the engine declares its capabilities or findings as something else (a dict once ended the launch
+    with the cause never named)."""
+    declared(engine, "capabilities", Capabilities, "Capabilities(families=frozenset({'llama'}), ...)")
+    if not isinstance(engine.known_findings, (tuple, list)) or not all(isinstance(f, KnownFinding) for f in engine.known_findings):
+        raise ContractError(f"{type(engine).__name__}.known_findings is {engine.known_findings!r:.80}: declare a tuple of "
+                            "packcheck.harness.engines.KnownFinding")
     return EngineInfo(spec=spec, name=safe_line(engine.name, NAME_LIMIT), capabilities=engine.capabilities,
                       known_findings=tuple(f for f in engine.known_findings if holds_here(f.engine_versions)),
                       bug=engine.bug)
+
+
+def declared(engine: Engine, field: str, kind: type, example: str) -> None:
+    """Raises ContractError unless the engine's class attribute `field` is a `kind`."""
+    value = getattr(engine, field)
+    if not isinstance(value, kind):
+        raise ContractError(f"{type(engine).__name__}.{field} is a {type(value).__name__}, not packcheck.harness.engines."
+                            f"{kind.__name__}: declare it as {example}")

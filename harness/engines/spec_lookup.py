@@ -103,14 +103,55 @@ def class_problem(text: str, module: str, name: str) -> str | None:
         tree = ast.parse(text)
     except SyntaxError:
         return None  # the engine's import says where, in its own process
-    if re.search(rf"\b{re.escape(name)}\b", text) or open_ended(tree):
+    if open_ended(tree):
         return None
+    if re.search(rf"\b{re.escape(name)}\b", text):
+        return not_a_class(tree, module, name)
     known = [n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
     known += [alias.asname or alias.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for alias in n.names]
     return f"module {module} has no class {name!r}{suggest(name, known)}"
 
 
 def open_ended(tree: ast.Module) -> bool:
-    """Whether a module can bind names its source does not spell: `from x import *`, a module `__getattr__`."""
+    """Whether a module can bind names its source does not spell: `from x import *`, a module `__getattr__`,
+    `globals()[...]`, `setattr(module, ...)`, `exec`."""
     return (any(isinstance(n, ast.ImportFrom) and any(alias.name == "*" for alias in n.names) for n in ast.walk(tree))
-            or any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body))
+            or any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body)
+            or any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("globals", "setattr", "exec")
+                   for n in ast.walk(tree)))
+
+
+def not_a_class(tree: ast.Module, module: str, name: str) -> str | None:
+    """Why the top-level `name` the source mentions is no class: bound only by `import` (a module) or `def` (a function),
+    or never bound at the top level (a word in a comment, an attribute); None where a binding may be a class (a class
+    statement, `from x import`, an assignment, anything the module does that the source cannot tell)."""
+    kinds = set()
+    for node in top_level(tree.body):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            kinds |= {type(node).__name__ for alias in node.names if (alias.asname or alias.name.split(".")[0]) == name}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            kinds.add(type(node).__name__)
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and binds(node, name):
+            kinds.add("other")  # an assignment, a loop's or a with's target: may bind it to a class
+    if kinds - {"Import", "FunctionDef", "AsyncFunctionDef"}:
+        return None
+    what = "a module" if "Import" in kinds else "a function" if kinds else "a name it never binds"
+    return f"{name!r} in module {module} is {what}, not an engine class: name the class, as 'package.module:Class'"
+
+
+def top_level(body: list[ast.stmt]):
+    """The statements that run at import, inside `if`, `try` and `with` blocks too (not in functions or classes)."""
+    for node in body:
+        if isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)) or type(node).__name__ == "TryStar":
+            yield node  # its own targets (a loop's, an `as` name): binds() walks it
+            for field in ("body", "orelse", "finalbody"):
+                yield from top_level(getattr(node, field, []))
+            for handler in getattr(node, "handlers", []):
+                yield from top_level(handler.body)
+        else:
+            yield node
+
+
+def binds(node: ast.stmt, name: str) -> bool:
+    """Whether `node` (its nested statements included) stores to `name`: `name = ...`, `for name in`, `as name`."""
+    return any(isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == name for n in ast.walk(node))

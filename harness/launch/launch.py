@@ -107,7 +107,11 @@ class Launch:
         leave their activations in the outcome's directory, harness/launch/layout.py)."""
         if not self.alive:
             raise RuntimeError(f"launch {self.dir.path} has ended: start a fresh one")
-        case_dir = self._submit(case, mode, capture)
+        try:
+            case_dir = self._submit(case, mode, capture)
+        except FileExistsError as err:  # only the engine's processes write below this launch besides packcheck
+            self._end(kill=True)
+            return CaseOutcome(case=case.name, error=pre_created(err.filename), error_kind=ErrorKind.OTHER)
         submitted = time.monotonic()
         while True:
             if all(case_dir.done(r).exists() for r in range(self.world_size)):
@@ -242,3 +246,10 @@ def _import_roots() -> list[str]:
         if os.path.isdir(path) and not inside and path not in roots:
             roots.append(path)
     return roots
+
+
+def pre_created(path: str) -> str:
+    """What an engine that made packcheck's next case folder before packcheck did is told (it once ended the whole run
+    with "[Errno 17] File exists" and no verdict, the engine never named)."""
+    return (f"the engine's processes created {path} before packcheck did: a case folder is packcheck's to make, and an "
+            "engine writes only in its own case's (docs/isolation.md); the launch was ended and the next case gets a fresh one")

@@ -43,6 +43,7 @@ from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.contract.activations import CaptureRequest
 from packcheck.harness.engines import Engine, InvalidResult, UnsupportedCase, describe, problems_json, resolve_engine, validate_result
 from packcheck.harness.engines.capture import recording
+from packcheck.harness.engines.decline import decline_reason
 from packcheck.harness.engines.caps import capped_notes, tensors_worth_keeping
 from packcheck.harness.files import write_json_atomically
 from packcheck.harness.launch import exit_status
@@ -74,11 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     write_json_atomically(launch.pid(rank), [os.getpid(), start_time(os.getpid())])  # markers the parent polls: never seen half-written
     try:
         engine, recorder, watchdog, sync = _start(job, launch, rank, world_size, local_rank)
+        info = describe(engine, job.engine).to_json() if rank == 0 else None  # a malformed declaration is a start-up failure
     except BaseException as err:  # noqa: BLE001 - reported to the parent, which fails every case with it
         write_json_atomically(launch.startup(rank), {"rank": rank, **raised(err)})
         return exit_status.STARTUP_FAILED
-    if rank == 0:
-        write_json_atomically(launch.engine_info, describe(engine, job.engine).to_json())
+    if info is not None:
+        write_json_atomically(launch.engine_info, info)
     for index, entry in enumerate(_queued(launch)):
         _run_case(index, CaseDir(entry["case_dir"]), engine, rank, recorder, watchdog, sync, mode=entry["mode"],
                   capture=entry.get("capture"))
@@ -135,7 +137,7 @@ def _run_case(index: int, case_dir: CaseDir, engine: Engine, rank: int, recorder
     try:
         case = Case.from_json(data)
         meter = TokenMeter(case.model.vocab_size) if case.parallel.world_size > 1 else nullcontext()
-        reason = None if mode == "force" else engine.unsupported_reason(case)
+        reason = None if mode == "force" else decline_reason(engine, case)
         if reason is not None or mode == "reason":
             if rank == 0:
                 write_json_atomically(case_dir.unsupported, {"reason": None if reason is None else safe_text(reason)})

@@ -37,6 +37,7 @@ from typing import NoReturn
 from packcheck.harness.launch.exit_status import PARENT_PID, children_environment
 from packcheck.harness.launch.forked import become, fork, run_module
 from packcheck.harness.launch.guard import GuardedLaunch
+from packcheck.harness.launch.lasting_thread import on_lasting_thread
 from packcheck.harness.launch.process_tree import end_processes_below, kill_tree
 from packcheck.harness.launch.rank_stub import receive, send
 
@@ -66,10 +67,11 @@ class Zygote:
             if here:
                 self.process = ForkedZygote(env, theirs, ours, log.fileno())
             else:
-                self.process = subprocess.Popen(
+                # it dies with the thread that starts it (PR_SET_PDEATHSIG), so that thread must last: lasting_thread.py
+                self.process = on_lasting_thread(lambda: subprocess.Popen(
                     [sys.executable, "-m", "packcheck.harness.launch.zygote", str(theirs.fileno())], env=env,
                     pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    start_new_session=True)
+                    start_new_session=True))
         theirs.close()
         self.sock = ours
         self.sock.setblocking(False)

@@ -23,6 +23,7 @@ from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run.progress import Progress
 from packcheck.harness.run.scenario_runner import RunOptions, did_not_start, run_scenario
 from packcheck.harness.run.localise import localise_in_run
+from packcheck.harness.run.untested import NOTHING_JUDGED, no_family
 from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.run_dir.results import ResultsFile
 from packcheck.harness.scenarios import Scenario
@@ -45,6 +46,7 @@ class Matrix:
     localise: bool = False  # --localise: after each failing verdict, where its arms first part (harness/run/localise.py)
     verdicts: list[Verdict] = field(default_factory=list)
     not_started: dict[str, LaunchFailed] = field(default_factory=dict)  # engine spec -> why its processes never came up
+    untested: dict[str, str] = field(default_factory=dict)  # engine spec -> why it had no cell (harness/run/untested.py)
 
     def families_of(self, engine: EngineInfo | None) -> list[str]:
         if self.families:
@@ -67,6 +69,8 @@ def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: Text
                 engine, failure = None, failed
                 matrix.not_started[spec] = failed
             cells = [(family, scenario) for family in matrix.families_of(engine) for scenario in matrix.scenarios]
+            if engine is not None and (why := untested(matrix, engine)) is not None:
+                matrix.untested[spec] = why
             progress.recount(expected, len(cells), expected_work, len(matrix.families_of(engine)) * per_family)
             for n, (family, scenario) in enumerate(cells):
                 progress.start(safe_line(spec if engine is None else engine.name, 200), family, scenario.name, work_of(scenario))
@@ -128,6 +132,18 @@ def where_arms_ran(verdicts: Sequence[Verdict]) -> str:
     places = ", ".join(f"{n} on {place}" for place, n in sorted(totals.items()))
     return (f"arms: {places}; {moved} arm(s) with more ranks than this machine has GPUs ran on the CPU in float64 (gloo), "
             "judged against CPU float64 baselines")
+
+
+def untested(matrix: Matrix, engine: EngineInfo) -> str | None:
+    """Why the run has no cell for `engine` (it declares no family the run offers), or None."""
+    return None if matrix.families_of(engine) else no_family(engine.capabilities.families, sorted(FAMILIES))
+
+
+def nothing_judged(matrix: Matrix) -> list[str]:
+    """The error lines of a run that judged nothing of some engine (exit 2): each such engine and why, or, where no
+    engine explains an empty run, that it has no verdicts at all."""
+    lines = [f"--engine {spec} {why}" for spec, why in matrix.untested.items()]
+    return lines or ([] if matrix.verdicts else [NOTHING_JUDGED])
 
 
 def exit_status(verdicts: Sequence[Verdict]) -> int:

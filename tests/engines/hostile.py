@@ -449,3 +449,57 @@ class KillsItsWarden(SpawnsDetached):
             text = stat.read()
         os.kill(int(text[text.rindex(")") + 2:].split()[1]), signal.SIGKILL)
         time.sleep(3600)
+
+
+# -- engines that leave the run nothing to judge or lose its evidence (issue 48) ----------------
+
+class UnknownFamilyOnly(ReferenceEngine):
+    """Declares only a family packcheck does not know: every cell is left out, and a run of it once said "0 verdicts"
+    and exited 0."""
+
+    name = "hostile.unknown-family-only"
+    capabilities = replace(ReferenceEngine.capabilities, families=frozenset({"no-such-family"}))
+
+
+class CapabilitiesAsDict(ReferenceEngine):
+    """Declares its capabilities as a dict: once ended as "the launch ended", the cause never named."""
+
+    name = "hostile.capabilities-as-dict"
+    capabilities = {"families": ["llama"], "dtypes": ["float64"]}
+
+
+class DeclinesWithANumber(ReferenceEngine):
+    """Returns a number from unsupported_reason: once taken as a decline (the case unsupported), not a broken contract."""
+
+    name = "hostile.declines-with-a-number"
+
+    def unsupported_reason(self, case):
+        return 5
+
+
+class AliasedGradients(ReferenceEngine):
+    """Returns one gradient tensor under two names of the same shape (as an engine with tied weights does): the
+    harness's own save once crashed on the shared storage ("Some tensors share memory") and blamed the engine. Its
+    packed and unpacked arms alias alike, so packed_vs_unpacked passes."""
+
+    name = "hostile.aliased-gradients"
+
+    def run(self, case):
+        result = super().run(case)
+        first, second = [(a, b) for a in result.grads for b in result.grads if a < b and result.grads[a].shape == result.grads[b].shape][0]
+        return replace(result, grads={**result.grads, second: result.grads[first]})
+
+
+class PreCreatesNextCase(ReferenceEngine):
+    """Makes the folders of its launch's next cases before packcheck does: once ended the whole run with "[Errno 17] File
+    exists", exit 2, no verdict in results.json and the engine never named."""
+
+    name = "hostile.pre-creates-next-case"
+
+    def run(self, case):
+        here = Path(os.getcwd())  # <launch>/cases/<index>-<name>
+        index = int(here.name.split("-")[0])
+        for later in range(index + 1, index + 4):
+            for name in ("packed", "unpacked", "oracle"):
+                (here.parent / f"{later:03d}-{name}").mkdir(exist_ok=True)
+        return super().run(case)
