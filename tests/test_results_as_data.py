@@ -14,6 +14,7 @@ import pytest
 
 from packcheck.harness.cli.main import main
 from packcheck.harness.report import load_run, render_markdown
+from packcheck.harness.run_dir import RunDir
 from packcheck.harness.run_dir.tables import COMPARISON_TABLE, VERDICT_TABLE
 
 pytestmark = pytest.mark.xdist_group("results-as-data")  # run_dir, shared by every test: one worker runs it once
@@ -66,6 +67,7 @@ def test_markdown_with_a_baseline_shows_status_changes_and_moved_margins(run_dir
     mutant = data["verdicts"][1]
     mutant["status"], mutant["max_margin"] = "pass", 2e-6  # the mutant passed in the baseline, far below its tolerance
     (baseline / "results.json").write_text(json.dumps(data))
+    RunDir(baseline).seal.unlink()  # a baseline edited by hand, not written by a run: unsealed, as an older packcheck's run
 
     md = render_markdown(run_dir, baseline_dir=baseline)
     section = md[md.index("### Against baseline"):md.index("### Failing")]

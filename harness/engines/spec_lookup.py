@@ -142,7 +142,7 @@ def not_a_class(tree: ast.Module, module: str, name: str) -> str | None:
 def top_level(body: list[ast.stmt]):
     """The statements that run at import, inside `if`, `try` and `with` blocks too (not in functions or classes)."""
     for node in body:
-        if isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)) or type(node).__name__ == "TryStar":
+        if isinstance(node, (ast.If, ast.Try, ast.TryStar, ast.With, ast.For, ast.While)):
             yield node  # its own targets (a loop's, an `as` name): binds() walks it
             for field in ("body", "orelse", "finalbody"):
                 yield from top_level(getattr(node, field, []))
