@@ -3,6 +3,8 @@
     digests(folder)                sha256 of every file of a checkpoint folder (what `<entry>.digests.json` records)
     pin(cache)                     the pool, before it starts its first engine process: the entries it uses from then on
                                    are checked again when its last launch has ended (unpin)
+    held()                         every entry this process holds digests of, with them (harness/models/vouch.py hands
+                                   them to the harness processes it starts)
     expected(entry)                what this process expects of `entry`: the digests it computed when it wrote the entry
                                    or checked it against its seed (harness/models/checkpoint.py), else None
     mismatch(folder, entry)        None when `folder` (the entry, or a copy of it) holds exactly the expected files,
@@ -130,6 +132,11 @@ def pin(cache: Path) -> None:
     """A run starts: the entries it checks from now on are checked again when it ends (unpin)."""
     global _holders
     _holders += 1
+
+
+def held() -> dict[str, dict[str, str]]:
+    """Every entry this process holds digests of (it wrote it, or checked it against its seed), with them."""
+    return {entry: dict(found) for entry, found in _held.items()}
 
 
 def expected(entry: Path) -> dict[str, str] | None:

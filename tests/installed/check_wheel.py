@@ -6,9 +6,9 @@ package.
 
 The venv holds CPU torch, the wheel (and what it depends on) and pytest. Checks, each from a
 scratch directory: `harness`, `impls` and `conformance` are not importable
-(everything is under `packcheck.`); `packcheck run --engine reference` passes every scenario of
-llama and golden_regression of every family (the goldens are found as package data; the whole
-matrix of every family is the tests session's); docs/adapters.md's CI recipe (its `run:` steps, in order, from the
+(everything is under `packcheck.`); `packcheck run --engine reference` passes dp_cp_reduction on
+llama (launches of 1, 2 and 4 ranks from the installed package) and golden_regression of every family (the goldens
+are found as package data; the whole matrix of every family is the tests session's); docs/adapters.md's CI recipe (its `run:` steps, in order, from the
 worked example's own package directory, which registers it as `my_engine` as the docs say) passes with no dtype
 flag and leaves results.json, report.html, summary.md and junit.xml in its run directory; `pytest --pyargs
 packcheck.conformance` fails the example's mean-of-means variant, on the scenario that catches it. The reference's
@@ -173,13 +173,20 @@ def check(wheel: str, scratch: Path) -> int:
     return 1 if problems else 0
 
 
+# The installed reference's launches of every world size (dp_cp_reduction: 1, 2 and 4 ranks). Every scenario of every
+# family is the tests session's (from the checkout); here what the wheel adds: its modules outside the checkout.
+EVERY_WORLD = "dp_cp_reduction"
+
+
 def check_reference_runs(venv: Path, scratch: Path, installed: threading.Event) -> list[str]:
-    """`packcheck run --engine reference`: every scenario of llama, and every family's golden from the wheel's package data."""
+    """`packcheck run --engine reference`: launches of every world size on llama, and every family's golden from the
+    wheel's package data."""
     installed.wait()
     problems = []
     packcheck = [str(venv / "bin" / "packcheck"), "run", "--engine", "reference", "--no-report"]
-    for label, selection in (("every scenario of llama", ["--family", "llama"]), ("every family's golden", ["--scenario", "golden_regression"])):
-        out = f"reports/{selection[1]}"
+    for label, selection in ((f"{EVERY_WORLD} on llama", ["--family", "llama", "--scenario", EVERY_WORLD]),
+                             ("every family's golden", ["--scenario", "golden_regression"])):
+        out = f"reports/{selection[-1]}"
         done = run([*packcheck, *selection, "--out", out], scratch)
         verdicts = json.loads((scratch / out / "results.json").read_text())["verdicts"] if done.returncode in (0, 1) else []
         if done.returncode != 0 or not verdicts or any(v["status"] != "pass" for v in verdicts):
