@@ -7,6 +7,7 @@ runners bring their own torch.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import subprocess
@@ -66,12 +67,19 @@ def conformance(session: nox.Session) -> None:
 @nox.session
 def package(session: nox.Session) -> None:
     """The built wheel as an engine's CI installs it: a fresh venv outside the checkout, the plugin, goldens as package data."""
+    session.run(*wheel_check(session), env=WHEEL_CHECK_ENV)
+
+
+def wheel_check(session: nox.Session) -> list[str]:
+    """Build the wheel; the command that checks it (tests/installed/check_wheel.py), to run with WHEEL_CHECK_ENV."""
     wheels = session.create_tmp()
     session.install("setuptools>=69")
     session.run("pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", wheels, ".")
-    # the scratch directory, venv and site-packages outside the checkout, as in an engine's CI (nox points TMPDIR inside)
-    session.run("python", "tests/installed/check_wheel.py", *glob.glob(os.path.join(wheels, "packcheck-*.whl")),
-                env={"TMPDIR": tempfile.gettempdir()})
+    return ["python", "tests/installed/check_wheel.py", *glob.glob(os.path.join(wheels, "packcheck-*.whl"))]
+
+
+# the scratch directory, venv and site-packages outside the checkout, as in an engine's CI (nox points TMPDIR inside)
+WHEEL_CHECK_ENV = {"TMPDIR": tempfile.gettempdir()}
 
 
 @nox.session
@@ -109,7 +117,7 @@ CI_ADAPTERS = ("hf_trainer", "trl", "ringmaster_cp")
 # engines no absolute scenario can judge yet, run relative-only on purpose (docs/isolation.md, "The absolute check")
 RELATIVE_ONLY = {"trl_grpo": "a policy loss on unpacked rows only: oracle_agreement judges the SFT step, and golden_regression "
                              "and gradient_oracle need what it does not declare"}
-nox.options.sessions = ["ci", "package"]  # `nox`: CI's run
+nox.options.sessions = ["ci"]  # `nox`: CI's run (the package session's check runs inside it)
 
 
 def skip_without_checkout(session: nox.Session, adapter: str) -> None:
@@ -142,11 +150,16 @@ def adapter_tests_and_conformance(session: nox.Session, engines: dict[str, str])
     conformance_of(session, engines)
 
 
+def session_env(session: nox.Session) -> dict[str, str]:
+    """The environment session.run gives a command, for commands started outside it."""
+    return {**os.environ, **{k: v for k, v in session.env.items() if v is not None},
+            "PATH": os.pathsep.join([session.bin, os.environ.get("PATH", "")]), "VIRTUAL_ENV": os.path.dirname(session.bin)}
+
+
 def run_two_at_a_time(session: nox.Session, commands: list[list[str]]) -> None:
     """The commands in the session's environment, two at a time, each one's output printed whole when it ends; the session fails naming every command that failed. A conformance run keeps about one core busy (pytest
     and a world-1 rank take turns), so on the 2-core CI machine two of them take little longer than one."""
-    env = {**os.environ, **{k: v for k, v in session.env.items() if v is not None},
-           "PATH": os.pathsep.join([session.bin, os.environ.get("PATH", "")]), "VIRTUAL_ENV": os.path.dirname(session.bin)}
+    env = session_env(session)
 
     def run(command: list[str]) -> tuple[list[str], int]:
         done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -195,11 +208,33 @@ CI_FAMILIES = ("llama",)
 
 @nox.session
 def ci(session: nox.Session) -> None:
-    """What CI runs but the package check: the tests session, then the engines session on CI_FAMILIES, in one environment
-    (the CI adapters' extras pin the transformers the tests run on too): one venv of torch and transformers fewer to install."""
+    """What CI runs: the tests session, then the engines session on CI_FAMILIES, in one environment (the CI adapters'
+    extras pin the transformers the tests run on too: one venv of torch and transformers fewer to install), and beside
+    them the package session's wheel check."""
     install(session, ci_extras())
-    run_tests(session)
-    run_engines(session, families=CI_FAMILIES)
+    with beside(session, wheel_check(session), WHEEL_CHECK_ENV):
+        run_tests(session)
+        run_engines(session, families=CI_FAMILIES)
+
+
+@contextlib.contextmanager
+def beside(session: nox.Session, command: list[str], env: dict[str, str]):
+    """Run `command` in the session's environment while the block runs; then wait for it, print its output and fail the
+    session if it failed. CI is CPU-bound on 2 cores, yet neither the tests nor the adapters keep both busy all the time
+    (installs, waits on timeouts, a last command alone): the wheel check's fresh venv and runs fill those gaps."""
+    with tempfile.TemporaryFile(mode="w+") as output:
+        started = subprocess.Popen(command, env=session_env(session) | env, stdout=output, stderr=subprocess.STDOUT, text=True)
+        try:
+            yield
+        except BaseException:
+            started.kill()
+            started.wait()
+            raise
+        code = started.wait()
+        output.seek(0)
+        session.log(f"{' '.join(command)}: exit {code}\n{output.read()}")
+        if code != 0:
+            session.error(f"failed: {' '.join(command)}")
 
 
 @nox.session(default=False)
