@@ -7,7 +7,6 @@ runners bring their own torch.
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import os
 import subprocess
@@ -67,19 +66,17 @@ def conformance(session: nox.Session) -> None:
 @nox.session
 def package(session: nox.Session) -> None:
     """The built wheel as an engine's CI installs it: a fresh venv outside the checkout, the plugin, goldens as package data."""
-    session.run(*wheel_check(session), env=WHEEL_CHECK_ENV)
+    session.run(*wheel_check(session))
 
 
 def wheel_check(session: nox.Session) -> list[str]:
-    """Build the wheel; the command that checks it (tests/installed/check_wheel.py), to run with WHEEL_CHECK_ENV."""
-    wheels = session.create_tmp()
+    """Build the wheel; the command that checks it (tests/installed/check_wheel.py). The wheel, and the check's scratch
+    directory, venv and site-packages, lie outside the checkout, as in an engine's CI: not in session.create_tmp(), which
+    would point TMPDIR into the checkout for every later command of the session (the tests' too)."""
+    wheels = tempfile.mkdtemp(prefix="packcheck-wheel-")
     session.install("setuptools>=69")
     session.run("pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", wheels, ".")
     return ["python", "tests/installed/check_wheel.py", *glob.glob(os.path.join(wheels, "packcheck-*.whl"))]
-
-
-# the scratch directory, venv and site-packages outside the checkout, as in an engine's CI (nox points TMPDIR inside)
-WHEEL_CHECK_ENV = {"TMPDIR": tempfile.gettempdir()}
 
 
 @nox.session
@@ -193,12 +190,13 @@ def ci_extras() -> str:
     return ",".join(["test", *(ADAPTERS[adapter][0] for adapter in CI_ADAPTERS)])
 
 
-def run_engines(session: nox.Session, families: tuple[str, ...] = ()) -> None:
-    """The CI adapters' tests and their conformance runs, on `families` (default: every family each engine declares)."""
+def run_engines(session: nox.Session, families: tuple[str, ...] = (), also: list[list[str]] = ()) -> None:
+    """The CI adapters' tests and their conformance runs, on `families` (default: every family each engine declares),
+    and the commands `also`, two at a time."""
     engines = {engine: dtype for adapter in CI_ADAPTERS for engine, dtype in adapter_engines(adapter, variants=False).items()}
     # two at a time: arms wait on each other's cores, hence the longer arm timeout
     run_two_at_a_time(session, [["pytest", *(f"tests/adapters/{name}" for name in engines), *session.posargs],
-                                *conformance_commands(session, engines, arm_timeout=300, families=families)])
+                                *conformance_commands(session, engines, arm_timeout=300, families=families), *also])
 
 
 # The family CI judges the CI adapters on. Each of them declares llama and qwen3; `nox -s engines` judges every family
@@ -209,32 +207,12 @@ CI_FAMILIES = ("llama",)
 @nox.session
 def ci(session: nox.Session) -> None:
     """What CI runs: the tests session, then the engines session on CI_FAMILIES, in one environment (the CI adapters'
-    extras pin the transformers the tests run on too: one venv of torch and transformers fewer to install), and beside
-    them the package session's wheel check."""
+    extras pin the transformers the tests run on too: one venv of torch and transformers fewer to install), with the
+    package session's wheel check among the engines' commands (two at a time: it fills the gap their last one leaves)."""
     install(session, ci_extras())
-    with beside(session, wheel_check(session), WHEEL_CHECK_ENV):
-        run_tests(session)
-        run_engines(session, families=CI_FAMILIES)
+    run_tests(session)
+    run_engines(session, families=CI_FAMILIES, also=[wheel_check(session)])
 
-
-@contextlib.contextmanager
-def beside(session: nox.Session, command: list[str], env: dict[str, str]):
-    """Run `command` in the session's environment while the block runs; then wait for it, print its output and fail the
-    session if it failed. CI is CPU-bound on 2 cores, yet neither the tests nor the adapters keep both busy all the time
-    (installs, waits on timeouts, a last command alone): the wheel check's fresh venv and runs fill those gaps."""
-    with tempfile.TemporaryFile(mode="w+") as output:
-        started = subprocess.Popen(command, env=session_env(session) | env, stdout=output, stderr=subprocess.STDOUT, text=True)
-        try:
-            yield
-        except BaseException:
-            started.kill()
-            started.wait()
-            raise
-        code = started.wait()
-        output.seek(0)
-        session.log(f"{' '.join(command)}: exit {code}\n{output.read()}")
-        if code != 0:
-            session.error(f"failed: {' '.join(command)}")
 
 
 @nox.session(default=False)
