@@ -191,12 +191,12 @@ def ci_extras() -> str:
 
 
 def run_engines(session: nox.Session, families: tuple[str, ...] = (), also: list[list[str]] = ()) -> None:
-    """The CI adapters' tests and their conformance runs, on `families` (default: every family each engine declares),
-    and the commands `also`, two at a time."""
+    """The commands `also`, then the CI adapters' tests and their conformance runs on `families` (default: every family
+    each engine declares), two at a time: `also` first, since the wheel check is the longest of them."""
     engines = {engine: dtype for adapter in CI_ADAPTERS for engine, dtype in adapter_engines(adapter, variants=False).items()}
     # two at a time: arms wait on each other's cores, hence the longer arm timeout
-    run_two_at_a_time(session, [["pytest", *(f"tests/adapters/{name}" for name in engines), *session.posargs],
-                                *conformance_commands(session, engines, arm_timeout=300, families=families), *also])
+    run_two_at_a_time(session, [*also, ["pytest", *(f"tests/adapters/{name}" for name in engines), *session.posargs],
+                                *conformance_commands(session, engines, arm_timeout=300, families=families)])
 
 
 # The family CI judges the CI adapters on. Each of them declares llama and qwen3; `nox -s engines` judges every family
