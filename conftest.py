@@ -112,7 +112,6 @@ def pytest_collection_finish(session):
                                 "pytest-xdist do not work together; install the test extra's pins (pip install -e '.[test]')")
 
 
-
 @pytest.fixture(scope="session", autouse=True)
 def vouched_checkpoints():
     """The default inputs' cached checkpoints, checked against their seeds (or written) once per worker and vouched for

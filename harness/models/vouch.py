@@ -8,14 +8,13 @@ same cache entries against their seeds again.
 
 A process trusts only digests it computed itself, never those recorded on disk, which any process of the user (an
 engine's included) can write (cache_seal.py). An environment is not a file: a process's is set by whoever starts it,
-so digests in it come from the harness process that started this one (`packcheck bisect` its steps' runs, the test
-suite its CLI runs), which computed them. An entry changed since (by an engine of an earlier run) hashes to other
+so digests in it come from the process that started this one, which computed them (today the test suite, for the
+CLI runs its tests start: conftest.py; `packcheck bisect` could for its steps' runs, and does not yet). An entry changed since (by an engine of an earlier run) hashes to other
 digests and is checked against its seed as before.
 
 Why: the seed check builds the model on the meta device with transformers, about 4 s of CPU per process at the tiny
 size (importing transformers' models), a draw as long as a build at 0.6b and a GPU draw plus a 16 GB read at 8B, once
-per process that uses the entry; a bisect step or a CLI run started by a harness process that already checked the
-entry pays a hash instead.
+per process that uses the entry; a process started by one that already checked the entry pays a hash instead.
 """
 
 from __future__ import annotations
