@@ -222,7 +222,12 @@ def _new_launch_dir(workdir: Path) -> LaunchDir:
 
 def prefork_zygote() -> None:
     """Fork the zygote of this process's launches now (zygotes.prefork): from a command that will launch, before it
-    starts a thread or runs a torch operation. Launches whose environment differs start a zygote of their own."""
+    starts a thread or runs a torch operation. Launches whose environment differs start a zygote of their own.
+    torch._dynamo is imported first (the zygote preloads it anyway): importing it sets TORCHINDUCTOR_CACHE_DIR in this
+    process's environment (torch/_dynamo/package.py), and had this process imported it after the fork (transformers'
+    models do), every later launch's environment would differ and start a second, fresh zygote."""
+    import torch._dynamo  # noqa: F401
+
     prefork(_environment(1, "cpu"))  # the thread count is given per launch: any world size and device key the same zygote
 
 
