@@ -99,6 +99,32 @@ def test_launches_of_successive_tests_share_the_zygote(tmp_path, monkeypatch):
     zygotes.close_all()
 
 
+def running(pid: int) -> bool:
+    """Whether `pid` is alive and not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def test_the_end_of_a_run_kills_every_launch_and_keeps_the_zygote_for_the_next(tmp_path):
+    """`packcheck run` ends by killing everything below it (end_all); run in-process again (a test, a notebook), it forks
+    its launches from the same zygote, not from a fresh one importing torch again."""
+    zygotes.close_all()
+    with LaunchPool(tmp_path / "first", timeout=stretched(60)) as pool:
+        rank = process_of(pool, dp=1)["pid"]  # the pool is open: its launch is warm, its rank alive
+        (kept,) = zygotes._zygotes.values()
+        assert zygotes.end_all() >= 1
+        deadline = time.monotonic() + stretched(10)
+        while running(rank):
+            assert time.monotonic() < deadline, "the warm launch's rank outlived the end of the run"
+            time.sleep(0.05)
+        assert kept.process.poll() is None
+    one_pool(tmp_path / "second")
+    assert list(zygotes._zygotes.values()) == [kept]
+    zygotes.close_all()
+
+
 def test_a_zygote_killed_from_outside_is_replaced_by_the_next_launch(tmp_path):
     """`packcheck run` kills everything below it when a run ends; a zygote killed so (or by a person, or the OOM killer)
     must not be handed to the next launch of the same process."""

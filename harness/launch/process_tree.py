@@ -49,13 +49,15 @@ def _signal(pid: int, sig: int) -> None:
         pass
 
 
-def kill_tree(root: int, include_root: bool = False) -> int:
-    """SIGKILL every process below `root` (and `root` itself with `include_root`); returns how many. Each is stopped
-    first (SIGSTOP), and the tree looked at again until a look finds no new process: a stopped process cannot fork, so
-    none escapes between the look and the kill. Reparenting inside the tree (to a subreaper in it) keeps a process in it."""
+def kill_tree(root: int, include_root: bool = False, spare: frozenset[int] = frozenset()) -> int:
+    """SIGKILL every process below `root` (and `root` itself with `include_root`) but those in `spare`, whose own
+    descendants are killed all the same; returns how many. Each is stopped first (SIGSTOP), and the tree looked at again
+    until a look finds no new process: a stopped process cannot fork, so none escapes between the look and the kill.
+    Reparenting inside the tree (to a subreaper in it) keeps a process in it. A spared process must not fork meanwhile
+    (a zygote forks only when the caller asks it to)."""
     stopped: set[int] = set()
     while True:
-        found = (descendants(root) | ({root} if include_root else set())) - stopped
+        found = (descendants(root) | ({root} if include_root else set())) - stopped - spare
         if not found:
             break
         for pid in found:
@@ -72,9 +74,9 @@ def adopt_orphans() -> None:
     prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
-def end_processes_below() -> int:
-    """Kill and reap every process still below the caller (the run is over: no launch is live); returns how many."""
-    killed = kill_tree(os.getpid())
+def end_processes_below(spare: frozenset[int] = frozenset()) -> int:
+    """Kill and reap every process still below the caller but `spare` (the run is over: no launch is live); returns how many."""
+    killed = kill_tree(os.getpid(), spare=spare)
     while True:
         try:
             if os.waitpid(-1, os.WNOHANG)[0] == 0:

@@ -187,11 +187,15 @@ def close_all() -> None:
 
 
 def end_all() -> int:
-    """A run is over (`packcheck run`, a subreaper): every zygote closed, then every process still below the caller
-    killed and reaped (process_tree.end_processes_below); returns how many were left. Closed first, so the registry never hands
-    out a zygote the sweep killed."""
-    close_all()
-    return end_processes_below()
+    """A run is over (`packcheck run`, a subreaper): every process still below the caller is killed and reaped
+    (process_tree.end_processes_below), the launches of every zygote and what they left behind included, but the live
+    zygotes themselves, which are kept for the next run of this process; returns how many were killed. A process that
+    runs `main()` again (a test session, a notebook) then forks its next launches from the same zygote: closing them
+    here started a fresh one, importing torch again, after every in-process run (20 in the default tests)."""
+    for wanted, zygote in list(_zygotes.items()):
+        if zygote.gone or zygote.process.poll() is not None:
+            _zygotes.pop(wanted).kill()  # ended already: dropped, so the registry never hands it out
+    return end_processes_below(spare=frozenset(zygote.process.pid for zygote in _zygotes.values()))
 
 
 class ForkedZygote:
