@@ -1,6 +1,6 @@
 """SIGINT and SIGTERM as an exception, from the CLI's first moment: standard library only, so that it is in place
-before the commands are imported (importing them imports torch: 3 s, during which a signal once gave a
-KeyboardInterrupt traceback and exit 130, or a silent exit 143).
+before the commands are imported and a launching command's zygote imports torch (3 s, during which a signal once gave
+a KeyboardInterrupt traceback and exit 130, or a silent exit 143).
 
     previous = catch_signals()   # SIGINT and SIGTERM raise Interrupted wherever the process is
     restore(previous)            # the handlers as they were

@@ -26,20 +26,22 @@ def handle(args) -> int:
         print("packcheck list WHAT, where WHAT is one of:")
         print("\n".join(f"  {kind:10} {what}" for kind, what in KINDS.items()))
         return 0
-    from packcheck.harness.engines import EngineNotFound, EngineVersionError, engine_names, mutant_names, resolve_engine
-    from packcheck.harness.models import FAMILIES
-    from packcheck.harness.scenarios import SCENARIOS
-
+    # each kind imports its own registry only: the scenarios' and the engines' import torch, the families' does not
     if args.what == "scenarios":
+        from packcheck.harness.scenarios import SCENARIOS
+
         for s in SCENARIOS.values():
             print(f"{s.name}\n{textwrap.indent(textwrap.fill(s.invariant, 90), '    ')}\n    catches: {', '.join(s.catches)}")
         print("(packcheck explain SCENARIO: its arms, the tolerance per quantity and dtype, the mutants it catches)")
     elif args.what == "families":
+        from packcheck.harness.models import FAMILIES
         from packcheck.harness.models.sizes import PRESETS
 
         for f in FAMILIES.values():
             print(f"{f.name:10} {f.description}; --model {' | '.join(PRESETS[f.name])}")
     elif args.what == "engines":
+        from packcheck.harness.engines import EngineNotFound, EngineVersionError, engine_names, mutant_names, resolve_engine
+
         unloadable, mutants = 0, set(mutant_names())
         for name in engine_names():
             if name not in mutants:
@@ -56,8 +58,11 @@ def handle(args) -> int:
         if unloadable:
             print(f"({unloadable} not loadable here: `packcheck run --engine NAME` says in full what each needs)")
         print(f"(and {len(mutants)} mutants: packcheck list mutants)")
-    else:
-        print(mutant_table({name: mutant_summary(resolve_engine(name)) for name in mutant_names()}))
+    else:  # each summary read from the mutant's source: importing the mutants imports the reference trainer (and torch)
+        from packcheck.harness.engines.module_doc import module_doc
+        from packcheck.harness.engines.registry import mutant_modules
+
+        print(mutant_table({name: doc_summary(module_doc(module), name) for name, module in mutant_modules().items()}))
     return 0
 
 
@@ -77,9 +82,13 @@ def short_reason(error: str) -> str:
 def mutant_summary(engine) -> str:
     """The first paragraph of the mutant's module docstring (the bug in a sentence or two), without the engine's name that
     heads it (`mutant.pad-in-loss: `)."""
-    doc = (sys.modules[type(engine).__module__].__doc__ or "").strip()
-    first = " ".join(doc.split("\n\n", 1)[0].split())
-    return first.removeprefix(f"{engine.name}: ")
+    return doc_summary(sys.modules[type(engine).__module__].__doc__, engine.name)
+
+
+def doc_summary(doc: str | None, name: str) -> str:
+    """mutant_summary from the module's docstring and the mutant's name (`list mutants` reads both without importing it)."""
+    first = " ".join((doc or "").strip().split("\n\n", 1)[0].split())
+    return first.removeprefix(f"{name}: ")
 
 
 def mutant_table(summaries: dict[str, str], width: int | None = None) -> str:

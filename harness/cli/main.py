@@ -3,7 +3,9 @@
 Exit status: 0 every supported case passes, 1 a case fails, 2 a usage or harness error.
 
 Standard library only at the top: SIGINT and SIGTERM are caught (harness/cli/interrupt.py) before the commands are
-imported, which imports torch (3 s); a signal then is one line and exit 2, as later in a run.
+imported and, for a command that launches engines, before the zygote of its launches imports torch (3 s); a signal
+then is one line and exit 2, as later in a run. The parser imports no torch: `--version`, `--help` and `list` answer
+in a fraction of a second (tests/test_cli_without_torch.py).
 """
 
 from __future__ import annotations
@@ -77,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         try:
             args = build_parser().parse_args(argv)
+            if getattr(args.handler, "launches", False):  # part of start-up: it imports torch (the parser does not)
+                from packcheck.harness.launch.launch import prefork_zygote
+
+                prefork_zygote()  # while this process has no thread and has run no torch operation
         except Interrupted as stop:
             command = argv[0] if argv and not argv[0].startswith("-") else ""
             print(f"packcheck{' ' + command if command else ''}: interrupted ({stop}) during start-up, before the first verdict; "
@@ -85,10 +91,6 @@ def main(argv: list[str] | None = None) -> int:
         if not getattr(args.handler, "catches_signals", False):
             restore(previous)  # the other commands keep Python's own Ctrl-C
         args.argv = argv
-        if getattr(args.handler, "launches", False):
-            from packcheck.harness.launch.launch import prefork_zygote
-
-            prefork_zygote()  # while this process has no thread and has run no torch operation
         return _dispatch(args)
     except Interrupted as stop:  # between `packcheck run`'s own handlers and these
         print(f"packcheck {args.command}: interrupted ({stop})", file=sys.stderr)

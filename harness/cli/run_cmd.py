@@ -19,8 +19,6 @@ from typing import TYPE_CHECKING
 
 from packcheck.harness.cli.errors import UsageError
 from packcheck.harness.cli.interrupt import Interrupted, catch_signals, hold_signals, restore  # stdlib only
-from packcheck.harness.launch.process_tree import adopt_orphans  # stdlib only: cheap to import
-from packcheck.harness.launch.zygotes import end_all  # stdlib only
 from packcheck.harness.run.options import add_arguments
 from packcheck.harness.run_dir import RunDir  # stdlib only
 
@@ -135,6 +133,11 @@ handle.catches_signals = True  # main() keeps its start-up handlers in place up 
 
 
 def _handle(args) -> int:
+    # here, not at the top: importing harness.launch imports torch, and the parser (`packcheck --version`, `list`) is
+    # built without it; main() has imported it already (prefork_zygote), so a signal cannot find these unbound
+    from packcheck.harness.launch.process_tree import adopt_orphans
+    from packcheck.harness.launch.zygotes import end_all
+
     pool = None
     try:
         from packcheck.harness.judging.status import VERDICT_STATUSES, Status

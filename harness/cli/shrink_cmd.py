@@ -28,7 +28,7 @@ examples:
 def add_parser(commands) -> None:
     import argparse
 
-    from packcheck.harness.shrink.driver import DEFAULT_BUDGET
+    from packcheck.harness.shrink.budget import DEFAULT_BUDGET
 
     parser = commands.add_parser("shrink", help="shrink a failing verdict to the smallest case that still fails the same way",
                                  epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -47,7 +47,7 @@ def add_budget(parser, flag: str, default: float) -> None:
 
 def add_shrink_options(parser) -> None:
     """`packcheck run --shrink [--shrink-budget SECONDS]`."""
-    from packcheck.harness.shrink.driver import DEFAULT_BUDGET
+    from packcheck.harness.shrink.budget import DEFAULT_BUDGET
 
     parser.add_argument("--shrink", action="store_true",
                         help="after the run, shrink each failing verdict to the smallest case that still fails the same way, written under "

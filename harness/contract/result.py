@@ -19,6 +19,9 @@
   for clipping (harness/contract/optimizer.py).
 
 Serialised as safetensors (tensors) + JSON (everything else); never pickle.
+
+torch is imported only for annotations and by save and load: the contract is imported by every command, and
+`packcheck list` or `explain` should not wait 2.4 s for a library it never calls.
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-from safetensors.torch import load_file, save_file
+if TYPE_CHECKING:
+    import torch
 
 SCHEMA = "packcheck.step_result/1"
 OPTIONAL_REPORTS = ("dloss_dlogprobs", "params_after", "collectives", "aux_loss", "router_tokens_per_expert", "grad_norm")
@@ -77,6 +81,8 @@ class StepResult:
         }
 
     def save(self, directory: str | Path) -> None:
+        from safetensors.torch import save_file
+
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         save_file(unshared(self.tensors()), str(directory / "result.safetensors"))
@@ -84,6 +90,8 @@ class StepResult:
 
     @classmethod
     def load(cls, directory: str | Path) -> StepResult:
+        from safetensors.torch import load_file
+
         directory = Path(directory)
         return cls.from_parts(read_meta(directory), load_file(str(directory / "result.safetensors")), str(directory))
 

@@ -46,6 +46,11 @@ def mutant_names() -> list[str]:
     return sorted(_entry_points((MUTANT_GROUP,)))
 
 
+def mutant_modules() -> dict[str, str]:
+    """Each registered mutant's module name, by the mutant's name, from its entry point: no engine imported."""
+    return {name: ep.module for name, ep in sorted(_entry_points((MUTANT_GROUP,)).items())}
+
+
 def mutants_by_bug() -> dict[str, list[tuple[str, Engine]]]:
     """The registered mutants, built, by the bug each carries (its `bug`, a docs/bugs.md id): (name, engine) pairs."""
     found: dict[str, list[tuple[str, Engine]]] = {}

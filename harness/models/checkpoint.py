@@ -34,12 +34,9 @@ from packcheck.harness.models.families import get_family
 from packcheck.harness.models.portable_normal import portable_normal
 from packcheck.harness.models.seed_check import Build, differs_from_seed
 from packcheck.harness.models.vouch import accept_vouched
+from packcheck.harness.models.weight_formats import FLOAT32, WEIGHTS
 
 CHECKPOINT_FORMAT = 1
-FLOAT32 = "float32"
-# how the weights are drawn and stored: float32 (torch's CPU generator; every tiny and 0.6b/1b checkpoint, the goldens'),
-# bfloat16 (portable_normal, drawn on a GPU where one is visible; the 8b presets: 16 GB on the disk where float32 is 32)
-WEIGHTS = {FLOAT32: 4, "bfloat16": 2}  # format -> bytes per parameter on the disk
 
 # GatedDeltaNet decays its state by exp(g) per token, g = -exp(A_log) * softplus(a_t + dt_bias).
 # Seeded like a projection, exp(g) would be ~0.5 and a state carried across a document boundary

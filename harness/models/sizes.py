@@ -20,9 +20,9 @@ from pathlib import Path
 
 from packcheck.harness.contract import ModelSpec
 from packcheck.harness.errors import InputError
-from packcheck.harness.models.checkpoint import FLOAT32, checkpoint_for, checkpoint_path
 from packcheck.harness.models.config_check import config_problem
 from packcheck.harness.models.families import FAMILIES, get_family
+from packcheck.harness.models.weight_formats import FLOAT32
 
 TINY = "tiny"
 
@@ -113,6 +113,7 @@ def resolve_model(family: str, model: str = TINY, seed: int = 0) -> ModelChoice:
     """The model of `--model` for `family`; `seed` (the run's --seed) varies seeded weights, 0 keeps today's.
     A preset's checkpoint is written into the cache here if it is not there yet (planned_checkpoint says where, first)."""
     from packcheck.harness.models import DEFAULT_SEED
+    from packcheck.harness.models.checkpoint import checkpoint_for  # here: it imports torch, which listing the presets does not need
 
     weights_seed = DEFAULT_SEED + seed
     if is_path(model):
@@ -146,6 +147,7 @@ class PlannedCheckpoint:
 def planned_checkpoint(family: str, model: str = TINY, seed: int = 0) -> PlannedCheckpoint:
     """resolve_model's checkpoint without writing it."""
     from packcheck.harness.models import DEFAULT_SEED
+    from packcheck.harness.models.checkpoint import checkpoint_path
 
     weights_seed = DEFAULT_SEED + seed
     if is_path(model):
@@ -190,6 +192,8 @@ def read_config(model: str | Path) -> tuple[str, dict, Path]:
 
 def from_directory(family: str, path: Path, seed: int) -> ModelChoice:
     """A Hugging Face config.json (or the directory holding it); its safetensors are the weights where present, else seeded."""
+    from packcheck.harness.models.checkpoint import checkpoint_for
+
     own, config, folder = read_config(path)
     if own != family:
         raise ModelChoiceError(f"--model {path} is a {own!r} model (model_type {config.get('model_type')!r}); run it with --family {own}")

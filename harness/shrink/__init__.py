@@ -5,6 +5,7 @@
     plans.py    the scenario's plan narrowed to the comparison's arms, or replaying recorded arms
     search.py   the passes (ranks, layers, documents, lengths, rows, micro-batches, heads, width) and the search
     driver.py   one verdict shrunk within a budget; what cannot be shrunk, refused
+    budget.py   the default budget, apart so that the CLI's parser states it without importing the driver
     size.py     a case's size: tokens, documents, rows, ranks, micro-batches, layers
     record.py   the minimal case as a JSON file, read back (the report reads its summary)
     replay.py   that case run again against the engine (`packcheck replay`)

@@ -25,12 +25,11 @@ from packcheck.harness.launch.pool import KEEP
 from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.scenarios import Scenario
 from packcheck.harness.scenarios.base import ORACLE_ENGINE
+from packcheck.harness.shrink.budget import DEFAULT_BUDGET
 from packcheck.harness.shrink.plans import judged_with, narrowable, only_arms
 from packcheck.harness.shrink.search import Search
 from packcheck.harness.shrink.subject import Subject, first_arms, run
 from packcheck.harness.shrink.target import Target, in_one_line
-
-DEFAULT_BUDGET = 120.0  # seconds per verdict
 
 
 class NothingToShrink(InputError):
