@@ -39,3 +39,13 @@ def test_a_signal_while_the_cli_imports_torch_is_one_line_and_exit_2(tmp_path, s
     assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
     assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert lines[0].startswith(f"packcheck run: interrupted ({sig.name}) during start-up"), lines[0]
+
+
+@pytest.mark.parametrize("command", [["list", "scenarios"], ["explain", "packed_vs_unpacked"]], ids=["list", "explain"])
+def test_a_signal_while_a_listing_command_imports_torch_is_one_line_and_exit_2(command):
+    """`list scenarios` and `explain` import torch after start-up (the parser does not): the signal is one line there too."""
+    done = subprocess.run([sys.executable, "-c", SIGNAL_AT_TORCH, "SIGINT", *command], capture_output=True, text=True, timeout=120)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert lines[0] == f"packcheck {command[0]}: interrupted (SIGINT)", lines[0]

@@ -173,3 +173,8 @@ def handle(args) -> int:
         out += ["", f"Every comparison it makes, measured on the reference: packcheck explain {scenario.name} --run"]
     print("\n".join(out))
     return 0
+
+
+# Ctrl-C while it imports torch (seconds: the scenarios' and engines' registries) is one line and exit 2, as at start-up:
+# main() keeps its start-up handlers in place for it (harness/cli/main.py)
+handle.catches_signals = True

@@ -66,6 +66,11 @@ def handle(args) -> int:
     return 0
 
 
+# Ctrl-C while it imports torch (seconds: the scenarios' and engines' registries) is one line and exit 2, as at start-up:
+# main() keeps its start-up handlers in place for it (harness/cli/main.py)
+handle.catches_signals = True
+
+
 REASON_CHARS = 60
 
 
