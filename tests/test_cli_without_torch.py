@@ -3,8 +3,10 @@ without importing torch or transformers (issue 45, item 3: they took 3-4 s of CP
 say the same as the command a user types.
 
 Each command runs twice in a fresh process: as the console script runs it (`-m packcheck.harness.cli.main`), and through
-main() in a wrapper that then reports which of the heavy libraries are in sys.modules. The ones not made fast yet
-are strict xfails, so that the one that becomes fast fails here until it moves to FAST.
+main() in a wrapper that then reports which of the heavy libraries are in sys.modules. Not fast yet, so not here (each
+was a strict xfail once, 35 s of CI time for a reminder): `list scenarios` and `explain` (the scenario registry is built
+by importing the scenarios' judges: harness/compare, judging, losses), and `list engines` (each engine is imported:
+the only way to know whether it loads here and what its Capabilities say).
 """
 
 from __future__ import annotations
@@ -17,13 +19,6 @@ import pytest
 
 HEAVY = ("torch", "transformers")
 FAST = (("--version",), ("--help",), ("list",), ("run", "--help"), ("list", "families"), ("list", "mutants"))
-# what each still needs torch for: the registries they read are built by importing modules that import it
-NOT_YET = {
-    ("list", "scenarios"): "the scenario registry is built by importing the scenarios' judges (harness/compare, judging, losses)",
-    ("list", "engines"): "each engine is imported (torch, transformers): the only way to know whether it loads here and what "
-                         "its Capabilities say",
-    ("explain", "packed_vs_unpacked"): "the scenario, its arms and the mutants that carry its bugs are imported",
-}
 WRAPPER = """\
 import contextlib, io, json, sys
 from packcheck.harness.cli.main import main
@@ -54,12 +49,6 @@ def check_answers_without_heavy_imports(argv: tuple[str, ...]) -> None:
 
 @pytest.mark.parametrize("argv", FAST, ids=" ".join)
 def test_describing_commands_import_neither_torch_nor_transformers(argv):
-    check_answers_without_heavy_imports(argv)
-
-
-@pytest.mark.parametrize("argv", [pytest.param(argv, marks=pytest.mark.xfail(strict=True, reason=why)) for argv, why in NOT_YET.items()],
-                         ids=" ".join)
-def test_commands_still_importing_torch(argv):
     check_answers_without_heavy_imports(argv)
 
 
