@@ -8,19 +8,11 @@ from packcheck.harness.engines.problems import Problem, ProblemKind, problems_fr
 from packcheck.harness.engines.protocol import Engine, UnsupportedCase
 from packcheck.harness.engines.registry import EngineNotFound, engine_names, mutant_names, mutants_by_bug, names_a_class, resolve_engine, unknown_engine
 from packcheck.harness.engines.versions import EngineVersionError
+from packcheck.harness.lazy import lazy_names
 
 # validate.py imports torch (2.4 s): its names are imported when first asked for, so that reading the registry
 # (`packcheck list mutants`) does not wait for it
-VALIDATE_NAMES = ("InvalidResult", "validate_result")
-
-
-def __getattr__(name: str):
-    if name in VALIDATE_NAMES:
-        from packcheck.harness.engines import validate
-
-        return getattr(validate, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+__getattr__ = lazy_names(__name__, "validate", ("InvalidResult", "validate_result"))
 
 __all__ = [
     "Capabilities", "Engine", "EngineInfo", "FindingKind", "KnownFinding", "describe", "finding_for", "EngineNotFound", "InvalidResult",

@@ -1,21 +1,14 @@
 """Model families and their seeded Hugging Face checkpoints."""
 
 from packcheck.harness.contract import ModelSpec
+from packcheck.harness.lazy import lazy_names
 from packcheck.harness.models.families import FAMILIES, Family, get_family
 
 DEFAULT_SEED = 1234
 # checkpoint.py imports torch (2.4 s): its names are imported when first asked for, so that reading the families
 # (`packcheck list families`) does not wait for it
-CHECKPOINT_NAMES = ("checkpoint_for", "checkpoint_problem", "copy_checkpoint", "parameter_shapes", "pin_cache", "repair_checkpoint",
-                    "unpin_cache", "write_checkpoint")
-
-
-def __getattr__(name: str):
-    if name in CHECKPOINT_NAMES:
-        from packcheck.harness.models import checkpoint
-
-        return getattr(checkpoint, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, "checkpoint", ("checkpoint_for", "checkpoint_problem", "copy_checkpoint", "parameter_shapes",
+                                                  "pin_cache", "repair_checkpoint", "unpin_cache", "write_checkpoint"))
 
 
 def model_spec(family_name: str, seed: int = DEFAULT_SEED, **config_overrides) -> ModelSpec:
