@@ -9,11 +9,13 @@ its share of the cores and keeps each shared reference cell on one worker.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
 from packcheck.conformance.plugin import POOL, hypothesis_profile
+from tests.forked import SERVER, ForkServer
 
 # Each third-party adapter's own tests need its pinned extra (a separate environment): its nox
 # session runs them by path (`nox -s "adapters(adapter='trl')"`); a plain `pytest` does not collect them.
@@ -36,6 +38,28 @@ def pytest_configure(config):
         import torch
 
         torch.set_num_threads(int(share))
+    if not hasattr(config, "workerinput") and SERVER not in os.environ and runs_repository_tests(config):
+        server = config.stash[FORK_SERVER] = ForkServer()
+        os.environ[SERVER] = server.address  # before pytest-xdist starts its workers, which inherit it
+
+
+FORK_SERVER = pytest.StashKey[ForkServer]()
+
+
+def runs_repository_tests(config) -> bool:
+    """Whether the run collects this repository's tests (tests/, where the fork server's users are; not an adapter's)."""
+    tests = config.rootpath / "tests"
+    paths = [Path(config.invocation_params.dir, arg.split("::")[0]).resolve() for arg in config.args]
+    return any(path == config.rootpath or (path.is_relative_to(tests) and not path.is_relative_to(tests / "adapters"))
+               for path in paths)
+
+
+def pytest_unconfigure(config):
+    if FORK_SERVER in config.stash:
+        del os.environ[SERVER]
+        summary = config.stash[FORK_SERVER].stop()
+        if config.option.verbose >= 0:
+            print(f"\n{summary}")
 
 
 # Every arm runs in an engine's own processes (harness/launch), kept warm per engine in the session's pool:

@@ -156,6 +156,9 @@ def session_env(session: nox.Session) -> dict[str, str]:
 def run_two_at_a_time(session: nox.Session, commands: list[list[str]]) -> None:
     """The commands in the session's environment, two at a time, each one's output printed whole when it ends; the session fails naming every command that failed. A conformance run keeps about one core busy (pytest
     and a world-1 rank take turns), so on the 2-core CI machine two of them take little longer than one."""
+    if session._runner.global_config.install_only:  # session.run's own rule: `nox --install-only` runs no command
+        session.log(f"Skipping {len(commands)} commands, as --install-only is set.")
+        return
     env = session_env(session)
 
     def run(command: list[str]) -> tuple[list[str], int]:

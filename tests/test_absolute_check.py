@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ from packcheck.harness.run.execution import run_stage
 from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run.outcomes import Kind
 from packcheck.harness.scenarios import SCENARIOS
+from tests.forked import python
 from tests.test_hostile_engines import packcheck
 
 ROOT = Path(__file__).parent.parent
@@ -103,8 +103,8 @@ def test_relative_only_accepts_a_run_with_no_absolute_pass_and_says_so(tmp_path)
 
 
 def test_the_conformance_suite_is_not_green_without_an_absolute_pass():
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "conformance/test_scenarios.py", "--family", "llama",
-                           "--engine", WRONG + "WrongRope", "-k", "document_isolation or golden_regression"],
+    done = subprocess.run(python("-m", "pytest", "-p", "no:cacheprovider", "conformance/test_scenarios.py", "--family", "llama",
+                           "--engine", WRONG + "WrongRope", "-k", "document_isolation or golden_regression"),
                           cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 1, done.stdout[-3000:]
     assert "1 passed, 1 skipped" in done.stdout and "packcheck: no absolute check passed for" in done.stdout, done.stdout[-3000:]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.forked import python
 from tests.machine_load import load_note, stretched
 
 pytestmark = pytest.mark.xdist_group("bisect")  # the module shares expensive session fixtures: one worker
@@ -104,7 +105,7 @@ def toy(tmp_path_factory):
 
 def _bisect(command: list[str], expected_exit: int = 0) -> tuple[str, str]:
     """packcheck bisect in a subprocess, as a user runs it (its steps write to the terminal, not to pytest)."""
-    done = subprocess.run([sys.executable, "-m", "packcheck.harness.cli.main", *command], capture_output=True, text=True,
+    done = subprocess.run(python("-m", "packcheck.harness.cli.main", *command), capture_output=True, text=True,
                           timeout=stretched(300))
     assert done.returncode == expected_exit, done.stderr
     return done.stdout, done.stderr

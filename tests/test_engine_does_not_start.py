@@ -14,6 +14,7 @@ import time
 import pytest
 
 from packcheck.harness.engines.spec_lookup import spec_problem
+from tests.forked import python
 
 ADAPTER = '''
 from packcheck.impls.example.minimal_engine import MinimalEngine
@@ -46,7 +47,7 @@ def engine_repository(tmp_path):
 
 
 def packcheck(cwd, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "packcheck.harness.cli.main", *args], cwd=cwd, capture_output=True, text=True,
+    return subprocess.run(python("-m", "packcheck.harness.cli.main", *args), cwd=cwd, capture_output=True, text=True,
                           timeout=600, check=False)
 
 

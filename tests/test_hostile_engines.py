@@ -29,6 +29,7 @@ from packcheck.harness.cli.main import main
 from packcheck.harness.models import get_family, model_spec
 from packcheck.harness.run.scenario_runner import RunOptions, run_scenario
 from packcheck.harness.scenarios import SCENARIOS
+from tests.forked import python
 from tests.machine_load import load_note, stretched
 from tests.processes import processes_of
 
@@ -43,7 +44,7 @@ CRASH_RUN = pytest.mark.xdist_group("hostile-crash-run")
 
 def packcheck(*args: str, cwd: Path, timeout: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "packcheck.harness.cli.main", *args], cwd=cwd, env=env, capture_output=True,
+    return subprocess.run(python("-m", "packcheck.harness.cli.main", *args), cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from packcheck.harness.cli.main import main
+from tests.forked import python
 from tests.machine_load import load_note, stretched
 
 TESTS = Path(__file__).parent
@@ -20,9 +20,9 @@ def test_a_hung_single_process_engine_is_a_hang_verdict_with_its_stack_and_the_r
     arm_timeout = stretched(3)  # the unpacked arms must finish within it, the packed ones hang
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "packcheck.harness.cli.main", "run", "--engine", "tests.engines.misbehaving:HangsOnPackedRows",
+        python("-m", "packcheck.harness.cli.main", "run", "--engine", "tests.engines.misbehaving:HangsOnPackedRows",
          "--family", "llama", "--scenario", "mask_alignment", "packed_vs_unpacked", "--timeout", f"{arm_timeout:g}",
-         "--out", str(tmp_path)],
+         "--out", str(tmp_path)),
         capture_output=True, text=True, timeout=stretched(120), env=env,
     )
     elapsed = time.monotonic() - started

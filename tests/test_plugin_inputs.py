@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from packcheck.conformance.plugin import run_choices
 from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run.options import plugin_options
 from packcheck.harness.scenarios import SCENARIOS
+from tests.forked import python
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,8 +51,8 @@ def test_bad_inputs_are_a_usage_error_with_packcheck_runs_words(options, message
 
 
 def pytest_run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "conformance/test_scenarios.py", "--family", "llama",
-                           *args], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(python("-m", "pytest", "-p", "no:cacheprovider", "conformance/test_scenarios.py", "--family", "llama",
+                           *args), cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
 
 
 def test_a_bad_model_stops_the_suite_before_anything_runs():

@@ -10,20 +10,20 @@ import json
 import os
 import re
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from tests.forked import python
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_one_pytest_run_writes_the_run_directory_and_one_line_per_failure(tmp_path):
     out = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "conformance", "--engine", "mutant.ga-mean-of-means",
+    done = subprocess.run(python("-m", "pytest", "-p", "no:cacheprovider", "conformance", "--engine", "mutant.ga-mean-of-means",
                            "--family", "llama", "--scenario", "microbatch_invariance", "--scenario", "token_conservation", "--tb=line",
-                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+                           "--out", str(out)), cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
                           env=os.environ | {"CI": "true"})  # as on a CI runner, where pytest prints every summary line whole
     assert done.returncode == pytest.ExitCode.TESTS_FAILED, done.stdout[-3000:] + done.stderr[-3000:]
 

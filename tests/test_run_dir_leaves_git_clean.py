@@ -6,13 +6,13 @@ only where they are the user's own or packcheck's checkout is the working direct
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
 
 from packcheck.harness.cli.main import main
 from packcheck.harness.golden import golden_dir, obtained_beside_golden
 from packcheck.harness.run_dir import RunDir
+from tests.forked import python
 
 
 def git_status(repository) -> str:
@@ -55,9 +55,9 @@ def test_an_out_packcheck_creates_is_ignored_and_one_that_was_there_is_left_alon
 
 
 def test_the_plugins_out_is_ignored_too(engine_repository):
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--pyargs", "packcheck.conformance", "--engine",
+    done = subprocess.run(python("-m", "pytest", "-p", "no:cacheprovider", "--pyargs", "packcheck.conformance", "--engine",
                            "reference", "--family", "llama", "--scenario", "token_conservation", "--out", "reports/ci", "--collect-only",
-                           "-q"], cwd=engine_repository, capture_output=True, text=True, timeout=300, check=False)
+                           "-q"), cwd=engine_repository, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert RunDir(engine_repository / "reports" / "ci").gitignore.is_file()
     assert git_status(engine_repository) == "", git_status(engine_repository)

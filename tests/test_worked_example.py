@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from tests.forked import python
 
 ROOT = Path(__file__).resolve().parents[1]
 SUPPORTED = ("packed_vs_unpacked", "document_isolation", "microbatch_invariance", "mask_alignment", "token_conservation",
@@ -63,8 +63,8 @@ def test_an_engine_that_never_packs_is_judged_on_its_unpacked_arms(verdict_of, s
 
 def test_the_conformance_suite_fails_when_the_engine_supports_nothing():
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "conformance/test_scenarios.py", "--family", "llama",
-         "--engine", "tests.engines.example_variants:MinimalEngineSupportsNothing", "-k", "golden_regression or mask_alignment"],
+        python("-m", "pytest", "-p", "no:cacheprovider", "conformance/test_scenarios.py", "--family", "llama",
+         "--engine", "tests.engines.example_variants:MinimalEngineSupportsNothing", "-k", "golden_regression or mask_alignment"),
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 1, done.stdout[-2000:]
     # the reason is said without -rs

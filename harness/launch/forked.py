@@ -69,6 +69,13 @@ def become(name: str, env: dict[str, str], cwd: str, streams: list[int] | None =
         sys.modules["numpy"].random.seed()  # a fresh interpreter's global generator is seeded afresh
 
 
+def follow_pythonpath(env: dict[str, str]) -> None:
+    """The import path a fresh interpreter started with `env` would have: its PYTHONPATH's entries right after the first
+    (the working directory, set by `become`), ahead of the rest."""
+    roots = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.path[1:] = roots + [p for p in sys.path[1:] if p not in roots]
+
+
 def run_module(argv: list[str]) -> NoReturn:
     """Run `argv` (`-m MODULE ARGS...`, the only form a fork can take) as `python -m` would, then exit."""
     if len(argv) < 2 or argv[0] != "-m":

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from packcheck.harness.launch.exit_status import PARENT_PID, children_environment
-from packcheck.harness.launch.forked import become, fork, run_module
+from packcheck.harness.launch.forked import become, follow_pythonpath, fork, run_module
 from packcheck.harness.launch.guard import GuardedLaunch
 from packcheck.harness.launch.lasting_thread import on_lasting_thread
 from packcheck.harness.launch.process_tree import end_processes_below, kill_tree
@@ -217,8 +217,7 @@ class ForkedZygote:
         become("pc-zygote", env, os.getcwd(), streams=[devnull, log, log], close=(ours,))
         os.closerange(3, theirs)  # what this process had open (an --out lock, a log): not the zygote's to hold
         os.closerange(theirs + 1, os.sysconf("SC_OPEN_MAX"))
-        roots = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-        sys.path[1:] = roots + [p for p in sys.path[1:] if p not in roots]
+        follow_pythonpath(env)
         run_module(["-m", "packcheck.harness.launch.zygote", str(theirs)])  # as the fresh interpreter would
 
     def poll(self) -> int | None:
