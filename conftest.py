@@ -57,9 +57,7 @@ def runs_repository_tests(config) -> bool:
 def pytest_unconfigure(config):
     if FORK_SERVER in config.stash:
         del os.environ[SERVER]
-        summary = config.stash[FORK_SERVER].stop()
-        if config.option.verbose >= 0:
-            print(f"\n{summary}")
+        print(f"\n{config.stash[FORK_SERVER].stop()}")  # how many processes it forked, and which were fresh interpreters, why
 
 
 # Every arm runs in an engine's own processes (harness/launch), kept warm per engine in the session's pool:

@@ -109,7 +109,10 @@ class ForkServer:
             conn.close()
             return
         env = {k: v for k, v in message["env"].items() if k != ROOT_ADDRESS}  # the stand-in's, not the process's
-        differs = sorted({k for k, _ in set(environment_key(env)) ^ set(self.key)})
+        # a value the preload set itself is what the fork's imports have already done (a test process that imported
+        # torch._dynamo passes on the TORCHINDUCTOR_CACHE_DIR it set)
+        as_started = {k: v for k, v in env.items() if self.imports_set.get(k) != v}
+        differs = sorted({k for k, _ in set(environment_key(as_started)) ^ set(self.key)})
         elsewhere = shadowed(env, message["cwd"], self.preloaded)
         forked = not differs and not elsewhere
         if forked:

@@ -13,6 +13,7 @@ import sys
 import time
 
 import pytest
+import torch._dynamo  # noqa: F401 - sets TORCHINDUCTOR_CACHE_DIR here, as in a test worker: the requests carry it
 
 from tests.forked import SERVER, STAND_IN, ForkServer
 from tests.machine_load import stretched
@@ -51,6 +52,7 @@ def run(command: list[str], cwd, server: ForkServer | None, stdin: str = "", **e
 
 
 def test_a_forked_process_starts_as_a_fresh_interpreter_would(server, probe_dir):
+    assert "TORCHINDUCTOR_CACHE_DIR" in os.environ, "the preload's own setting, passed on: still forked"
     fresh = run([sys.executable, "-m", "probe", "a b", "--x"], probe_dir, None, stdin="in", PACKCHECK_PROBE="1", PYTEST_PROBE="2", PACKCHECK_PROBE_EXIT="3")
     forked = run([*STAND_IN, "-m", "probe", "a b", "--x"], probe_dir, server, stdin="in", PACKCHECK_PROBE="1", PYTEST_PROBE="2", PACKCHECK_PROBE_EXIT="3")
     assert (forked.returncode, forked.stderr) == (fresh.returncode, fresh.stderr) == (3, "to stderr\n")
