@@ -4,12 +4,12 @@ conftest.py through tests/forked.py (whose `python` is the command a test runs).
 
 A test that runs `packcheck run` or `pytest --pyargs packcheck.conformance` as a user's CI does (a process, its exit
 status, its output, the files it leaves) paid a fresh interpreter importing torch and packcheck for it: about 3.5 s
-of CPU, over a hundred times in the default tests. Here the process is asked for as launches ask their warden for a
+of CPU, some forty times in the default tests. Here the process is asked for as launches ask their warden for a
 rank: tests/forked.py runs harness/launch/rank_stub.py, which sends this server its arguments, environment, working
 directory and standard streams, stands in for the forked process (forwarding signals, exiting as it did) and, killed,
 has it killed. A fork is given what a fresh interpreter would have had (harness/launch/forked.py), its atexit
-handlers run at its end, and it is the only difference the process can see: the modules it would have imported are
-imported already. What only an interpreter's start reads (harness/launch/zygotes.py `key`: a PYTHON* setting,
+handlers run at its end, and an uncaught KeyboardInterrupt ends it by SIGINT; the one difference it can see is that
+the modules it would have imported are imported already. What only an interpreter's start reads (harness/launch/zygotes.py `key`: a PYTHON* setting,
 LD_PRELOAD, a variable torch or a library reads as it is imported) cannot be given to a fork: a request whose
 environment differs from the server's there runs a fresh interpreter instead (exec'd in the fork), as before.
 
