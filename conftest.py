@@ -3,7 +3,8 @@ packcheck plugin (conformance/plugin.py, registered by the installed package), a
 
 Here: the third-party adapters' tests are collected only by their nox sessions; the repository's
 own property tests run under packcheck's hypothesis profile; under pytest-xdist each worker gets
-its share of the cores and keeps each shared reference cell on one worker.
+its share of the cores and keeps each shared reference cell on one worker; the `packcheck` and
+`pytest` processes the tests start are forked from one fork server (tests/fork_server.py).
 """
 
 from __future__ import annotations
