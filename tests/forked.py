@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 SERVER = "PACKCHECK_TEST_FORK_SERVER"  # the fork server's abstract socket, set for the whole test session by conftest.py
@@ -27,6 +28,7 @@ TESTS = Path(__file__).resolve().parent
 RANK_STUB = TESTS.parent / "harness" / "launch" / "rank_stub.py"
 
 
+DETACH = "import os, sys\nif os.fork() == 0:\n    os.execv(sys.executable, [sys.executable, *sys.argv[1:]])\n"
 STAND_IN = [sys.executable, "-I", "-S", __file__]  # this file as the command, followed by `-m MODULE ARGS`
 
 
@@ -47,24 +49,26 @@ class ForkServer:
         listener.listen(64)
         lifeline, self.lifeline = os.pipe()  # the server ends when this end closes (this process gone, or `stop`)
         self.log = tempfile.NamedTemporaryFile(prefix="packcheck-test-forks-", suffix=".log", delete=False)
-        self.process = subprocess.Popen([sys.executable, str(TESTS / "fork_server.py"), str(lifeline), str(listener.fileno())],
-                                        pass_fds=[lifeline, listener.fileno()], stdin=subprocess.DEVNULL, stdout=self.log,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+        # started detached (a fork of a bare interpreter, which exits at once): not below this process, where the end of
+        # an in-process `packcheck run` (harness/launch/zygotes.py `end_all`) kills everything but its zygotes
+        subprocess.run([sys.executable, "-c", DETACH, str(TESTS / "fork_server.py"), str(lifeline), str(listener.fileno())],
+                       pass_fds=[lifeline, listener.fileno()], stdin=subprocess.DEVNULL, stdout=self.log,
+                       stderr=subprocess.STDOUT, start_new_session=True, check=True)
         os.close(lifeline)
         listener.close()
 
-    def stop(self) -> str:
+    def stop(self, seconds: float = 30) -> str:
         """End the server (it kills what it forked that is still running); what it said: each fresh interpreter with
         why, then how many processes it forked."""
         os.close(self.lifeline)
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
+        log = Path(self.log.name)
+        deadline = time.monotonic() + seconds
+        while "fork server:" not in log.read_text(errors="replace") and time.monotonic() < deadline:
+            time.sleep(0.05)
         self.log.close()
-        said = Path(self.log.name).read_text(errors="replace").strip()
-        Path(self.log.name).unlink(missing_ok=True)
-        return said or f"fork server: exited {self.process.returncode} with no output"
+        said = log.read_text(errors="replace").strip()
+        log.unlink(missing_ok=True)
+        return said if "fork server:" in said else f"fork server: did not say how it ended within {seconds:g} s: {said[-500:]}"
 
 
 if __name__ == "__main__":

@@ -99,3 +99,14 @@ def test_a_killed_stand_in_takes_its_process_with_it(server, probe_dir):
     while processes_of(probe_dir) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not processes_of(probe_dir)
+
+
+def test_the_server_outlives_the_end_of_an_in_process_run(server, probe_dir):
+    """`packcheck run` called in the test process kills everything below it at its end but its zygotes (zygotes.py
+    `end_all`): the server is not below it, so a single-process session's subprocess tests after such a run still fork."""
+    from packcheck.harness.launch.zygotes import end_all
+
+    end_all()
+    done = run([*STAND_IN, "-m", "probe"], probe_dir, server)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["started_with_torch"] is True
