@@ -35,20 +35,23 @@ from packcheck.harness.launch.process_tree import kill_tree, set_name
 from packcheck.harness.launch.rank_stub import ROOT_ADDRESS, exit_as, receive, send
 from packcheck.harness.launch.zygotes import per_launch
 
-# what `packcheck run` and a conformance pytest run import before their first launch (their zygote's preload included)
+# what `packcheck run` and a conformance pytest run import before their first launch (their zygote's preload included);
+# not a module pytest would rewrite as it loads it as a plugin (hypothesis, which packcheck.conformance.plugin imports):
+# found imported, it warns in the run's output that it cannot
 PRELOAD = ("torch", "torch.distributed", "torch.distributed.launcher.api", "torch._dynamo", "numpy", "safetensors.torch",
            "packcheck.harness.launch.zygote", "packcheck.harness.launch.agent", "packcheck.harness.launch.worker",
            "packcheck.harness.launch.warden", "packcheck.harness.launch.pool", "packcheck.harness.cli.main",
            "packcheck.harness.cli.run_cmd", "packcheck.harness.run.session", "packcheck.harness.run.scenario_runner",
            "packcheck.harness.run_dir.results", "packcheck.harness.report", "packcheck.harness.scenarios",
-           "packcheck.harness.engines", "packcheck.harness.provenance", "pytest", "hypothesis", "packcheck.conformance.plugin")
+           "packcheck.harness.engines", "packcheck.harness.provenance", "pytest")
 
 
 def forkable(name: str) -> bool:
     """Whether variable `name` may differ between the server's environment and a fork's: read only as the process runs
     (a launch's per_launch settings, pytest's and pytest-xdist's PYTEST_*, the terminal's size, which a test session
-    sets as it runs), or given to the fork where nothing preloaded is shadowed by it (PYTHONPATH: `shadowed`)."""
-    return per_launch(name) or name.startswith("PYTEST_") or name in ("PYTHONPATH", "COLUMNS", "LINES")
+    sets as it runs, CI, which pytest reads as it prints, and which a test sets to run as on a CI runner: forked here as
+    there), or given to the fork where nothing preloaded is shadowed by it (PYTHONPATH: `shadowed`)."""
+    return per_launch(name) or name.startswith("PYTEST_") or name in ("PYTHONPATH", "COLUMNS", "LINES", "CI")
 
 
 def environment_key(env: dict[str, str]) -> tuple:

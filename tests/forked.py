@@ -28,7 +28,10 @@ TESTS = Path(__file__).resolve().parent
 RANK_STUB = TESTS.parent / "harness" / "launch" / "rank_stub.py"
 
 
-DETACH = "import os, sys\nif os.fork() == 0:\n    os.execv(sys.executable, [sys.executable, *sys.argv[1:]])\n"
+# a bare interpreter that starts `python ARGS...` as its child, its output going where the interpreter's errors go,
+# prints the child's pid and exits: the child is orphaned
+DETACH = ("import os, sys\npid = os.fork()\nif pid == 0:\n    os.dup2(2, 1)\n"
+          "    os.execv(sys.executable, [sys.executable, *sys.argv[1:]])\nprint(pid)\n")
 STAND_IN = [sys.executable, "-I", "-S", __file__]  # this file as the command, followed by `-m MODULE ARGS`
 
 
@@ -51,9 +54,11 @@ class ForkServer:
         self.log = tempfile.NamedTemporaryFile(prefix="packcheck-test-forks-", suffix=".log", delete=False)
         # started detached (a fork of a bare interpreter, which exits at once): not below this process, where the end of
         # an in-process `packcheck run` (harness/launch/zygotes.py `end_all`) kills everything but its zygotes
-        subprocess.run([sys.executable, "-c", DETACH, str(TESTS / "fork_server.py"), str(lifeline), str(listener.fileno())],
-                       pass_fds=[lifeline, listener.fileno()], stdin=subprocess.DEVNULL, stdout=self.log,
-                       stderr=subprocess.STDOUT, start_new_session=True, check=True)
+        detach = subprocess.Popen([sys.executable, "-c", DETACH, str(TESTS / "fork_server.py"), str(lifeline), str(listener.fileno())],
+                                  pass_fds=[lifeline, listener.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=self.log, start_new_session=True, text=True)
+        self.pid = int(detach.stdout.readline())
+        detach.wait()
         os.close(lifeline)
         listener.close()
 
@@ -63,12 +68,25 @@ class ForkServer:
         os.close(self.lifeline)
         log = Path(self.log.name)
         deadline = time.monotonic() + seconds
-        while "fork server:" not in log.read_text(errors="replace") and time.monotonic() < deadline:
+        while "fork server:" not in log.read_text(errors="replace") and running(self.pid) and time.monotonic() < deadline:
             time.sleep(0.05)
         self.log.close()
         said = log.read_text(errors="replace").strip()
         log.unlink(missing_ok=True)
-        return said if "fork server:" in said else f"fork server: did not say how it ended within {seconds:g} s: {said[-500:]}"
+        if "fork server:" in said:
+            return said
+        # killed before it was stopped: a test that ends everything below its process (zygotes.py `end_all`) in a
+        # worker that an earlier in-process run made a subreaper, to which the detached server was reparented
+        why = "was killed before it was stopped" if not running(self.pid) else f"did not say how it ended within {seconds:g} s"
+        return f"fork server: {why}: {said[-500:]}"
+
+
+def running(pid: int) -> bool:
+    """Whether process `pid` is alive (not gone, not a zombie waiting to be reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ death are its stand-in's, as the tests that run `packcheck` through it assume.""
 from __future__ import annotations
 
 import json
+import re
 import os
 import signal
 import subprocess
@@ -16,7 +17,7 @@ import types
 import pytest
 import torch._dynamo  # noqa: F401 - sets TORCHINDUCTOR_CACHE_DIR here, as in a test worker: the requests carry it
 
-from tests.forked import SERVER, STAND_IN, ForkServer
+from tests.forked import SERVER, STAND_IN, TESTS, ForkServer
 from tests.machine_load import stretched
 from tests.processes import processes_of
 
@@ -102,10 +103,26 @@ def test_a_killed_stand_in_takes_its_process_with_it(server, probe_dir):
     assert not processes_of(probe_dir)
 
 
+def test_a_forked_pytest_prints_what_a_fresh_one_prints(server):
+    """A preloaded module pytest would rewrite (a plugin's, such as hypothesis's) makes a forked pytest warn that it
+    cannot, a warnings summary a fresh one does not print, which the tests that read a pytest run's output would see."""
+    collect = ["-m", "pytest", "-p", "no:cacheprovider", "conformance", "--engine", "reference", "--family", "llama",
+               "--collect-only", "-q", "-W", "default"]
+    fresh = run([sys.executable, *collect], TESTS.parent, None)
+    forked = run([*STAND_IN, *collect], TESTS.parent, server)
+    assert forked.returncode == fresh.returncode == 0, forked.stdout + forked.stderr
+    assert without_timing(forked.stdout) == without_timing(fresh.stdout) and "warning" not in forked.stdout
+
+
+def without_timing(output: str) -> str:
+    return re.sub(r" in [0-9.]+s", "", output)
+
+
 def test_the_session_server_outlives_the_end_of_an_in_process_run(probe_dir):
     """`packcheck run` called in the test process kills everything below it at its end but its zygotes (zygotes.py
     `end_all`): the session's server, started detached before any test ran, is not below it, so a single-process
-    session's subprocess tests after such a run still fork."""
+    session's subprocess tests after such a run still fork. Last in this file: in a worker an earlier in-process run
+    made a subreaper, the module's own server (started after it) is below it and ends here."""
     from packcheck.harness.launch.zygotes import end_all
 
     if not os.environ.get(SERVER):
