@@ -11,6 +11,7 @@ import glob
 import os
 import subprocess
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import nox
@@ -162,8 +163,10 @@ def run_two_at_a_time(session: nox.Session, commands: list[list[str]]) -> None:
     env = session_env(session)
 
     def run(command: list[str]) -> tuple[list[str], int]:
+        started = time.monotonic()
         done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        session.log(f"{' '.join(command)}: exit {done.returncode}\n{done.stdout}")
+        # the seconds of each command, for the CI budget (README, docs/architecture.md)
+        session.log(f"{' '.join(command)}: exit {done.returncode} after {time.monotonic() - started:.0f} s\n{done.stdout}")
         return command, done.returncode
 
     with ThreadPoolExecutor(max_workers=2) as pool:

@@ -37,6 +37,7 @@ from packcheck.harness.launch.zygotes import prefork
 
 STARTUP_SECONDS = 180.0  # from starting the agent to the engine built on every rank: torch imports on a loaded machine
 TEARDOWN_SECONDS = 10.0  # the ranks' reports and the agent's teardown, on top of the case's timeout
+STACKS_SETTLE_SECONDS = 0.25  # a stacks file unchanged this long is whole
 CLOSE_SECONDS = 30.0  # a closed launch's ranks leave within this, or are killed
 POLL_SECONDS = 0.01
 
@@ -159,10 +160,22 @@ class Launch:
     def _startup_overdue(self) -> bool:
         """packcheck's own start-up (interpreters, torch, the rendezvous) gets `startup_seconds`; from the
         moment a rank begins importing and building the engine, that is engine code and gets `timeout`."""
-        building = [self.dir.building(r) for r in range(self.world_size) if self.dir.building(r).exists()]
+        building = [r for r in range(self.world_size) if self.dir.building(r).exists()]
         if building:
-            return time.time() - min(p.stat().st_mtime for p in building) > self.timeout + TEARDOWN_SECONDS
+            past = time.time() - min(self.dir.building(r).stat().st_mtime for r in building) - self.timeout
+            # each building rank writes its stacks at `timeout` (worker.py): once all have, nothing is left to wait for
+            return past > TEARDOWN_SECONDS or (past > 0 and all(self._stacks_written(r) for r in building))
         return time.monotonic() - self.started_at > self.startup_seconds
+
+    def _stacks_written(self, rank: int) -> bool:
+        """Whether rank `rank`'s stacks are written whole: the file is not empty and has not changed for a moment
+        (faulthandler writes a dump frame by frame)."""
+        path = self.dir.build_stacks(rank)
+        try:
+            written = path.stat()
+        except FileNotFoundError:
+            return False
+        return written.st_size > 0 and time.time() - written.st_mtime > STACKS_SETTLE_SECONDS
 
     def _end(self, kill: bool) -> None:
         """The launch is over: its ranks are gone (killed if `kill`), and so is its checkpoint copy."""
