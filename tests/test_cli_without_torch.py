@@ -1,12 +1,13 @@
-"""The commands that only describe (`packcheck --version`, `--help`, `list`, `list families`, `list mutants`) answer
+"""The commands that only describe (`packcheck --version`, `--help`, `list`, `list families`, `list mutants`,
+`list scenarios`) answer
 without importing torch or transformers (issue 45, item 3: they took 3-4 s of CPU, 2.4 s of it torch's import), and
 say the same as the command a user types.
 
 Each command runs twice in a fresh process: as the console script runs it (`-m packcheck.harness.cli.main`), and through
 main() in a wrapper that then reports which of the heavy libraries are in sys.modules. Not fast yet, so not here (each
-was a strict xfail once, 35 s of CI time for a reminder): `list scenarios` and `explain` (the scenario registry is built
-by importing the scenarios' judges: harness/compare, judging, losses), and `list engines` (each engine is imported:
-the only way to know whether it loads here and what its Capabilities say).
+was a strict xfail once, 35 s of CI time for a reminder): `explain` (it builds the scenario's arms for a family, and
+the registry imports the scenarios' judges: harness/compare, judging, losses), and `list engines` (each engine is
+imported: the only way to know whether it loads here and what its Capabilities say).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import sys
 import pytest
 
 HEAVY = ("torch", "transformers")
-FAST = (("--version",), ("--help",), ("list",), ("run", "--help"), ("list", "families"), ("list", "mutants"))
+FAST = (("--version",), ("--help",), ("list",), ("run", "--help"), ("list", "families"), ("list", "mutants"), ("list", "scenarios"))
 WRAPPER = """\
 import contextlib, io, json, sys
 from packcheck.harness.cli.main import main
@@ -62,3 +63,12 @@ def test_list_mutants_prints_what_importing_each_mutant_gives(capsys):
     assert main(["list", "mutants"]) == 0
     imported = mutant_table({name: mutant_summary(resolve_engine(name)) for name in mutant_names()})
     assert capsys.readouterr().out == imported + "\n"
+
+
+def test_list_scenarios_reads_what_the_registry_holds():
+    """`list scenarios` reads each entry's facts from its source (harness/cli/scenario_facts.py): the same scenarios, in
+    the registry's order, with the same invariants and caught bugs as the imported registry."""
+    from packcheck.harness.cli.list_cmd import registered_facts
+    from packcheck.harness.cli.scenario_facts import facts_in_source
+
+    assert facts_in_source() == registered_facts()

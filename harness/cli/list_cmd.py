@@ -6,6 +6,8 @@ import shutil
 import sys
 import textwrap
 
+from packcheck.harness.cli.scenario_facts import ScenarioFacts, facts_in_source
+
 
 def add_parser(commands) -> None:
     parser = commands.add_parser("list", help="list scenarios, engines, families or mutants")
@@ -26,13 +28,9 @@ def handle(args) -> int:
         print("packcheck list WHAT, where WHAT is one of:")
         print("\n".join(f"  {kind:10} {what}" for kind, what in KINDS.items()))
         return 0
-    # each kind imports its own registry only: the scenarios' and the engines' import torch, the families' does not
+    # each kind imports its own registry only (the engines' imports torch); the scenarios' facts are read from their source
     if args.what == "scenarios":
-        from packcheck.harness.scenarios import SCENARIOS
-
-        for s in SCENARIOS.values():
-            print(f"{s.name}\n{textwrap.indent(textwrap.fill(s.invariant, 90), '    ')}\n    catches: {', '.join(s.catches)}")
-        print("(packcheck explain SCENARIO: its arms, the tolerance per quantity and dtype, the mutants it catches)")
+        print(scenario_list(facts_in_source() or registered_facts()))
     elif args.what == "families":
         from packcheck.harness.models import FAMILIES
         from packcheck.harness.models.sizes import PRESETS
@@ -64,6 +62,18 @@ def handle(args) -> int:
 
         print(mutant_table({name: doc_summary(module_doc(module), name) for name, module in mutant_modules().items()}))
     return 0
+
+
+def registered_facts() -> list[ScenarioFacts]:
+    """The registry's scenarios, imported (with their judges and torch): where their source cannot be read."""
+    from packcheck.harness.scenarios import SCENARIOS
+
+    return [ScenarioFacts(name=s.name, invariant=s.invariant, catches=s.catches) for s in SCENARIOS.values()]
+
+
+def scenario_list(facts: list[ScenarioFacts]) -> str:
+    lines = [f"{s.name}\n{textwrap.indent(textwrap.fill(s.invariant, 90), '    ')}\n    catches: {', '.join(s.catches)}" for s in facts]
+    return "\n".join([*lines, "(packcheck explain SCENARIO: its arms, the tolerance per quantity and dtype, the mutants it catches)"])
 
 
 # Ctrl-C while it imports torch (seconds: the scenarios' and engines' registries) is one line and exit 2, as at start-up:
