@@ -23,7 +23,7 @@ from packcheck.harness.models import model_spec
 from packcheck.impls.reference.engine import ReferenceEngine
 from packcheck.impls.reference.loss.counts import count_targets
 from packcheck.impls.reference.loss.policy_inputs import scatter_per_token
-from packcheck.impls.reference.loss.policy_loss import prediction_entropy
+from packcheck.impls.reference.loss.entropy import prediction_entropy
 from packcheck.impls.reference.step.objective import forward_loss
 from packcheck.impls.reference.step.train_step import build_micro_batches
 

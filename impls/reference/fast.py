@@ -9,8 +9,8 @@ exact reference (issue 17 item 4). Same pipeline, same step (step/train_step.py)
   'auto' or 'flex', FlexAttention with a block-level document-causal BlockMask built once per
   forward from the segment ids on the GPU (model/block_mask.py).
 
-A policy loss with an entropy bonus still needs every logit: there the full logits are computed
-(policy_loss.prediction_entropy), correct but not fast.
+A policy loss with an entropy bonus still needs every logit: there they are computed a chunk at a time
+(entropy.prediction_entropy), correct but not fast.
 """
 
 from __future__ import annotations

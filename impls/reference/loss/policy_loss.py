@@ -12,7 +12,7 @@ import torch
 
 from packcheck.harness.contract import LossSpec
 from packcheck.impls.reference.loss.policy_inputs import PolicyInputs
-from packcheck.impls.reference.model.lm_head_inputs import LmHeadInputs
+from packcheck.impls.reference.loss.entropy import prediction_entropy
 
 
 def clipped_surrogate(lp_BT: torch.Tensor, inputs: PolicyInputs, spec: LossSpec) -> torch.Tensor:
@@ -30,15 +30,6 @@ def kl_k3(lp_BT: torch.Tensor, ref_BT: torch.Tensor) -> torch.Tensor:
     """exp(ref - lp) - (ref - lp) - 1: unbiased for KL(pi || pi_ref) under samples of pi, never negative."""
     log_ratio_BT = ref_BT - lp_BT
     return torch.exp(log_ratio_BT) - log_ratio_BT - 1.0
-
-
-def prediction_entropy(logits_BTV: torch.Tensor | LmHeadInputs) -> torch.Tensor:
-    """H[b, p]: the entropy of the distribution position p predicts its label from (every logit needed:
-    from reference.fast's LmHeadInputs the full logits are computed here)."""
-    if isinstance(logits_BTV, LmHeadInputs):
-        logits_BTV = logits_BTV.logits()
-    logp_BTV = torch.log_softmax(logits_BTV.to(torch.promote_types(logits_BTV.dtype, torch.float32)), dim=-1)
-    return -(logp_BTV.exp() * logp_BTV).sum(-1)
 
 
 def token_loss(lp_BT: torch.Tensor, logits_BTV: torch.Tensor, inputs: PolicyInputs, spec: LossSpec) -> torch.Tensor:
