@@ -41,9 +41,9 @@ def test_a_signal_while_the_cli_imports_torch_is_one_line_and_exit_2(tmp_path, s
     assert lines[0].startswith(f"packcheck run: interrupted ({sig.name}) during start-up"), lines[0]
 
 
-@pytest.mark.parametrize("command", [["list", "scenarios"], ["explain", "packed_vs_unpacked"]], ids=["list", "explain"])
+@pytest.mark.parametrize("command", [["list", "engines"], ["explain", "packed_vs_unpacked"]], ids=["list", "explain"])
 def test_a_signal_while_a_listing_command_imports_torch_is_one_line_and_exit_2(command):
-    """`list scenarios` and `explain` import torch after start-up (the parser does not): the signal is one line there too."""
+    """`list engines` and `explain` import torch after start-up (the parser does not): the signal is one line there too."""
     done = subprocess.run([sys.executable, "-c", SIGNAL_AT_TORCH, "SIGINT", *command], capture_output=True, text=True, timeout=120)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2, (done.returncode, done.stderr[-2000:])

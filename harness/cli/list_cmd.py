@@ -76,7 +76,7 @@ def scenario_list(facts: list[ScenarioFacts]) -> str:
     return "\n".join([*lines, "(packcheck explain SCENARIO: its arms, the tolerance per quantity and dtype, the mutants it catches)"])
 
 
-# Ctrl-C while it imports torch (seconds: the scenarios' and engines' registries) is one line and exit 2, as at start-up:
+# Ctrl-C while it imports torch (seconds: the engines' registry) is one line and exit 2, as at start-up:
 # main() keeps its start-up handlers in place for it (harness/cli/main.py)
 handle.catches_signals = True
 
