@@ -65,10 +65,12 @@ class ForkServer:
     def stop(self, seconds: float = 30) -> str:
         """End the server (it kills what it forked that is still running); what it said: each fresh interpreter with
         why, then how many processes it forked."""
+        from packcheck.harness.launch.process_tree import alive  # here: the stand-in (this file run with -I -S) has no packcheck
+
         os.close(self.lifeline)
         log = Path(self.log.name)
         deadline = time.monotonic() + seconds
-        while "fork server:" not in log.read_text(errors="replace") and running(self.pid) and time.monotonic() < deadline:
+        while "fork server:" not in log.read_text(errors="replace") and alive(self.pid) and time.monotonic() < deadline:
             time.sleep(0.05)
         self.log.close()
         said = log.read_text(errors="replace").strip()
@@ -77,16 +79,8 @@ class ForkServer:
             return said
         # killed before it was stopped: a test that ends everything below its process (zygotes.py `end_all`) in a
         # worker that an earlier in-process run made a subreaper, to which the detached server was reparented
-        why = "was killed before it was stopped" if not running(self.pid) else f"did not say how it ended within {seconds:g} s"
+        why = "was killed before it was stopped" if not alive(self.pid) else f"did not say how it ended within {seconds:g} s"
         return f"fork server: {why}: {said[-500:]}"
-
-
-def running(pid: int) -> bool:
-    """Whether process `pid` is alive (not gone, not a zombie waiting to be reaped)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from packcheck.harness.contract import Case, ParallelPlan, Partition, Sample, packed
 from packcheck.harness.launch import OK, LaunchPool, zygotes
+from packcheck.harness.launch.process_tree import alive
 from packcheck.harness.models import model_spec
 from tests.machine_load import stretched
 
@@ -99,14 +100,6 @@ def test_launches_of_successive_tests_share_the_zygote(tmp_path, monkeypatch):
     zygotes.close_all()
 
 
-def running(pid: int) -> bool:
-    """Whether `pid` is alive and not a zombie."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 def test_the_end_of_a_run_kills_every_launch_and_keeps_the_zygote_for_the_next(tmp_path):
     """`packcheck run` ends by killing everything below it (end_all); run in-process again (a test, a notebook), it forks
     its launches from the same zygote, not from a fresh one importing torch again."""
@@ -116,7 +109,7 @@ def test_the_end_of_a_run_kills_every_launch_and_keeps_the_zygote_for_the_next(t
         (kept,) = zygotes._zygotes.values()
         assert zygotes.end_all() >= 1
         deadline = time.monotonic() + stretched(10)
-        while running(rank):
+        while alive(rank):
             assert time.monotonic() < deadline, "the warm launch's rank outlived the end of the run"
             time.sleep(0.05)
         assert kept.process.poll() is None

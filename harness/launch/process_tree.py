@@ -113,3 +113,20 @@ def start_time(pid: int) -> int | None:
     except OSError:
         return None
     return int(text[text.rindex(b")") + 2:].split()[19])
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie its parent has not collected yet has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: whether the pid exists at all
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True

@@ -35,6 +35,7 @@ from packcheck.harness.files import write_json_atomically
 from packcheck.harness.launch import exit_status
 from packcheck.harness.launch.layout import CaseDir, LaunchDir
 from packcheck.harness.launch.log_cap import trim_logs
+from packcheck.harness.launch.process_tree import alive
 from packcheck.harness.launch.raised import raised
 from packcheck.harness.launch.rank_sync import RankSync
 from packcheck.harness.launch.stacks import thread_stacks
@@ -165,23 +166,6 @@ class RankWatchdog:
                     self._peer_pids[rank] = int(json.loads(launch.pid(rank).read_text())[0])
                 except (OSError, ValueError, TypeError, IndexError):
                     continue
-            if not _alive(self._peer_pids[rank]) and not case_dir.done(rank).exists() and not case_dir.report(rank).exists():
+            if not alive(self._peer_pids[rank]) and not case_dir.done(rank).exists() and not case_dir.report(rank).exists():
                 return rank
         return None
-
-
-def _alive(pid: int) -> bool:
-    """Whether process `pid` runs (a zombie its agent has not collected yet has ended)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except FileNotFoundError:
-        return False
-    except OSError:  # no /proc: whether the pid exists at all
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True

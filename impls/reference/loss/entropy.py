@@ -30,8 +30,8 @@ def prediction_entropy(logits_BTV: torch.Tensor | LmHeadInputs) -> torch.Tensor:
         hidden_BTC, weight_VC = logits_BTV
         B, T, V = *hidden_BTC.shape[:2], weight_VC.shape[0]
         if B * T * V <= CHUNK_ELEMENTS:
-            return row_entropy(torch.nn.functional.linear(hidden_BTC, weight_VC))
-        return _by_chunks(hidden_BTC.reshape(B * T, -1), V, lambda h_NC: row_entropy(torch.nn.functional.linear(h_NC, weight_VC))).view(B, T)
+            return row_entropy(logits_BTV.logits())
+        return _by_chunks(hidden_BTC.reshape(B * T, -1), V, lambda h_NC: row_entropy(LmHeadInputs(h_NC, weight_VC).logits())).view(B, T)
     B, T, V = logits_BTV.shape
     if logits_BTV.numel() <= CHUNK_ELEMENTS:
         return row_entropy(logits_BTV)
