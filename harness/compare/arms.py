@@ -6,11 +6,13 @@ from typing import Callable, Iterable
 
 import torch
 
+from packcheck.harness.compare.arm_id import ArmId, Role
 from packcheck.harness.compare.bound import RULE
 from packcheck.harness.compare.comparison import Arms, Comparison
 from packcheck.harness.compare.conditioning import error_weights
 from packcheck.harness.compare.metrics import (Float64Buffers, batchable, batched_error_sums, error_sums, errors_from_sums, flat_index_to_position,
                                                rel, rel_nats, sums_to_host)
+from packcheck.harness.compare.null_bound import METRICS, GradientNull
 from packcheck.harness.compare.rounding_bound import Definition, at_least
 from packcheck.harness.compare.router import compare_router
 from packcheck.harness.compare.tolerances import Tolerance
@@ -54,8 +56,10 @@ def compare_grad_norm(arms: Arms, observed: float, expected: float, tol: Toleran
 
 
 def compare_tensors(arms: Arms, quantity: str, observed: dict, reference: dict, tol: Tolerance) -> list[Comparison]:
-    """Relative L2 and max-relative error for every named tensor, judged by `tol`'s field of the same name as `quantity`."""
+    """Relative L2 and max-relative error for every named tensor, judged by `tol`'s field of the same name as `quantity`,
+    raised per tensor by the null of the arm compared against where the run measured one (gradients only)."""
     buffers, allowed = Float64Buffers(), tol.by(quantity)
+    null = null_of(arms, tol) if quantity == "grad" else None
     names = sorted(reference)
     pairs = [(observed[name], reference[name]) for name in names]
     sums = None
@@ -66,7 +70,13 @@ def compare_tensors(arms: Arms, quantity: str, observed: dict, reference: dict, 
             sums = None
     if sums is None:
         sums = [error_sums(a, b, buffers=buffers) for a, b in pairs]
-    return tensor_rows(arms, quantity, ("rel_l2", "max_rel"), {name: reference[name].shape for name in names}, sums, allowed)
+    return tensor_rows(arms, quantity, METRICS, {name: reference[name].shape for name in names}, sums, allowed, null)
+
+
+def null_of(arms: Arms, tol: Tolerance) -> GradientNull | None:
+    """The null of the engine arm `arms` is judged against, where the run measured one."""
+    against = arms.against
+    return tol.nulls.get(against.name) if isinstance(against, ArmId) and against.role is Role.ENGINE else None
 
 
 def compare_params_after(arms: Arms, observed: StepResult, reference: StepResult, tol: Tolerance,
@@ -87,14 +97,16 @@ def compare_params_after(arms: Arms, observed: StepResult, reference: StepResult
     return tensor_rows(arms, "params_after", ("cond_rel_l2", "cond_max_rel"), shapes, sums, allowed)
 
 
-def tensor_rows(arms: Arms, quantity: str, metrics: tuple[str, str], shapes: dict, sums: list, allowed: dict) -> list[Comparison]:
+def tensor_rows(arms: Arms, quantity: str, metrics: tuple[str, str], shapes: dict, sums: list, allowed: dict,
+                null: GradientNull | None = None) -> list[Comparison]:
     """Two rows per tensor (its L2 and its worst element) from error_sums', brought back from the device in one copy."""
     rows = []
     for (name, shape), values in zip(shapes.items(), sums_to_host(sums)):
         l2, worst, index = errors_from_sums(values)
         where = f"element {flat_index_to_position(index, tuple(shape))}" if index >= 0 else ""
-        rows.append(Comparison(arms=arms, quantity=quantity, item=name, metric=metrics[0], observed=l2, **allowed))
-        rows.append(Comparison(arms=arms, quantity=quantity, item=name, metric=metrics[1], observed=worst, **allowed, where=where))
+        bound = [allowed if null is None else null.allowed(name, metric, allowed) for metric in metrics]
+        rows.append(Comparison(arms=arms, quantity=quantity, item=name, metric=metrics[0], observed=l2, **bound[0]))
+        rows.append(Comparison(arms=arms, quantity=quantity, item=name, metric=metrics[1], observed=worst, **bound[1], where=where))
     return rows
 
 

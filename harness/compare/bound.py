@@ -11,6 +11,9 @@ Sources:
 - ROUNDING: the error the dtype's rounding allows at the values compared, propagated through the quantity's
   definition (harness/compare/rounding_bound.py), where it exceeds the table's threshold; `term` says it in words
   ("bf16 spacing at |logp| = 11.9: 6.45% of the weight") and `table` keeps the threshold the table alone gave;
+- NULL: NULL_FACTOR x the engine's own rounding of the arm compared against, measured in the run (that arm again in a
+  dtype that rounds less: harness/compare/null_bound.py), where it exceeds the table's threshold; `term` and `table`
+  as for ROUNDING, `floor` the measured null;
 - RULE: an exact rule (a count, a token set, a frozen parameter: threshold 0) or a bound a scenario sets
   itself, next to its entry with the reason.
 """
@@ -26,6 +29,7 @@ class Source(str, Enum):
     CALIBRATED = "calibrated_floor"
     GOLDEN_FLOOR = "golden_floor"
     ROUNDING = "rounding"
+    NULL = "null"
     RULE = "rule"
 
 
@@ -33,9 +37,9 @@ class Source(str, Enum):
 class Bound:
     field: str  # the Tolerance field that set the threshold ("" for a rule)
     source: Source
-    floor: float | None = None  # the noise floor the threshold is a multiple of (CALIBRATED, GOLDEN_FLOOR)
-    term: str = ""  # ROUNDING: the derived term in words
-    table: float | None = None  # ROUNDING: the threshold the table alone gave (the derived term is larger)
+    floor: float | None = None  # the noise floor the threshold is a multiple of (CALIBRATED, GOLDEN_FLOOR, NULL)
+    term: str = ""  # ROUNDING, NULL: the derived term in words
+    table: float | None = None  # ROUNDING, NULL: the threshold the table alone gave (the derived term is larger)
 
     def to_json(self) -> dict:
         # term and table only where set: rows the table judged are written as before

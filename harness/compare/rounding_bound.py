@@ -74,6 +74,8 @@ def rounding_of(dtype: str) -> Rounding | None:
 class Derived:
     threshold: float  # in the comparison's metric
     term: str  # in words, for the bound, the failing line and the report
+    source: Source = Source.ROUNDING  # ROUNDING, or NULL (harness/compare/null_bound.py)
+    floor: float | None = None  # NULL: the null measured
 
 
 def at_least(allowed: dict, derived: Derived | None) -> dict:
@@ -82,7 +84,7 @@ def at_least(allowed: dict, derived: Derived | None) -> dict:
         return allowed
     table = allowed["bound"]
     return {"threshold": derived.threshold,
-            "bound": Bound(field=table.field, source=Source.ROUNDING, term=derived.term, table=allowed["threshold"])}
+            "bound": Bound(field=table.field, source=derived.source, floor=derived.floor, term=derived.term, table=allowed["threshold"])}
 
 
 def ratio_term(rounding: Rounding | None, logprobs: Sequence[torch.Tensor], olds: Sequence[torch.Tensor]) -> Derived | None:

@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from packcheck.harness.compare.bound import Bound, Source
+
+if TYPE_CHECKING:
+    from packcheck.harness.compare.null_bound import GradientNull
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -46,6 +49,9 @@ class Tolerance:
     router_reassigned: float = 0.0
     source: Source = Source.TABLE  # where the noise fields' values come from (harness/compare/bound.py)
     floors: Mapping[str, float] = field(default_factory=dict)  # the noise floor each noise field is a multiple of
+    # the engine's own rounding of an arm, measured in the run, by the name of the arm others are compared against: raises
+    # the gradient rows against it (harness/compare/null_bound.py); none in the table itself
+    nulls: Mapping[str, GradientNull] = field(default_factory=dict)
 
     @staticmethod
     def limits() -> tuple[str, ...]:

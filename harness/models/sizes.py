@@ -41,6 +41,10 @@ LLAMA_3_2_1B = dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192,
 # sit near -ln(vocab) - 0.5 (-10.2 here, -12.4 at 0.6b's 151,936), in the same bfloat16 binade [8, 16) where one spacing
 # is 0.0625 nats: the rounding a 0.6b or 8B bf16 run shows, on the CPU in seconds (tests/test_flat_output_bf16.py).
 FLAT = dict(vocab_size=16384)
+# ... and 16 layers deep: bf16 gradient rounding that the layout changes, amplified through the layers, reaches the
+# calibrated table's gradient bound (measured on 2 layers) as at 0.6b's 28 (docs/margins.md, "Gradients: a null measured
+# in the run"; tests/test_gradient_null.py)
+DEEP = FLAT | dict(num_hidden_layers=16)
 
 # Llama-3-8B (hidden 4096, intermediate 14336, 32 layers, 32 / 8 heads of 128, vocab 128256, RoPE theta 5e5)
 LLAMA_3_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
@@ -69,14 +73,18 @@ PRESETS: dict[str, dict[str, SizePreset]] = {family: {TINY: SizePreset(name=TINY
                                              for family in FAMILIES}
 FLAT_PRESET = SizePreset(name="flat", description="the tiny config with a 16,384-token vocabulary: log-probs near -10 (bf16 spacing 0.0625, as at 0.6b and 8b)",
                          overrides=FLAT)
+DEEP_PRESET = SizePreset(name="deep", description="the flat preset 16 layers deep: bf16 gradient rounding near the table's bound, as at 0.6b",
+                         overrides=DEEP)
 PRESETS["llama"] |= {
     "flat": FLAT_PRESET,
+    "deep": DEEP_PRESET,
     "0.6b": SizePreset(name="0.6b", description="Llama layout at Qwen3-0.6B's shapes", overrides=QWEN3_0_6B, data_scale=REALISTIC_SCALE),
     "1b": SizePreset(name="1b", description="Llama-3.2-1B's shapes", overrides=LLAMA_3_2_1B, data_scale=REALISTIC_SCALE),
     "8b": SizePreset(name="8b", description="Llama-3-8B's shapes", overrides=LLAMA_3_8B, data_scale=REALISTIC_SCALE, weights=LARGE_WEIGHTS),
 }
 PRESETS["qwen3"] |= {
     "flat": FLAT_PRESET,
+    "deep": DEEP_PRESET,
     "0.6b": SizePreset(name="0.6b", description="Qwen3-0.6B's shapes", overrides=QWEN3_0_6B, data_scale=REALISTIC_SCALE),
     "1b": SizePreset(name="1b", description="Qwen3-1.7B's shapes (the family's 1B class)", overrides=QWEN3_1_7B, data_scale=REALISTIC_SCALE),
     "8b": SizePreset(name="8b", description="Qwen3-8B's shapes", overrides=QWEN3_8B, data_scale=REALISTIC_SCALE, weights=LARGE_WEIGHTS),

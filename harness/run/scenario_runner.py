@@ -40,6 +40,7 @@ from packcheck.harness.run.execution import Execution, execute
 from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run.invalid_arms import save_invalid_arms
 from packcheck.harness.run.judge import Judged, judge, judgement
+from packcheck.harness.run.null_arms import bases_to_measure, measure_nulls
 from packcheck.harness.run.outcomes import Kind
 from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.run_dir import RunDir
@@ -129,23 +130,40 @@ def judge_placed(info: EngineInfo, scenario: Scenario, setting: Setting, cell: V
     main, moved = None, ()
     if here:
         run = execute(info, scenario, setting, Pass.MAIN, pool, host=True)
-        main, moved = judge_pass(scenario, run, options, saving), run.moved
+        main, moved = judge_pass(scenario, run, options, saving, Nulls(info, pool)), run.moved
         if not (main.judged and moved and options.logic_pass):
             return placement.placed(cell, main, None, moved, ())
     cpu = placement.logic_setting(setting)
     keep = None if not here else (lambda arm, case: case.parallel.world_size == 1 or not scenario.optional(arm)
                                   or arm.in_pass(Pass.MAIN) in moved)
     run = execute(info, scenario, cpu, Pass.CPU_LOGIC, pool, keep=keep)
-    logic = judge_pass(scenario, run, options, saving, opening=(Note(placement.logic_note(setting, cpu)),))
+    logic = judge_pass(scenario, run, options, saving, Nulls(info, pool), opening=(Note(placement.logic_note(setting, cpu)),))
     relocated = [str(arm) for arm in moved] if here else [arm.local for arm in run.cases]
     return placement.placed(cell, main, logic, moved, relocated)
 
 
-def judge_pass(scenario: Scenario, run: Execution, options: RunOptions, saving: Saving, opening: tuple[Note, ...] = ()) -> PassVerdict:
-    """Judge a pass's arms where they can be judged, conclude the pass, and save its arms."""
+@dataclass(frozen=True, slots=True)
+class Nulls:
+    """Who measures a pass's gradient nulls where it needs them (harness/run/null_arms.py): the engine, in the run's launches."""
+
+    engine: EngineInfo
+    pool: LaunchPool
+
+
+def judge_pass(scenario: Scenario, run: Execution, options: RunOptions, saving: Saving, nulls: Nulls,
+               opening: tuple[Note, ...] = ()) -> PassVerdict:
+    """Judge a pass's arms where they can be judged (again with the nulls of the arms its failing gradient rows were
+    compared against, where those could lift them), conclude the pass, and save its arms."""
     judged = None
     if judgeable(scenario, run):
-        judged = judge(scenario, judgement(scenario, run.setting, run.cases, run.results, run.setting.tolerance(options.noise_floors)))
+        tolerance = run.setting.tolerance(options.noise_floors)
+        judged = judge(scenario, judgement(scenario, run.setting, run.cases, run.results, tolerance))
+        if bases := bases_to_measure([] if judged.crashed else judged.failed, run.setting.dtype):
+            measured, said = measure_nulls(nulls.engine, run, bases, nulls.pool, tolerance)
+            if measured:
+                tolerance = dataclasses.replace(tolerance, nulls=measured)
+                judged = judge(scenario, judgement(scenario, run.setting, run.cases, run.results, tolerance))
+            judged = dataclasses.replace(judged, notes=judged.notes + tuple(said))
         if judged.failed and not judged.crashed:
             judged = keep_obtained(scenario, run, judged, saving.obtained)
     verdict = conclude_pass(scenario, run, judged, opening)
