@@ -40,7 +40,7 @@ def test_a_seed_reaches_every_case_the_plugin_builds():
 
 
 @pytest.mark.parametrize("options, message", [
-    (dict(model="nosuch", family=["llama"]), "--model nosuch: no family has such a size preset; llama: tiny, flat, 0.6b, 1b, 8b"),
+    (dict(model="nosuch", family=["llama"]), "--model nosuch: no family has such a size preset; llama: tiny, flat, deep, 0.6b, 1b, 8b"),
     (dict(model="0.6b", family=["qwen3_moe"]), "--model 0.6b: qwen3_moe has no such size preset"),
     (dict(seed=-1), "--seed -1: give a seed of 0 or more"),
     (dict(data_scale=2), "--data-scale 2: give an odd positive number"),

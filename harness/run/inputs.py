@@ -23,7 +23,7 @@ class BadInputs(InputError):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Inputs:
-    model: str = TINY  # a size preset of the family (tiny, flat, 0.6b, 1b, 8b) or a directory holding a config.json
+    model: str = TINY  # a size preset of the family (tiny, flat, deep, 0.6b, 1b, 8b) or a directory holding a config.json
     seed: int = 0  # 0: today's samples and weights; any other varies every generated input
     data_scale: int | None = None  # None: the model's own (1 for tiny, a 4k row for the realistic presets)
     smaller: Smaller | None = None  # the scenarios' inputs made smaller (harness/shrink): no flag gives it, a shrunk case's file does

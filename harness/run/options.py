@@ -52,7 +52,7 @@ OPTIONS = (
     Option(name="timeout", type=float, default=600.0,
            means="seconds one arm may run on a rank before it is reported as hung"),
     Option(name="model", default="tiny",
-           means="a size preset of each family (tiny, flat, 0.6b, 1b, 8b: `packcheck list families`) or a directory holding a "
+           means="a size preset of each family (tiny, flat, deep, 0.6b, 1b, 8b: `packcheck list families`) or a directory holding a "
                  "Hugging Face config.json, with its safetensors or seeded weights"),
     Option(name="seed", type=int, default=0, means="seed of every generated input, weights included; 0 is the goldens'"),
     Option(name="data_scale", type=int, default_text="the model's: 1 for tiny, 85 for 0.6b/1b/8b",
