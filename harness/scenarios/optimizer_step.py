@@ -41,7 +41,7 @@ from pathlib import Path
 import torch
 from packcheck.harness.compare import HARNESS, Arms, Comparison, Tolerance
 from packcheck.harness.compare.adamw_step import as_checkpoint, stepped, steps_past_rounding
-from packcheck.harness.compare.arms import compare_all_but_tensors, compare_grad_norm, tensor_rows
+from packcheck.harness.compare.arms import compare_all_but_tensors, compare_grad_norm, null_of, tensor_rows
 from packcheck.harness.compare.conditioning import error_weights
 from packcheck.harness.compare.metrics import Float64Buffers, error_sums, sums_to_host
 from packcheck.harness.contract import OptimizerSpec, ParallelPlan, Partition, StepResult, packed
@@ -229,7 +229,7 @@ def pair_rows(j: Judgement, name: str, against: str, facts: dict[str, Facts]) ->
     rows = compare_all_but_tensors(arms, result, base, tol, j.locate(name))
     names = sorted(base.grads)
     rows += tensor_rows(arms, "grad", ("rel_l2", "max_rel"), {n: base.grads[n].shape for n in names}, [facts[n].grad[name] for n in names],
-                        tol.by("grad"))
+                        tol.by("grad"), null_of(arms, tol))
     if result.params_after is not None and base.params_after is not None:
         names = sorted(base.params_after)
         rows += tensor_rows(arms, "params_after", CONDITIONED, {n: base.params_after[n].shape for n in names},
