@@ -98,3 +98,9 @@ def test_a_null_raises_a_threshold_to_four_times_itself_between_the_table_and_th
     assert null.allowed("u", "max_rel", TABLE) is TABLE, "no null of that tensor"
     capped = null.allowed("v", "max_rel", TABLE)
     assert capped["threshold"] == pytest.approx(NULL_CEILING * 0.0848) and capped["bound"].term.endswith("capped at 4 x the table")
+
+
+def test_the_null_factor_is_the_tables_own_calibration_factor():
+    from packcheck.harness.compare.tolerances import CALIBRATION_FACTOR
+
+    assert NULL_FACTOR == CALIBRATION_FACTOR, "4x a null measured now, as the table is 4x the nulls measured offline"

@@ -27,12 +27,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping
+from typing import Mapping
 
 from packcheck.harness.compare.bound import Bound, Source
-
-if TYPE_CHECKING:
-    from packcheck.harness.compare.null_bound import GradientNull
+from packcheck.harness.compare.null_bound import NULL_CEILING, NULL_FACTOR, GradientNull
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -82,10 +80,6 @@ NOISE_FLOORS: dict[str, dict[str, float]] = {
 # 4x left every comparison of the held-out seeds 100-149 below its tolerance (the worst at 0.85 of it; at 3x, float32
 # qwen3_5's dloss_dlogprobs was over, 3.4x its seeds-0-27 floor)
 CALIBRATION_FACTOR = 4.0
-# the most a gradient null measured in the run may raise a threshold above the table (harness/compare/null_bound.py):
-# what an engine whose higher-precision run is noisy or wrong can buy; every public mutant's bf16 signal at 0.6b is 17x
-# the table or more (docs/gpu.md)
-NULL_CEILING = 4.0
 
 
 # The noise floors measured at a realistic size preset (`--model`), per dtype and field, where they exceed the shipped
@@ -102,7 +96,7 @@ def table_source() -> str:
             "family (`packcheck calibrate`; docs/gpu.md, \"Calibrated tolerances\"); in those two dtypes a comparison of values "
             "the dtype rounds (a policy weight, a loss, the ratio) is allowed max(table, that rounding propagated through its "
             f"definition), and gradient rows the table alone fails, within {NULL_CEILING:g}x of it, are judged again by max(table, "
-            f"{CALIBRATION_FACTOR:g} x the engine's own rounding of the arm they are compared against, measured by running that "
+            f"{NULL_FACTOR:g} x the engine's own rounding of the arm they are compared against, measured by running that "
             f"arm again in the next dtype up), never above {NULL_CEILING:g} x the table (docs/margins.md)")
 
 
