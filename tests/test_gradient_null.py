@@ -27,6 +27,7 @@ from packcheck.harness.scenarios.linear_attention_reset import BASE, LINEAR_ATTE
 DEEP = Inputs(model="deep", seed=0)
 RING = "cp2_ring"
 SCALED = "tests.engines.scaled_distributed:DistributedGradsScaled"
+BF16_ONLY = "tests.engines.scaled_distributed:Bfloat16Only"
 TABLE = {"threshold": 0.0848, "bound": Bound(field="grad", source=Source.CALIBRATED, floor=0.0212)}
 
 
@@ -104,3 +105,10 @@ def test_the_null_factor_is_the_tables_own_calibration_factor():
     from packcheck.harness.compare.tolerances import CALIBRATION_FACTOR
 
     assert NULL_FACTOR == CALIBRATION_FACTOR, "4x a null measured now, as the table is 4x the nulls measured offline"
+
+
+def test_an_engine_that_cannot_run_the_null_keeps_the_tables_verdict_and_is_told_why(deep_bf16):
+    verdict = deep_bf16(BF16_ONLY)
+    assert verdict.status == "fail", "no null, no lift: the table's false alarm stands"
+    assert {c.bound.source for c in verdict.comparisons if not c.passed} == {Source.CALIBRATED}
+    assert f"no null of {BASE} in float32 (" in verdict.detail and "keep the table" in verdict.detail, verdict.detail

@@ -1,6 +1,7 @@
-"""A small gradient bug within a null's reach: the reference whose distributed arms report every gradient 15% too large
-(a loss scale off by the world's share, say), and nothing else wrong. Each failing row is a gradient within
-NULL_CEILING x the table, so the run measures its base arm's null, which must not lift it (tests/test_gradient_null.py)."""
+"""Engines for the gradient null's tests (tests/test_gradient_null.py). A small gradient bug within a null's reach: the
+reference whose distributed arms report every gradient 15% too large (a loss scale off by the world's share, say), and
+nothing else wrong; each failing row is a gradient within NULL_CEILING x the table, so the run measures its base arm's
+null, which must not lift it. And an engine that cannot run a null at all: the reference declaring bfloat16 alone."""
 
 from __future__ import annotations
 
@@ -20,3 +21,10 @@ class DistributedGradsScaled(ReferenceEngine):
         if result is None or case.parallel.world_size == 1:
             return result
         return replace(result, grads={name: SCALE * g for name, g in result.grads.items()})
+
+
+class Bfloat16Only(ReferenceEngine):
+    """The reference declaring bfloat16 alone: it declines the float32 run of a null."""
+
+    name = "reference.bfloat16-only"
+    capabilities = replace(ReferenceEngine.capabilities, dtypes=frozenset({"bfloat16"}))
