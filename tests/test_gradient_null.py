@@ -112,3 +112,11 @@ def test_an_engine_that_cannot_run_the_null_keeps_the_tables_verdict_and_is_told
     assert verdict.status == "fail", "no null, no lift: the table's false alarm stands"
     assert {c.bound.source for c in verdict.comparisons if not c.passed} == {Source.CALIBRATED}
     assert f"no null of {BASE} in float32 (" in verdict.detail and "keep the table" in verdict.detail, verdict.detail
+
+
+def test_the_progress_line_says_which_rows_a_null_judged(deep_bf16):
+    from packcheck.harness.run.session import verdict_line
+
+    line = verdict_line(deep_bf16("reference"))
+    assert line.startswith("PASS") and "over the table alone, judged by the engine's own rounding of base, measured in the run" in line, line
+    assert "the engine's own rounding" not in verdict_line(deep_bf16(BF16_ONLY)), "no null ran: nothing was judged by one"

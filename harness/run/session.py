@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence, TextIO
 
+from packcheck.harness.compare.bound import Source
 from packcheck.harness.engines import EngineInfo
 from packcheck.harness.judging.status import Status
 from packcheck.harness.launch import LaunchFailed, LaunchPool
@@ -108,7 +109,18 @@ def verdict_line(verdict: Verdict) -> str:
     ratio = None if worst is None else worst.floor_ratio
     floor = "" if ratio is None else f", {ratio:.2g}x the reference's noise floor"
     margin = "" if worst is None else f" (worst error/tolerance {worst.margin:.2g}{floor})"
-    return f"{verdict.status.upper()}{margin} {verdict.seconds:.2f}s{why_not_all(verdict)}"
+    return f"{verdict.status.upper()}{margin} {verdict.seconds:.2f}s{lifted_by_nulls(verdict)}{why_not_all(verdict)}"
+
+
+def lifted_by_nulls(verdict: Verdict) -> str:
+    """The gradient rows over the table alone that a null measured in the run judged (harness/run/null_arms.py): on the
+    progress line, so that a pass the table alone would have failed never reads as a plain pass."""
+    lifted = [c for c in verdict.comparisons if c.bound.source is Source.NULL and c.observed > c.bound.table]
+    if not lifted:
+        return ""
+    bases = ", ".join(sorted({c.arms.against.local for c in lifted}))
+    return (f" ({len(lifted)} gradient row{'s' * (len(lifted) > 1)} over the table alone, judged by the engine's own rounding "
+            f"of {bases}, measured in the run)")
 
 
 def why_not_all(verdict: Verdict) -> str:
