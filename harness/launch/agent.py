@@ -17,6 +17,7 @@ import uuid
 
 from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+from torch.distributed.elastic.rendezvous import dynamic_rendezvous
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from packcheck.harness.files import write_json_atomically
@@ -45,12 +46,25 @@ def launch_config(job: Job, launch: LaunchDir) -> LaunchConfig:
     )
 
 
+def method_name(depth: int = 2) -> str:
+    """torch's `dynamic_rendezvous.get_method_name` (the name of the function `depth` frames up, for the rendezvous's
+    event records), without `inspect.stack()`: that builds every frame's source context, and each context scans
+    sys.modules, which holds torch's thousands of modules. 18 calls made it about 0.3 s of CPU an agent, most of an
+    agent's own, in every launch (docs/architecture.md, 2026-12-06 evening)."""
+    try:
+        return sys._getframe(depth).f_code.co_name
+    except ValueError:  # fewer frames than `depth`
+        return "no_method_name"
+
+
 def main(argv: list[str] | None = None) -> int:
     job_path = os.path.abspath((sys.argv[1:] if argv is None else argv)[0])
     launch = LaunchDir(os.path.dirname(job_path))
     job = Job.load(job_path)
     exit_status.die_with_parent()
     os.environ.update(exit_status.children_environment({}))  # the ranks' parent is this agent
+    if hasattr(dynamic_rendezvous, "get_method_name"):  # the torch releases that have it
+        dynamic_rendezvous.get_method_name = method_name
     try:
         elastic_launch(launch_config(job, launch), sys.executable)("-I", "-S", RANK_STUB, "-m", "packcheck.harness.launch.worker", job_path)
     except ChildFailedError as failed:
