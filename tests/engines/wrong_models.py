@@ -1,5 +1,6 @@
-"""Engines whose model is wrong the same way in every arm, declaring nothing optional (no optimizer step, no
-dloss_dlogprobs): once green without an absolute check (issue 28). tests/test_absolute_check.py runs them."""
+"""Engines whose model is wrong the same way in every arm: once green without an absolute check (issue 28), or with
+one that never reached their bug (issue 48: a RoPE table of 32 positions, a row's ninth and later documents merged,
+which pass every relative scenario by construction). tests/test_absolute_check.py runs them."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.engines import Capabilities
 from packcheck.harness.golden import GoldenProblem, load_golden
 from packcheck.impls.mutants.rope_theta_default import RopeThetaDefault
+from packcheck.impls.reference.data.rows import positions_and_segments
 from packcheck.impls.reference.engine import ReferenceEngine
 from packcheck.impls.reference.parallel.mesh import Mesh
+from packcheck.impls.reference.step.pipeline import REFERENCE
 
 PLAIN = dataclasses.replace(ReferenceEngine.capabilities, optimizer_step=False, reports=frozenset())
 
@@ -67,3 +70,35 @@ class ReadsGolden(WrongRope):
         except GoldenProblem:  # not the golden's case: the engine's own (wrong) answer
             result = RopeThetaDefault.train(self, case, mesh)
         return None if result is None else dataclasses.replace(plain(result), params_after=result.params_after)
+
+
+ROPE_POSITIONS = 32
+MERGED_FROM = 8  # the index of a row's ninth document
+
+
+def positions_capped(segment_lengths):
+    """Positions past the RoPE table's last reuse its angles."""
+    positions, segments = positions_and_segments(segment_lengths)
+    return [min(p, ROPE_POSITIONS - 1) for p in positions], segments
+
+
+def later_documents_merged(segment_lengths):
+    """A row's ninth and later documents attend to each other, as one document."""
+    positions, segments = positions_and_segments(segment_lengths)
+    return positions, [min(s, MERGED_FROM) for s in segments]
+
+
+class ShortRopeTable(ReferenceEngine):
+    """A RoPE table of 32 positions (issue 48 item 2): later positions get position 31's angles. Every arm is wrong the
+    same way wherever a document is longer than 32 tokens; it declares everything the reference does."""
+
+    name = "wrong.rope-table-32"
+    pipeline = dataclasses.replace(REFERENCE, positions_and_segments=positions_capped)
+
+
+class MergesLaterDocuments(ReferenceEngine):
+    """A packed row's ninth and later documents merged into one for attention (issue 48 item 2); it declares everything
+    the reference does."""
+
+    name = "wrong.merges-later-documents"
+    pipeline = dataclasses.replace(REFERENCE, positions_and_segments=later_documents_merged)
