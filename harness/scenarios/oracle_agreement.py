@@ -39,8 +39,7 @@ MANY_DOCUMENTS = 32
 SEQ_LEN = 48
 LONGEST = max(length for spec in PACKED_AT for length, _ in spec)  # the longest document of any sample set (44)
 # a row of MANY_DOCUMENTS documents of 1 and 2 tokens, exactly filled, then a row one document fills, longer than any
-# other sample set's; rows as wide as the first two micro-batches', so the float64 oracle's memory at a size preset
-# (a micro-batch's rows at a time) is as before: at 0.6b a 96-token row (8160 positions) ran it out of an H100's
+# other sample set's; rows as wide as the first two micro-batches' (48 positions, 4080 at 0.6b)
 REAL_ROWS = tuple((1 + i % 2, "all") for i in range(MANY_DOCUMENTS)) + ((SEQ_LEN, "turns"),)
 assert sum(length for length, _ in REAL_ROWS[:MANY_DOCUMENTS]) == SEQ_LEN > LONGEST
 FIRST = len(MIXED_DOCUMENTS)
