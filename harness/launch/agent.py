@@ -49,8 +49,8 @@ def launch_config(job: Job, launch: LaunchDir) -> LaunchConfig:
 def method_name(depth: int = 2) -> str:
     """torch's `dynamic_rendezvous.get_method_name` (the name of the function `depth` frames up, for the rendezvous's
     event records), without `inspect.stack()`: that builds every frame's source context, and each context scans
-    sys.modules, which holds torch's thousands of modules. Its 18 calls a launch made about 0.45 s of CPU an agent, most of an
-    agent's own, in every launch (docs/architecture.md, 2026-12-06 evening)."""
+    sys.modules, which holds torch's thousands of modules. Its 18 calls a launch cost about 0.45 s of CPU, most of an
+    agent's own (docs/architecture.md, 2026-12-06 evening)."""
     try:
         return sys._getframe(depth).f_code.co_name
     except ValueError:  # fewer frames than `depth`
