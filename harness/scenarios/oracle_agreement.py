@@ -3,19 +3,20 @@
 Every other scenario compares arms of one engine with each other, so a model that is wrong the same way in every
 arm (a RoPE base that is not the checkpoint's, a missing norm, log-probs with no model behind them) passes them
 all; golden_regression sees it only for an engine with an optimizer step at the goldens' inputs, gradient_oracle
-only for one that reports dloss_dlogprobs. Here the engine runs a packed and an unpacked arm (two uneven
+only for one that reports dloss_dlogprobs. Here the engine runs a packed and an unpacked arm (four uneven
 micro-batches, the contract's SFT loss, no optimizer step, nothing optional reported; either may be declined,
 not both) and ORACLE_ENGINE runs each same case (the checkpoint, samples, layout and partition of this run's
---model and --seed) in float64 on the case's device (judging/oracle_arms.py); the engine's log-probs, loss, loss-token count, weights and every
-gradient are judged against it.
+--model and --seed) in float64 on the case's device (judging/oracle_arms.py); the engine's log-probs, loss,
+loss-token count, weights and every gradient are judged against it.
 
-The samples are the goldens' document lengths with tokens and masks of their own seed (input_seed), so no
-stored golden is ever the answer to this case: an engine that returns a stored golden fails here at every input
-(docs/isolation.md). Two more micro-batches hold what real packed rows hold and no relative scenario's rows reach: a
-row of MANY_DOCUMENTS documents, and a document longer than the longest any sample set has (an engine whose
+The first two micro-batches' samples are the goldens' document lengths with tokens and masks of their own seed
+(input_seed), so no stored golden is ever the answer to this case: an engine that returns a stored golden fails here
+at every input (docs/isolation.md). The other two hold what real packed rows hold and no relative scenario's rows
+reach: a row of MANY_DOCUMENTS documents, and a document longer than the longest any sample set has. An engine whose
 RoPE table stops at 32 positions, or that merges a row's ninth and later documents, is wrong the same way in every
-arm of the relative scenarios and passed them all and this one, until these micro-batches: issue 48). A family the reference cannot model leaves this verdict unsupported, and the run says it
-had no absolute check (harness/run/absolute.py).
+arm of the relative scenarios; it passed them all and this one until these micro-batches (issue 48). A family the
+reference cannot model leaves this verdict unsupported, and the run says it had no absolute check
+(harness/run/absolute.py).
 """
 
 from __future__ import annotations
@@ -70,9 +71,9 @@ def applies(setting: Setting, capabilities: Capabilities) -> str | None:
 
 
 def judge(j: Judgement) -> list:
-    # the loss and weights also by their rounding at the truth's log-probs in the engine's dtype (rounding_bound.py):
-    # a loss over the two more micro-batches' tokens rounds further than the golden-sized noise floor allows in
-    # float32 (the reference's qwen3 loss at 1.4 of it, measured with a first, 96-token version of it); float64 keeps the table
+    # the loss and weights also by their rounding at the truth's log-probs in the engine's dtype (rounding_bound.py): a
+    # loss over the two more micro-batches' tokens rounds further than the golden-sized noise floor allows in float32
+    # (the reference's qwen3 loss at 1.4 of it, measured with a first, 96-token version of them); float64 keeps the table
     tol = j.bound
     return [row for name, result in j.results.items() if name in j.oracle
             for row in compare_results(Arms(name, ArmId(name).oracle), result, j.oracle[name], tol, j.locate(name),
