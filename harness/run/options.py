@@ -37,6 +37,17 @@ class Option:
         return f"{self.means} (default: {default if self.default_text is None else self.default_text})"
 
 
+SPOT_ARMS = 2  # `packcheck run --spot-arms`: arms per engine and setting drawn for the absolute check (run/spot_checks.py)
+
+
+def spot_arms(text: str) -> int:
+    """--spot-arms's value: a whole number >= 1 (argparse names the flag and the value otherwise)."""
+    value = int(text)
+    if value < 1:
+        raise ValueError(value)
+    return value
+
+
 NAMED_DTYPES = "float64 | float32 | bfloat16"  # what --dtype means where no engine's choice is made (calibrate, explain: no auto)
 
 

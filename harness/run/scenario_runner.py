@@ -42,6 +42,7 @@ from packcheck.harness.run.invalid_arms import save_invalid_arms
 from packcheck.harness.run.judge import Judged, judge, judgement
 from packcheck.harness.run.null_arms import bases_to_measure, measure_nulls
 from packcheck.harness.run.outcomes import Kind
+from packcheck.harness.run.spot_checks import SpotChecks
 from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.run_dir import RunDir
 from packcheck.harness.run_dir.saved_arms import save_arm
@@ -63,6 +64,8 @@ class RunOptions:
     # and `save_arms` (False: --save-arms none), the verdict's arms, to its cases/
     run_dir: RunDir | None = None
     save_arms: bool = True
+    # the run's draw of arms for the absolute check to judge again (harness/run/spot_checks.py); None: no draw
+    spot: SpotChecks | None = None
 
 
 def setting_for(family: str, dtype: str, device: str, attention: str = "auto", inputs: Inputs = Inputs()) -> Setting:
@@ -129,7 +132,8 @@ def judge_placed(info: EngineInfo, scenario: Scenario, setting: Setting, cell: V
         return unsupported(cell, "a required arm has more ranks than this machine has GPUs, and the CPU pass is off")
     main, moved = None, ()
     if here:
-        run = execute(info, scenario, setting, Pass.MAIN, pool, host=True)
+        given = options.spot.drawn(info, setting) if options.spot is not None and scenario.takes_spot_arms else {}
+        run = execute(info, scenario, setting, Pass.MAIN, pool, host=True, given=given)
         main, moved = judge_pass(scenario, run, options, saving, Nulls(info, pool)), run.moved
         if not (main.judged and moved and options.logic_pass):
             return placement.placed(cell, main, None, moved, ())
@@ -167,6 +171,8 @@ def judge_pass(scenario: Scenario, run: Execution, options: RunOptions, saving: 
         if judged.failed and not judged.crashed:
             judged = keep_obtained(scenario, run, judged, saving.obtained)
     verdict = conclude_pass(scenario, run, judged, opening)
+    if options.spot is not None and run.pass_ is Pass.MAIN and not scenario.takes_spot_arms:
+        options.spot.offer(nulls.engine, run.setting, scenario.name, run.cases, run.results)
     if saving.directory is not None and (saving.passing or verdict.failed) and not run.ended:
         save_arms(saving.directory, run.cases, run.results)
         save_invalid_arms(saving.directory, run.set_aside)

@@ -24,6 +24,8 @@ from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run.progress import Progress
 from packcheck.harness.run.scenario_runner import RunOptions, did_not_start, run_scenario
 from packcheck.harness.run.localise import localise_in_run
+from packcheck.harness.run.options import SPOT_ARMS
+from packcheck.harness.run.spot_checks import SpotChecks
 from packcheck.harness.run.untested import NOTHING_JUDGED, no_family
 from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.run_dir.results import ResultsFile
@@ -44,6 +46,7 @@ class Matrix:
     inputs: Inputs = field(default_factory=Inputs)  # --model, --seed, --data-scale
     logic_pass: bool = True  # arms with more ranks than GPUs run on the CPU in float64 (False: skipped; calibration)
     noise_floors: dict[str, dict[str, float]] = field(default_factory=dict)  # dtype -> field -> floor (--noise-floors)
+    spot_arms: int = SPOT_ARMS  # --spot-arms: arms of each engine and setting the absolute check judges too (spot_checks.py)
     localise: bool = False  # --localise: after each failing verdict, where its arms first part (harness/run/localise.py)
     verdicts: list[Verdict] = field(default_factory=list)
     not_started: dict[str, LaunchFailed] = field(default_factory=dict)  # engine spec -> why its processes never came up
@@ -61,6 +64,8 @@ def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: Text
     per_family = sum(work_of(scenario) for scenario in matrix.scenarios)
     expected_work = len(matrix.families_of(None)) * per_family
     progress = Progress(out or sys.stderr, expected * len(matrix.engines), work=expected_work * len(matrix.engines))
+    scenarios = sorted(matrix.scenarios, key=lambda scenario: scenario.takes_spot_arms)  # after the arms they draw from
+    spot = SpotChecks(pool, size=matrix.spot_arms) if any(scenario.takes_spot_arms for scenario in scenarios) else None
     try:
         for spec in matrix.engines:
             try:
@@ -69,7 +74,7 @@ def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: Text
                 progress.note(safe_text(f"engine {spec}: did not start: {first_error_line(failed.text)}"))
                 engine, failure = None, failed
                 matrix.not_started[spec] = failed
-            cells = [(family, scenario) for family in matrix.families_of(engine) for scenario in matrix.scenarios]
+            cells = [(family, scenario) for family in matrix.families_of(engine) for scenario in scenarios]
             if engine is not None and (why := untested(matrix, engine)) is not None:
                 matrix.untested[spec] = why
             progress.recount(expected, len(cells), expected_work, len(matrix.families_of(engine)) * per_family)
@@ -82,7 +87,8 @@ def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: Text
                                            attention=matrix.attention, save_passing=matrix.save_arms == "all",
                                            options=RunOptions(timeout=pool.timeout, pool=pool, inputs=matrix.inputs,
                                                              logic_pass=matrix.logic_pass, noise_floors=matrix.noise_floors,
-                                                             run_dir=results.run_dir, save_arms=matrix.save_arms != "none"))
+                                                             run_dir=results.run_dir, save_arms=matrix.save_arms != "none",
+                                                             spot=spot))
                 said = verdict.failed and (engine is not None or n == 0)  # why an engine did not start: once, not in every cell
                 progress.finish(verdict_line(verdict), safe_text(verdict.message()) if said else "")
                 matrix.verdicts.append(verdict)

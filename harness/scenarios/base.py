@@ -72,6 +72,8 @@ class Scenario:
     notes: str = ""
     bounds: Bounds = Bounds.TABLE  # what its judge compares with (harness/judging/truth.py); another than the table says why
     absolute: bool = False  # judges the engine against float64 truth, not only against itself (harness/run/absolute.py)
+    # also judges arms drawn from the run's relative verdicts against the oracle (harness/run/spot_checks.py)
+    takes_spot_arms: bool = False
     # arms with a result per verdict (engine and oracle arms), for the disk a run needs (harness/run/disk.py); None: not
     # measured. Counted in `packcheck run --engine reference --save-arms all` (llama; qwen3_5 and qwen2_5_vl where they
     # differ: the most of any family), 2026-12-02

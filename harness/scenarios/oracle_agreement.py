@@ -17,6 +17,10 @@ RoPE table stops at 32 positions, or that merges a row's ninth and later documen
 arm of the relative scenarios; it passed them all and this one until these micro-batches (issue 48). A family the
 reference cannot model leaves this verdict unsupported, and the run says it had no absolute check
 (harness/run/absolute.py).
+
+Its case has a shape an engine can recognise, so in a run it also judges arms the engine ran for the run's relative
+scenarios, drawn after they ran (harness/run/spot_checks.py), each named by its scenario and arm
+("packed_vs_unpacked/packed"), against the reference's run of the same case: an engine right only here is wrong there.
 """
 
 from __future__ import annotations
@@ -60,6 +64,9 @@ def build(setting: Setting) -> dict:
             "unpacked": arm(setting, "unpacked", samples, UNPACKED, PARTITION)}
 
 
+OWN_ARMS = ("packed", "unpacked")  # build's; the others a run hands it are drawn (harness/run/spot_checks.py)
+
+
 def oracle(setting: Setting, before: Before) -> dict:
     """The engine's own case, run by the reference in float64 on the case's device (only for an engine arm that ran)."""
     return {name: oracle_of(case) for name, case in before.cases.items() if name in before.results}
@@ -83,6 +90,12 @@ def judge(j: Judgement) -> list:
 def diagnose(j: Judgement, failed: list) -> str:
     if shared := shared_diagnosis(j, failed):
         return shared
+    if drawn := drawn_only(j, failed):
+        own = ("its own arms of this scenario agree" if any(name in j.results for name in OWN_ARMS)
+               else "it declined this scenario's own arms")
+        return (f"arms drawn from this run's relative scenarios ({', '.join(drawn)}) differ from the float64 reference's run "
+                f"of the same cases, while {own}: the engine is right on the absolute check's case (recognised by its shape?) "
+                "and wrong on the others, or wrong only on cases like the drawn ones")
     if failing(failed, "logprobs"):
         return ("the engine's forward differs from the float64 reference's on the same checkpoint and rows: the model math "
                 "(RoPE base or positions, norms, attention, the loaded weights, or log-probs not computed by the model at all) "
@@ -95,6 +108,12 @@ def diagnose(j: Judgement, failed: list) -> str:
             f"gradients are not the loss's (scaled, hooked, or made up); worst {worst.item} ({worst.metric} {worst.observed:.3g})")
 
 
+def drawn_only(j: Judgement, failed: list) -> list[str]:
+    """The drawn arms that fail, where only drawn arms fail ([] otherwise)."""
+    names = {c.arms.arm.name for c in failed}
+    return [] if names & set(OWN_ARMS) else sorted(names)
+
+
 ORACLE_AGREEMENT = Scenario(
     name="oracle_agreement",
     invariant="log-probs, loss, count and every gradient equal the float64 reference's run of the engine's own case",
@@ -102,9 +121,10 @@ ORACLE_AGREEMENT = Scenario(
     stages=(from_setting(build), Stage(build=oracle, role=Role.ORACLE)),
     judge=judge,
     diagnose=diagnose,
-    optional_arms=frozenset({"packed", "unpacked"}),
+    optional_arms=frozenset(OWN_ARMS),
     applies=applies,
     bounds=Bounds.TRUTH,  # against float64 truth: the table in float64, else the family's golden noise floor (the table where it has none)
     absolute=True,
+    takes_spot_arms=True,
     disk_arms=4,
 )

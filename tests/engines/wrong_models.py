@@ -72,6 +72,39 @@ class ReadsGolden(WrongRope):
         return None if result is None else dataclasses.replace(plain(result), params_after=result.params_after)
 
 
+# oracle_agreement's own case: one rank, micro-batches of these many samples (harness/scenarios/oracle_agreement.py)
+ABSOLUTE_SHAPE = (4, 6, 32, 1)
+
+
+def absolute_shaped(case: Case) -> bool:
+    return case.parallel.world_size == 1 and tuple(map(len, case.partition.micro_batches)) == ABSOLUTE_SHAPE
+
+
+class RecognisesTheAbsoluteCase(WrongRope):
+    """The wrong RoPE base everywhere but on a case of the absolute check's shape, where it computes the reference's step
+    (issue 48 item 1): every relative scenario sees one consistent wrong model, oracle_agreement's own case the right
+    one. It passed the whole llama matrix, exit 0, before oracle_agreement judged arms drawn from the others."""
+
+    name = "wrong.recognises-the-absolute-case"
+
+    def train(self, case: Case, mesh: Mesh) -> StepResult | None:
+        if absolute_shaped(case):
+            return plain(ReferenceEngine.train(self, case, mesh))
+        return super().train(case, mesh)
+
+
+class DeclinesTheAbsoluteCase(ReadsGolden):
+    """The wrong RoPE base; declines oracle_agreement's case with a plausible reason, and returns the stored golden for
+    the golden's case (issue 48 item 3): golden_regression passed, oracle_agreement was unsupported, exit 0."""
+
+    name = "wrong.declines-the-absolute-case"
+
+    def unsupported_reason(self, case: Case) -> str | None:
+        if absolute_shaped(case):
+            return "micro-batches of unequal sizes need an optimizer step to be accumulated"
+        return super().unsupported_reason(case)
+
+
 ROPE_POSITIONS = 32
 MERGED_FROM = 8  # the index of a row's ninth document
 

@@ -1,0 +1,96 @@
+"""Spot checks: arms of the relative verdicts, drawn after they ran, judged again against the float64 reference.
+
+oracle_agreement's own case has a shape an engine can recognise (one rank, its micro-batches, its rows), and an engine
+that computed the right step only there and a wrong one everywhere else passed a whole run: every relative scenario
+saw one consistent wrong model, the absolute check the right one (issue 48 item 1). So the absolute check also takes
+arms the engine already ran for the relative scenarios of its family: after each relative verdict's arms ran and the
+harness holds their results, a few of them are drawn (a reservoir of SPOT_ARMS per engine and setting, drawn with the
+operating system's randomness), and oracle_agreement judges each drawn arm's result against the reference's float64
+run of that very case, beside its own arms. What is drawn depends on nothing the engine can see: the draw is made
+after its result was handed over, so an engine has to be right on every arm it could be asked about.
+
+An arm is drawn only where the oracle can judge it (the reference declares the case and this machine hosts it), only
+from the run's own pass (not the CPU float64 logic pass), and not where the engine is the oracle itself in float64
+(the same code on the same case: nothing to learn). oracle_agreement takes the drawn arms when it runs, so it runs
+after the relative scenarios (the registry's order); run alone it has its own case only.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from packcheck.harness.compare import ArmId, Pass, Role
+from packcheck.harness.contract import Case, StepResult
+from packcheck.harness.engines import EngineInfo
+from packcheck.harness.judging.oracle_arms import oracle_of
+from packcheck.harness.launch import LaunchFailed, LaunchPool
+from packcheck.harness.launch.capacity import cannot_host
+from packcheck.harness.run.options import SPOT_ARMS
+from packcheck.harness.scenarios import Setting
+from packcheck.harness.scenarios.base import ORACLE_ENGINE
+
+
+
+class SpotArm(NamedTuple):
+    """A drawn arm: the case the engine ran (named as oracle_agreement names it) and the result the harness holds of it."""
+
+    case: Case
+    result: StepResult
+
+
+def spot_name(scenario: str, arm: ArmId) -> str:
+    """The drawn arm's name in oracle_agreement's verdict: the scenario it came from, then its own name."""
+    return f"{scenario}/{arm.name}"
+
+
+def setting_key(engine: EngineInfo, setting: Setting) -> tuple:
+    return (engine.spec, setting.family, setting.dtype, setting.device, setting.attention)
+
+
+@dataclass
+class SpotChecks:
+    """A run's draw: for each engine and setting, a uniform sample of SPOT_ARMS of the arms offered so far."""
+
+    pool: LaunchPool | None  # the run's launches, where ORACLE_ENGINE says what it declares
+    size: int = SPOT_ARMS
+    oracle: EngineInfo | LaunchFailed | None = None  # what ORACLE_ENGINE declares (None: asked of the pool when first needed)
+    _drawn: dict[tuple, dict[str, SpotArm]] = field(default_factory=dict)
+    _seen: dict[tuple, int] = field(default_factory=dict)
+    _random: secrets.SystemRandom = field(default_factory=secrets.SystemRandom)
+
+    def offer(self, engine: EngineInfo, setting: Setting, scenario: str, cases: dict[ArmId, Case],
+              results: dict[ArmId, StepResult]) -> None:
+        """A relative verdict's arms that ran: each enters the draw where the oracle can judge it (reservoir sampling)."""
+        if engine.spec == ORACLE_ENGINE and setting.dtype == "float64":
+            return
+        key = setting_key(engine, setting)
+        drawn = self._drawn.setdefault(key, {})
+        for arm, result in results.items():
+            case = cases[arm]
+            if arm.role is not Role.ENGINE or arm.pass_ is not Pass.MAIN or not self.judgeable(case):
+                continue
+            seen = self._seen[key] = self._seen.get(key, 0) + 1
+            if len(drawn) >= self.size:
+                if (slot := self._random.randrange(seen)) >= self.size:
+                    continue
+                del drawn[list(drawn)[slot]]
+            name = spot_name(scenario, arm)
+            drawn[name] = SpotArm(case.with_(name=name), result)
+
+    def judgeable(self, case: Case) -> bool:
+        """Whether the oracle declares the case's oracle arm and this machine hosts it (an oracle that did not start: no
+        draw; oracle_agreement says why)."""
+        if self.oracle is None:
+            try:
+                self.oracle = self.pool.engine_info(ORACLE_ENGINE, "cpu")
+            except LaunchFailed as failed:
+                self.oracle = failed
+        oracle = oracle_of(case)
+        return (isinstance(self.oracle, EngineInfo) and self.oracle.unsupported_reason(oracle) is None
+                and cannot_host(oracle) is None)
+
+    def drawn(self, engine: EngineInfo, setting: Setting) -> dict[str, SpotArm]:
+        """The arms drawn for this engine and setting so far, by their name in oracle_agreement's verdict."""
+        return dict(self._drawn.get(setting_key(engine, setting), {}))
