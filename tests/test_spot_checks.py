@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
+import torch
 
 from packcheck.harness.compare import ArmId, Pass, Role
 from packcheck.harness.engines import EngineInfo
 from packcheck.harness.run.scenario_runner import setting_for
-from packcheck.harness.run.spot_checks import SpotChecks
+from packcheck.harness.run.spot_checks import SpotChecks, clip_reachable
 from packcheck.harness.scenarios import SCENARIOS
 from packcheck.impls.reference.engine import ReferenceEngine
 
@@ -86,3 +88,15 @@ def test_every_arm_offered_has_the_same_chance(arms):
         kept.update(list(spot.drawn(OTHER, setting)))
     expected = trials * 2 / len(offered)  # 150; the binomial's standard deviation is 10.6
     assert all(abs(kept[f"s/arm{i}"] - expected) < 6 * 10.6 for i in range(8)), kept
+
+
+def test_a_clipped_policy_arm_is_drawn_only_where_its_tolerance_keeps_every_token_off_a_clip_boundary():
+    """At step 0 every ratio is 1, 0.18 nats below clip_high's boundary: a bfloat16 tolerance (nats) reaches it, and the
+    float64 oracle's weight there may be 0 where the engine's is -A r; a float32 one (about 0.001) does not."""
+    setting = setting_for("llama", "float32", "cpu")
+    case = next(case for case in SCENARIOS["rl_loss_aggregation"].build(setting).values() if case.loss.is_policy)
+    at_step_0 = SimpleNamespace(logprobs=[torch.tensor(s.old_logprobs, dtype=torch.float32) for s in case.samples])
+    assert not clip_reachable(case, at_step_0, tolerance=1.2e-3)
+    assert clip_reachable(case, at_step_0, tolerance=0.19)
+    sft = SCENARIOS["packed_vs_unpacked"].build(setting)["packed"]
+    assert not clip_reachable(sft, at_step_0, tolerance=10.0), "no clip, nothing to cross"

@@ -65,7 +65,7 @@ def run_matrix(matrix: Matrix, results: ResultsFile, pool: LaunchPool, out: Text
     expected_work = len(matrix.families_of(None)) * per_family
     progress = Progress(out or sys.stderr, expected * len(matrix.engines), work=expected_work * len(matrix.engines))
     scenarios = sorted(matrix.scenarios, key=lambda scenario: scenario.takes_spot_arms)  # after the arms they draw from
-    spot = SpotChecks(pool, size=matrix.spot_arms) if any(scenario.takes_spot_arms for scenario in scenarios) else None
+    spot = SpotChecks(pool, size=matrix.spot_arms, noise_floors=matrix.noise_floors) if any(scenario.takes_spot_arms for scenario in scenarios) else None
     try:
         for spec in matrix.engines:
             try:

@@ -9,22 +9,28 @@ operating system's randomness), and oracle_agreement judges each drawn arm's res
 run of that very case, beside its own arms. What is drawn depends on nothing the engine can see: the draw is made
 after its result was handed over, so an engine has to be right on every arm it could be asked about.
 
-An arm is drawn only where the oracle can judge it (the reference declares the case and this machine hosts it), only
-from the run's own pass (not the CPU float64 logic pass), and not where the engine is the oracle itself in float64
-(the same code on the same case: nothing to learn). oracle_agreement takes the drawn arms when it runs, so it runs
-after the relative scenarios (the registry's order); run alone it has its own case only.
+An arm is drawn only where the oracle can judge it: the reference declares the case, this machine hosts it, and the
+dtype's log-prob tolerance against truth cannot move a clipped policy loss's token across a clip boundary
+(clip_reachable: at step 0 in bfloat16 it can, and the oracle's weight there is 0 where the engine's is -A r). Only
+from the run's own pass (not the CPU float64 logic pass), and not where the engine is the oracle itself in float64 (the
+same code on the same case: nothing to learn). oracle_agreement takes the drawn arms when it runs, so the run orders
+it after the other scenarios (harness/run/session.py); run alone it has its own case only.
 """
 
 from __future__ import annotations
 
 import secrets
+import math
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Mapping, NamedTuple
+
+import torch
 
 from packcheck.harness.compare import ArmId, Pass, Role
-from packcheck.harness.contract import Case, StepResult
+from packcheck.harness.contract import Case, LossKind, StepResult
 from packcheck.harness.engines import EngineInfo
 from packcheck.harness.judging.oracle_arms import oracle_of
+from packcheck.harness.judging.truth import Bounds
 from packcheck.harness.launch import LaunchFailed, LaunchPool
 from packcheck.harness.launch.capacity import cannot_host
 from packcheck.harness.run.options import SPOT_ARMS
@@ -45,6 +51,24 @@ def spot_name(scenario: str, arm: ArmId) -> str:
     return f"{scenario}/{arm.name}"
 
 
+def clip_reachable(case: Case, result: StepResult, tolerance: float) -> bool:
+    """Whether log-probs within `tolerance` nats of the engine's could put a token of a clipped policy loss on the other
+    side of a clip boundary than the engine's ratio: there its weight jumps between -A r and 0, which no bound on
+    rounding follows (harness/compare/rounding_bound.py). At step 0 every ratio is 1, 0.18 nats from clip_high 0.2:
+    within a bfloat16 run's tolerance (4x a floor of about a nat), far outside a float32 one's (about 0.001)."""
+    loss = case.loss
+    if loss.kind is not LossKind.PPO_CLIP:
+        return False
+    boundaries = [math.log1p(loss.clip_high), math.log1p(-loss.clip_low)] + ([math.log(loss.dual_clip)] if loss.dual_clip else [])
+    for sample, logprobs in zip(case.samples, result.logprobs):
+        if sample.old_logprobs is None:
+            continue
+        log_ratio = logprobs.double().cpu() - torch.tensor(sample.old_logprobs, dtype=torch.float64)
+        if any(bool(((log_ratio - boundary).abs() <= tolerance).any()) for boundary in boundaries):
+            return True
+    return False
+
+
 def setting_key(engine: EngineInfo, setting: Setting) -> tuple:
     return (engine.spec, setting.family, setting.dtype, setting.device, setting.attention)
 
@@ -56,6 +80,7 @@ class SpotChecks:
     pool: LaunchPool | None  # the run's launches, where ORACLE_ENGINE says what it declares
     size: int = SPOT_ARMS
     oracle: EngineInfo | LaunchFailed | None = None  # what ORACLE_ENGINE declares (None: asked of the pool when first needed)
+    noise_floors: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # the run's --noise-floors
     _drawn: dict[tuple, dict[str, SpotArm]] = field(default_factory=dict)
     _seen: dict[tuple, int] = field(default_factory=dict)
     _random: secrets.SystemRandom = field(default_factory=secrets.SystemRandom)
@@ -69,7 +94,7 @@ class SpotChecks:
         drawn = self._drawn.setdefault(key, {})
         for arm, result in results.items():
             case = cases[arm]
-            if arm.role is not Role.ENGINE or arm.pass_ is not Pass.MAIN or not self.judgeable(case):
+            if arm.role is not Role.ENGINE or arm.pass_ is not Pass.MAIN or not self.judgeable(case, result, setting):
                 continue
             seen = self._seen[key] = self._seen.get(key, 0) + 1
             if len(drawn) >= self.size:
@@ -79,9 +104,13 @@ class SpotChecks:
             name = spot_name(scenario, arm)
             drawn[name] = SpotArm(case.with_(name=name), result)
 
-    def judgeable(self, case: Case) -> bool:
-        """Whether the oracle declares the case's oracle arm and this machine hosts it (an oracle that did not start: no
-        draw; oracle_agreement says why)."""
+    def judgeable(self, case: Case, result: StepResult, setting: Setting) -> bool:
+        """Whether the oracle declares the case's oracle arm, this machine hosts it (an oracle that did not start: no draw;
+        oracle_agreement says why), and the dtype's log-prob tolerance against truth keeps a clipped policy loss's
+        tokens on the engine's side of every clip boundary (clip_reachable)."""
+        tolerance = Bounds.TRUTH.of(setting.family, setting.dtype, setting.tolerance(self.noise_floors)).logprobs
+        if clip_reachable(case, result, tolerance):
+            return False
         if self.oracle is None:
             try:
                 self.oracle = self.pool.engine_info(ORACLE_ENGINE, "cpu")

@@ -116,7 +116,8 @@ def drawn_only(j: Judgement, failed: list) -> list[str]:
 
 ORACLE_AGREEMENT = Scenario(
     name="oracle_agreement",
-    invariant="log-probs, loss, count and every gradient equal the float64 reference's run of the engine's own case",
+    invariant=("log-probs, loss, count and every gradient equal the float64 reference's run of the engine's own case, and of "
+               "arms drawn from the run's other verdicts after they ran"),
     catches=("rope-theta-default",),
     stages=(from_setting(build), Stage(build=oracle, role=Role.ORACLE)),
     judge=judge,
