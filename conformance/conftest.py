@@ -38,7 +38,10 @@ def pytest_generate_tests(metafunc):
 
 
 def pytest_collection_modifyitems(config, items):
-    """--scenario: the property tests of the scenarios left out are deselected too (their cells are never generated)."""
+    """The cells of a scenario that judges arms drawn from the others (oracle_agreement: harness/run/spot_checks.py) run
+    after the others. --scenario: the property tests of the scenarios left out are deselected too (their cells are never
+    generated)."""
+    items.sort(key=takes_spot_arms)  # stable: every other item keeps its place
     chosen = config.getoption("--scenario")
     if not chosen:
         return
@@ -48,6 +51,11 @@ def pytest_collection_modifyitems(config, items):
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = [item for item in items if item not in left_out]
+
+
+def takes_spot_arms(item) -> bool:
+    scenario = getattr(getattr(item, "callspec", None), "params", {}).get("scenario")
+    return bool(getattr(scenario, "takes_spot_arms", False))
 
 
 @pytest.fixture(scope="session")

@@ -203,10 +203,14 @@ def verdict_of(pytestconfig, packcheck_pool, packcheck_inputs, packcheck_floors)
     judge the same cells; every case built from the session's --model, --seed and --data-scale, and
     judged with its --noise-floors."""
     from packcheck.harness.run.scenario_runner import RunOptions, run_scenario
+    from packcheck.harness.run.spot_checks import SpotChecks
     from packcheck.harness.scenarios import SCENARIOS
 
+    # oracle_agreement also judges arms drawn from the cells judged before it in this process (harness/run/spot_checks.py;
+    # conformance/conftest.py runs its cells last)
+    spot = SpotChecks(packcheck_pool, noise_floors=packcheck_floors)
     options = RunOptions(timeout=packcheck_pool.timeout, pool=packcheck_pool, inputs=packcheck_inputs, noise_floors=packcheck_floors,
-                         run_dir=run_directory.run_dir_of(pytestconfig))  # with --out, a failing verdict's arms are saved there
+                         run_dir=run_directory.run_dir_of(pytestconfig), spot=spot)  # with --out, a failing verdict's arms are saved there
 
     @functools.cache
     def run(engine: str, scenario: str, family: str, dtype: str, device: str, attention: str):

@@ -11,10 +11,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from packcheck.harness.compare import ArmId, Pass, Role
+from packcheck.harness.compare import ArmId, Arms, Comparison, Pass, Role
 from packcheck.harness.engines import EngineInfo
 from packcheck.harness.run.scenario_runner import setting_for
 from packcheck.harness.run.spot_checks import SpotChecks, clip_reachable
+from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.scenarios import SCENARIOS
 from packcheck.impls.reference.engine import ReferenceEngine
 
@@ -100,3 +101,19 @@ def test_a_clipped_policy_arm_is_drawn_only_where_its_tolerance_keeps_every_toke
     assert clip_reachable(case, at_step_0, tolerance=0.19)
     sft = SCENARIOS["packed_vs_unpacked"].build(setting)["packed"]
     assert not clip_reachable(sft, at_step_0, tolerance=10.0), "no clip, nothing to cross"
+
+
+def failing(arm: str) -> Comparison:
+    return Comparison(arms=Arms(arm, ArmId(arm, Role.ORACLE)), quantity="logprobs", item="", metric="max_abs", observed=1.0,
+                      threshold=1e-10)
+
+
+def test_a_verdict_failed_by_a_drawn_arm_reproduces_with_the_scenario_it_was_drawn_from_and_every_arm_drawn():
+    verdict = Verdict(engine="e", family="llama", scenario="oracle_agreement", dtype="float64", device="cpu", status="fail",
+                      comparisons=(failing("packed_vs_unpacked/stacked"), failing("packed")))
+    assert "--scenario packed_vs_unpacked oracle_agreement " in verdict.reproduce and verdict.reproduce.endswith(" --spot-arms all")
+    own = dataclasses.replace(verdict, comparisons=(failing("packed"),))
+    assert "--scenario oracle_agreement " in own.reproduce and "--spot-arms" not in own.reproduce
+    # an arm name with a '/' of a scenario that draws nothing is its own (rl_loss_aggregation's "token-mean/clip/one")
+    rl = dataclasses.replace(verdict, scenario="rl_loss_aggregation", comparisons=(failing("token-mean/clip/one"),))
+    assert "--scenario rl_loss_aggregation " in rl.reproduce and "--spot-arms" not in rl.reproduce

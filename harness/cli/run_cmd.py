@@ -34,8 +34,8 @@ def add_parser(commands) -> None:
     parser.add_argument("--no-report", action="store_true", help="skip report.html, summary.md and junit.xml (default: write them)")
     parser.add_argument("--spot-arms", type=spot_arms, default=SPOT_ARMS, metavar="N",
                         help="arms of each engine and family's relative verdicts, drawn after they ran, that oracle_agreement judges "
-                             f"against the float64 reference as well as its own case (default: {SPOT_ARMS}; more costs one "
-                             "reference run each, and at the tiny size is still cheap)")
+                             f"against the float64 reference as well as its own case, or all (default: {SPOT_ARMS}; each costs one "
+                             "reference run, which at the tiny size is cheap)")
     parser.add_argument("--localise", action="store_true",
                         help="after each failing verdict, re-run its two arms with activation capture and name the first module "
                              "where they part (default: off; later: packcheck localise OUT/ENGINE/FAMILY/SCENARIO)")

@@ -40,9 +40,12 @@ class Option:
 SPOT_ARMS = 2  # `packcheck run --spot-arms`: arms per engine and setting drawn for the absolute check (run/spot_checks.py)
 
 
+EVERY_ARM = 1 << 30  # --spot-arms all
+
+
 def spot_arms(text: str) -> int:
-    """--spot-arms's value: a whole number >= 1 (argparse names the flag and the value otherwise)."""
-    value = int(text)
+    """--spot-arms's value: a whole number >= 1, or all (argparse names the flag and the value otherwise)."""
+    value = EVERY_ARM if text == "all" else int(text)
     if value < 1:
         raise ValueError(value)
     return value

@@ -15,6 +15,7 @@ from typing import Mapping
 from packcheck.harness.compare import Comparison
 from packcheck.harness.judging.status import Status
 from packcheck.harness.run.reproduce import reproduce_command
+from packcheck.harness.scenarios import SCENARIOS
 from packcheck.harness.text import safe_text
 
 
@@ -44,9 +45,20 @@ class Verdict:
 
     @property
     def reproduce(self) -> str:
-        return reproduce_command(self.engine_spec or self.engine, f"--family {self.family} --scenario {self.scenario} "
+        drawn = self.drawn_from
+        return reproduce_command(self.engine_spec or self.engine, f"--family {self.family} --scenario {' '.join([*drawn, self.scenario])} "
                                  f"--dtype {self.dtype} --device {self.device}"
-                                 + ("" if self.attention == "auto" else f" --attention {self.attention}") + self.inputs)
+                                 + ("" if self.attention == "auto" else f" --attention {self.attention}") + self.inputs
+                                 + (" --spot-arms all" if drawn else ""))
+
+    @property
+    def drawn_from(self) -> list[str]:
+        """The scenarios whose arms, drawn by this verdict (harness/run/spot_checks.py), failed it: its reproduce command runs
+        them first and draws every arm, since a run of this scenario alone has none to draw."""
+        if self.scenario not in SCENARIOS or not SCENARIOS[self.scenario].takes_spot_arms:
+            return []
+        named = {c.arms.arm.name.partition("/")[0] for c in self.comparisons if not c.passed}
+        return [scenario for scenario in SCENARIOS if scenario in named]
 
     @property
     def failed(self) -> bool:
