@@ -6,10 +6,11 @@ not. What is made read-only, and why: harness/launch/protected.py; what an engin
     said = enter({"mode": "auto", "device": "cpu", "read_only": [...], "writable": "/.../launch-0"})
     # "mount namespace" | "user and mount namespace" | "off" | a sentence saying why not, starting "not confined"
 
-How, in order, each one system call (Python 3.11 has no os.unshare: libc through ctypes):
+How, in order (Python 3.11 has no os.unshare: libc through ctypes):
 1. unshare(CLONE_NEWNS), which needs CAP_SYS_ADMIN (root outside a locked-down container). Where it is refused, on a
-   CPU launch, unshare(CLONE_NEWUSER | CLONE_NEWNS) with the user and group mapped to themselves, which needs
-   unprivileged user namespaces and a single-threaded caller (a fresh fork of the zygote is one). Not on a GPU launch:
+   CPU launch, unshare(CLONE_NEWUSER | CLONE_NEWNS) with the user and group mapped to themselves (by a forked helper:
+   _unshare_user), which needs unprivileged user namespaces and a single-threaded caller (a fresh fork of the zygote
+   is one, before anything sets torch's thread count). Not on a GPU launch:
    the harness opens the rank's CUDA IPC handles, which a user namespace between them may refuse; a mount namespace
    changes no device, socket or /dev/shm.
 2. Every mount made private, so that nothing done here reaches the host's namespace.
