@@ -64,12 +64,12 @@ class LaunchPool:
         self._failed: dict[Key, LaunchFailed] = {}
         self._info: dict[tuple[str, str], EngineInfo | LaunchFailed] = {}
         self._previous: dict[Key, CaseOutcome] = {}  # the last outcome per key, to note a fresh launch after a failure
+        self.confinement = confinement(self.workdir, protect)
         # what the run compares with and starts from, held before any engine process exists (docs/isolation.md)
         pin_goldens(golden_dir())
         pin_cache()
         own_files.pin(package_folders(), skip=[golden_dir()])
         self._pinned = True
-        self.confinement = confinement(self.workdir, protect)
         self._started: list[Launch] = []  # every launch, for how it was confined
         self.evidence = Evidence()
         # after close or kill: each golden, cached checkpoint, file of packcheck or saved arm an engine changed, named
@@ -194,7 +194,8 @@ class LaunchPool:
         self._unpin()
 
     def _unpin(self) -> None:
-        """No engine process is left: what an engine changed of the goldens and the cache is named and restored."""
+        """No engine process is left: what an engine changed of the goldens, the cache, packcheck's files and the saved
+        arms is named, and each file but a saved arm restored."""
         if self._pinned:
             self._pinned = False
             self.damage += unpin_goldens() + unpin_cache() + own_files.unpin() + self.evidence.lost()
