@@ -153,3 +153,43 @@ def test_a_cache_entry_planted_with_its_digests_before_the_run_is_checked_agains
     (repair,) = ckpt.take_repairs()
     assert str(entry) in repair and "is not the tensor its seed draws" in repair, repair
     assert ckpt.checkpoint_for("llama", config, 5) == str(entry) and ckpt.take_repairs() == [], "the rebuilt entry is trusted"
+
+
+def test_a_file_of_packcheck_changed_during_the_run_is_named_and_written_back_before_the_next_launch(tmp_path, monkeypatch):
+    """harness/own_files.py, the check where no mount namespace keeps an engine from packcheck's own files: an engine
+    that doubled RoPE's base in the installed reference once made the oracle agree with it."""
+    from packcheck.harness import own_files
+
+    monkeypatch.setattr(own_files, "_holders", 0)
+    monkeypatch.setattr(own_files, "_held", {})
+    config = tmp_path / "impls" / "reference" / "config.py"
+    config.parent.mkdir(parents=True)
+    config.write_text("rope_theta = 10000.0\n")
+    own_files.pin([tmp_path / "impls"])
+    try:
+        config.write_text("rope_theta = 20000.0\n")
+        shadow = config.with_suffix("") / "__init__.py"  # a package beside a module is imported first
+        shadow.parent.mkdir()
+        shadow.write_text("")
+        said = own_files.check()
+        assert config.read_text() == "rope_theta = 10000.0\n", "written back before the next launch imports it"
+        assert len(said) == 2 and f"the file {config} was changed while this run ran" in said[1], said
+        assert f"the file {shadow} was added" in said[0], said
+        assert own_files.check() == [], "each file is named once"
+    finally:
+        assert own_files.unpin() == []
+
+
+def test_a_saved_arm_changed_after_it_was_saved_names_the_engines_alive_since(tmp_path):
+    from packcheck.harness.launch.evidence import Evidence
+
+    arms = tmp_path / "cases" / "mutant" / "llama" / "packed_vs_unpacked"
+    (arms / "packed").mkdir(parents=True)
+    (arms / "packed" / "result.safetensors").write_bytes(b"saved")
+    evidence = Evidence()
+    evidence.saved(arms, ["mutant"])
+    evidence.launched("hostile")
+    assert Evidence().lost() == []
+    (arms / "packed" / "result.safetensors").write_bytes(b"lost!")  # the same size: the ctime tells
+    (lost,) = evidence.lost()
+    assert str(arms) in lost and "evidence is lost" in lost and lost.endswith("hostile, mutant"), lost

@@ -102,7 +102,7 @@ def run_seeds(args, seeds: list[int], out: Path) -> tuple[list[Path], bool]:
     from packcheck.harness.run_dir.results import ResultsFile
 
     choices = checked_choices(args, seed=seeds[0])
-    pool = LaunchPool(RunDir(out).launches, choices.timeout)
+    pool = LaunchPool(RunDir(out).launches, choices.timeout, protect=(Path(out),))
     directories: list[Path] = []
     previous = {sig: signal.signal(sig, raise_interrupted) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -167,7 +167,7 @@ def _handle(args) -> int:
         adopt_orphans()
         enough_disk(choices, out, args.save_arms)
         usage = Usage(out)
-        pool = LaunchPool(run_dir.launches, choices.timeout, usage=usage)
+        pool = LaunchPool(run_dir.launches, choices.timeout, usage=usage, protect=(run_dir.path,))
         chosen = auto_dtypes(choices.engines, pool, choices.device) if choices.dtype == AUTO else {}
         commits = engine_commits(choices.engines)
         results = ResultsFile(run_dir, provenance(choices.device, ["packcheck", *args.argv]) | choices.provenance()
@@ -213,7 +213,9 @@ def _handle(args) -> int:
     print(usage.summary(resources), file=sys.stderr)
     if where_arms_ran(verdicts):
         print(where_arms_ran(verdicts), file=sys.stderr)
-    for damage in pool.damage:  # a golden or cached checkpoint an engine changed: named, restored, and never green
+    for notice in pool.notices:  # the machine allowed no mount namespace: said once, the run's checks stand in
+        print(f"packcheck run: warning: {notice}", file=sys.stderr)
+    for damage in pool.damage:  # a file of packcheck, a golden, a cached checkpoint or a saved arm an engine changed: never green
         print(f"packcheck run: warning: {damage}", file=sys.stderr)
     if interrupted:
         print(f"packcheck run: interrupted ({interrupted}) after {len(verdicts)} verdicts; every engine process was killed, "
@@ -238,5 +240,5 @@ def _handle(args) -> int:
     cells = [(v.engine, v.family, v.scenario, v.status) for v in verdicts]
     if said := absolute_summary(cells, choices.relative_only):
         print(f"packcheck run: {said}", file=sys.stderr)
-    status = max(exit_status(verdicts), 1 if pool.damage else 0)  # an engine that changed a golden or the cache: not green
+    status = max(exit_status(verdicts), 1 if pool.damage else 0)  # an engine that changed what it may not: not green
     return 2 if status == 0 and unanchored(cells) and not choices.relative_only else status  # as "nothing was tested"

@@ -16,9 +16,9 @@ Pins nest (a run of runs, the conformance suite's pool inside a test): the outer
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
+
+from packcheck.harness.files import restore
 
 _pinned: dict[Path, dict[str, bytes]] | None = None  # family folder -> file name -> bytes, as read at pin time
 _holders = 0
@@ -75,16 +75,5 @@ def unpin() -> list[str]:
                 changed = True
             if changed:
                 problems.append(f"the golden file {path} was changed while this run ran (a process of an engine can write "
-                                f"packcheck's files): this run compared with the copy it read at its start, and {_restore(path, data)}")
+                                f"packcheck's files): this run compared with the copy it read at its start, and {restore(path, data)}")
     return problems
-
-
-def _restore(path: Path, data: bytes) -> str:
-    try:
-        descriptor, scratch = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-        os.replace(scratch, path)
-    except OSError as err:
-        return f"it could not be restored ({err}): restore it from version control or reinstall packcheck"
-    return "the file is restored from that copy"

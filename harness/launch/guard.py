@@ -33,6 +33,12 @@ class GuardedLaunch:
         self.zygote.pump()
         return self.zygote.started.get(self.request)
 
+    @property
+    def confined(self) -> str | None:
+        """How its warden confined the launch (harness/launch/confine.py), or why not; None until the zygote said."""
+        self.zygote.pump()
+        return self.zygote.confined.get(self.request)
+
     def poll(self) -> int | None:
         """The exit status (negative: the signal that ended it) once the warden has ended, else None. A zygote gone
         before it said so took its wardens with it."""

@@ -29,6 +29,7 @@ from packcheck.harness.launch.guard import GuardedLaunch
 from packcheck.harness.launch.job import Job
 from packcheck.harness.launch.layout import CaseDir, LaunchDir
 from packcheck.harness.launch.private_checkpoint import PrivateCheckpoint
+from packcheck.harness.launch.protected import Confinement
 from packcheck.harness.launch.outcome import CaseOutcome
 from packcheck.harness.launch.quiet import quiet
 from packcheck.harness.launch.raised import ErrorKind
@@ -69,11 +70,13 @@ class Launch:
         self.cases = 0
         self.ended = False
         self.checkpoint = PrivateCheckpoint(directory.checkpoint)
+        self._case_file: tuple[Path, tuple | None] | None = None  # the last case.json written, and its identity then
 
     @classmethod
     def start(cls, engine_spec: str, device: str, world_size: int, timeout: float, workdir: Path,
-              startup_seconds: float = STARTUP_SECONDS) -> Launch:
-        """Start a launch, its processes forked from this process's zygote (harness/launch/zygotes.py)."""
+              startup_seconds: float = STARTUP_SECONDS, confine: Confinement | None = None) -> Launch:
+        """Start a launch, its processes forked from this process's zygote (harness/launch/zygotes.py), confined as
+        `confine` says (harness/launch/protected.py; None: not at all)."""
         directory = _new_launch_dir(Path(workdir))
         directory.cases.mkdir()
         directory.queue.mkdir()
@@ -81,7 +84,8 @@ class Launch:
                   run_id=f"{os.getpid()}-{directory.path.name}-{time.monotonic_ns()}")
         job.save(directory.job)
         process = fork_launch(["-m", "packcheck.harness.launch.agent", str(directory.job.resolve())],
-                             _environment(world_size, device), directory.agent_log)
+                             _environment(world_size, device), directory.agent_log,
+                             None if confine is None else confine.for_launch(directory.path, device))
         return cls(directory, process, world_size, device, timeout, startup_seconds)
 
     @property
@@ -144,10 +148,23 @@ class Launch:
         checkpoint = self.checkpoint.for_case(case.model.checkpoint)
         private = case.with_(model=case.model.with_checkpoint(str(checkpoint.resolve())))
         case_dir.case.write_text(json.dumps(private.to_json()))
+        case_dir.case.chmod(0o444)
+        self._case_file = (case_dir.case, _identity(case_dir.case))
         entry = {"case_dir": str(case_dir.path.resolve()), "mode": mode} | ({"capture": capture} if capture is not None else {})
         write_json_atomically(self.dir.queue_entry(self.cases), entry)
         self.cases += 1
         return case_dir
+
+    def case_file_changed(self) -> str | None:
+        """Why the last case's case.json is not the file packcheck wrote (any write, chmod or replacement moves its inode
+        or ctime, which no process sets back), or None. Its launch's ranks read it; so might an unconfined process of
+        another engine have written it first (docs/isolation.md)."""
+        if self._case_file is None:
+            return None
+        path, written = self._case_file
+        if _identity(path) == written:
+            return None
+        return f"{path} was changed after packcheck wrote it and before its verdict, by a process other than packcheck"
 
     def _stalled(self, case_dir: CaseDir, submitted: float) -> bool:
         """No rank began the case within the start-up allowance, or it ran past what the ranks' watchdogs allow."""
@@ -219,6 +236,14 @@ class Launch:
         ranks = [f"rank {r} stderr:\n    | " + "\n    | ".join(log_tail(self.dir, r)) for r in range(self.world_size) if log_tail(self.dir, r)]
         agent = ["agent output (last lines):", *(f"    | {line}" for line in agent)] if agent else []
         return LaunchFailed("\n".join([head, *stacks, *agent, *ranks]), ErrorKind.BUILD_TIMEOUT if stacks else None)
+
+
+def _identity(path: Path) -> tuple | None:
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns, found.st_mode
 
 
 def _new_launch_dir(workdir: Path) -> LaunchDir:

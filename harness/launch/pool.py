@@ -9,9 +9,16 @@ first), so the arms of an engine share its processes' start-up, and no engine's 
 in the harness's process or in another engine's. An engine that cannot start is remembered: its
 further arms get the same error without another try.
 
-Before it starts its first engine process, the pool reads the goldens (noise floors included) and the checkpoint
-cache's digests into memory for the run; when its last launch has ended (`close`, `kill`), `damage` names each golden
-or cache entry an engine changed meanwhile, and each is restored (docs/isolation.md).
+Every launch's processes run in a mount namespace where packcheck's code, the Python installation, the checkpoint
+cache, the goldens, the launches folder and the run directory (`protect`) are read-only, and only the launch's own
+folder is writable (harness/launch/protected.py, confine.py); where the machine allows no namespace, `notices` says why.
+Behind it, and in its place where there is none: before it starts its first engine process, the pool reads the goldens
+(noise floors included), the checkpoint cache's digests and packcheck's own files (harness/own_files.py) into memory for
+the run; before each launch starts, packcheck's files are checked again (a changed one is written back before the
+launch imports it); after each case, its case.json must be the file packcheck wrote; the arms the run saves are held
+with the engines alive since (`saved`, harness/launch/evidence.py). When its last launch has ended (`close`, `kill`),
+`damage` names each golden, cache entry, file of packcheck or saved arm an engine changed meanwhile, and each file is
+restored (docs/isolation.md).
 
 Disk stays bounded (harness/launch/tidy.py): a case's folder goes when the caller says the verdict that used it
 is decided (`discard_cases`), a launch's checkpoint copy when the launch closes. With a `Usage`, the pool samples
@@ -24,14 +31,17 @@ import json
 from collections import OrderedDict
 from pathlib import Path
 
+from packcheck.harness import own_files
 from packcheck.harness.contract import Case
 from packcheck.harness.engines import EngineInfo
 from packcheck.harness.golden import golden_dir
 from packcheck.harness.golden.seal import pin as pin_goldens
 from packcheck.harness.golden.seal import unpin as unpin_goldens
 from packcheck.harness.launch.capacity import cannot_host, visible_gpus
+from packcheck.harness.launch.evidence import Evidence
 from packcheck.harness.launch.launch import STARTUP_SECONDS, Launch, LaunchFailed
 from packcheck.harness.launch.outcome import OK, CaseOutcome
+from packcheck.harness.launch.protected import confinement, package_folders
 from packcheck.harness.launch.raised import ErrorKind
 from packcheck.harness.launch.tidy import discard
 from packcheck.harness.launch.usage import Usage
@@ -46,7 +56,7 @@ Key = tuple[str, str, int]  # engine spec, device, world size
 
 class LaunchPool:
     def __init__(self, workdir: Path, timeout: float, keep: int = KEEP, startup_seconds: float = STARTUP_SECONDS,
-                 usage: Usage | None = None):
+                 usage: Usage | None = None, protect: tuple[Path, ...] = ()):
         self.workdir, self.timeout, self.keep, self.startup_seconds = Path(workdir), timeout, keep, startup_seconds
         self.usage = usage
         self._cases: list[tuple[Path, str]] = []  # case folders run since the last discard_cases, with their outcome's status
@@ -54,11 +64,16 @@ class LaunchPool:
         self._failed: dict[Key, LaunchFailed] = {}
         self._info: dict[tuple[str, str], EngineInfo | LaunchFailed] = {}
         self._previous: dict[Key, CaseOutcome] = {}  # the last outcome per key, to note a fresh launch after a failure
+        self.confinement = confinement(self.workdir, protect)
         # what the run compares with and starts from, held before any engine process exists (docs/isolation.md)
         pin_goldens(golden_dir())
         pin_cache()
+        own_files.pin(package_folders(), skip=[golden_dir()])
         self._pinned = True
-        self.damage: list[str] = []  # after close or kill: each golden or cached checkpoint an engine changed, named
+        self._started: list[Launch] = []  # every launch, for how it was confined
+        self.evidence = Evidence()
+        # after close or kill: each golden, cached checkpoint, file of packcheck or saved arm an engine changed, named
+        self.damage: list[str] = []
 
     def __enter__(self) -> LaunchPool:
         return self
@@ -116,6 +131,11 @@ class LaunchPool:
         launch = self._launch(key)
         fresh = launch.cases == 0
         outcome = launch.run(case, mode, capture)
+        if (changed := launch.case_file_changed()) is not None:
+            others = sorted({k[0] for k, other in self._live.items() if other is not launch})
+            outcome = CaseOutcome(case=case.name, error_kind=ErrorKind.OTHER, directory=outcome.directory,
+                                  error=f"{changed}: what the ranks ran is not packcheck's case. Engines whose processes "
+                                        f"were alive meanwhile: {', '.join(others) or 'none but this one'}")
         if self.usage is not None:
             self.usage.sample_ranks(_pids(launch))
         if outcome.directory is not None:
@@ -136,6 +156,18 @@ class LaunchPool:
         take CPU from the arms that run (benchmarks/idle_launch.py)."""
         for key in [key for key in self._live if key[0] == spec]:
             self._live.pop(key).close()
+
+    def saved(self, folder: Path) -> None:
+        """The harness has saved a verdict's arms into `folder`: held as saved, every engine alive from now on a witness."""
+        self.evidence.saved(folder, {key[0] for key in self._live})
+
+    @property
+    def notices(self) -> list[str]:
+        """Why launches of this pool ran unconfined (harness/launch/confine.py), once per reason."""
+        said = {launch.process.confined for launch in self._started}
+        return sorted(f"engine processes ran without a mount namespace ({why}); packcheck's files, the cache, the goldens "
+                      "and the run directory were checked after the run instead (docs/isolation.md)"
+                      for why in said if why and why.startswith("not confined"))
 
     def discard_cases(self) -> None:
         """The verdict that used the cases run so far is decided (and its arms saved where asked): their folders go,
@@ -162,10 +194,11 @@ class LaunchPool:
         self._unpin()
 
     def _unpin(self) -> None:
-        """No engine process is left: what an engine changed of the goldens and the cache is named and restored."""
+        """No engine process is left: what an engine changed of the goldens, the cache, packcheck's files and the saved
+        arms is named, and each file but a saved arm restored."""
         if self._pinned:
             self._pinned = False
-            self.damage += unpin_goldens() + unpin_cache()
+            self.damage += unpin_goldens() + unpin_cache() + own_files.unpin() + self.evidence.lost()
 
     def _launch(self, key: Key) -> Launch:
         if key in self._live and self._live[key].alive:
@@ -176,8 +209,12 @@ class LaunchPool:
             _, oldest = self._live.popitem(last=False)
             oldest.close()
         spec, device, world_size = key
-        launch = Launch.start(spec, device, world_size, self.timeout, self.workdir / path_name(spec), self.startup_seconds)
+        self.damage += own_files.check()  # written back before this launch imports it
+        self.evidence.launched(spec)
+        launch = Launch.start(spec, device, world_size, self.timeout, self.workdir / path_name(spec), self.startup_seconds,
+                              self.confinement)
         self._live[key] = launch
+        self._started.append(launch)
         return launch
 
 

@@ -2,11 +2,13 @@
 the launch, and the fork server of its agent and ranks. A fork of the pool's zygote (harness/launch/zygote.py), so
 torch and packcheck's launch code are imported before it starts.
 
-It makes itself a child subreaper (Linux, prctl PR_SET_CHILD_SUBREAPER): a process below it whose parent dies is
-handed to it, not to init, so whatever a rank starts (a forked child, a double fork, a `setsid` daemon) stays in its
-tree. It forks the agent (`-m packcheck.harness.launch.agent JOB`), and forks each rank when the agent's stand-in for
-it asks (harness/launch/rank_stub.py: torch elastic starts the stand-in, the warden forks the rank, which is then a
-child of the warden, not of the stand-in). When the launch ends it kills its whole tree (`kill_tree`) and reaps it:
+Before it forks anything it enters the launch's mount namespace, in which only the launch's own folder is writable of
+what the harness protects (harness/launch/confine.py). It makes itself a child subreaper (Linux, prctl
+PR_SET_CHILD_SUBREAPER): a process below it whose parent dies is handed to it, not to init, so whatever a rank starts (a
+forked child, a double fork, a `setsid` daemon) stays in its tree. It forks the agent (`-m
+packcheck.harness.launch.agent JOB`), and forks each rank when the agent's stand-in for it asks
+(harness/launch/rank_stub.py: torch elastic starts the stand-in, the warden forks the rank, which is then a child of the
+warden, not of the stand-in). When the launch ends it kills its whole tree (`kill_tree`) and reaps it:
 - the agent exits (a closed launch, a failed one): whatever the ranks left running is killed;
 - the harness signals it, or the zygote dies with the harness, kill -9 included (the kernel sends it SIGTERM then:
   PR_SET_PDEATHSIG).
@@ -24,6 +26,7 @@ import signal
 import socket
 from typing import NoReturn
 
+from packcheck.harness.launch.confine import enter
 from packcheck.harness.launch.exit_status import ORPHANED, PARENT_PID
 from packcheck.harness.launch.forked import become, fork, run_module
 from packcheck.harness.launch.process_tree import PR_SET_CHILD_SUBREAPER, PR_SET_PDEATHSIG, kill_tree, prctl
@@ -150,9 +153,16 @@ def _peer(conn: socket.socket) -> tuple[int, int, int]:
     return struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
 
 
-def serve(zygote: int, agent_argv: list[str], env: dict[str, str], cwd: str, log: int, close: tuple[int, ...]) -> NoReturn:
+def serve(zygote: int, agent_argv: list[str], env: dict[str, str], cwd: str, log: int, close: tuple[int, ...],
+          plan: dict | None, said: int) -> NoReturn:
     """In a fresh fork of the zygote (pid `zygote`): become the warden of a launch whose agent runs `agent_argv`, its
-    output and the agent's in `log`, and exit as the agent did. `close`: the zygote's own descriptors."""
+    output and the agent's in `log`, and exit as the agent did. `close`: the zygote's own descriptors. First, while this
+    process is single-threaded and nothing of the launch exists, it confines itself as `plan` says (confine.py) and
+    writes how, or why not, to `said`, which the zygote reads."""
+    try:  # first: `become` sets torch's thread count, which starts OpenMP's threads, and a user namespace needs one thread
+        os.write(said, enter(plan or {"mode": "off"}).encode())
+    finally:
+        os.close(said)
     become("pc-warden", env, cwd, [0, log, log], close)
     prctl(PR_SET_CHILD_SUBREAPER, 1)
     prctl(PR_SET_PDEATHSIG, signal.SIGTERM)

@@ -10,7 +10,8 @@ for the idle thread numpy's BLAS keeps, which handles forks), so no lock is held
 a fresh interpreter would have had: harness/launch/forked.py.
 
 It serves `launch` requests on FD (a socket pair with the harness), forking a warden for each
-(harness/launch/warden.py) and saying `started` with its pid, then `ended` with its wait status once reaped. It is a
+(harness/launch/warden.py) and saying `started` with its pid and how the warden confined the launch (told through a
+pipe before the warden forks anything: harness/launch/confine.py), then `ended` with its wait status once reaped. It is a
 child subreaper: the orphans of a warden killed with -9 come to it, and are killed when the harness asks
 (`end_orphans`, as a pool closes) and when it ends, which is when the harness closes its end. It dies with the process that started it (PR_SET_PDEATHSIG: SIGTERM, so it kills its tree
 first), and its wardens die with it, each killing its launch's tree.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import gc
 import importlib
 import os
+import select
 import selectors
 import signal
 import socket
@@ -37,6 +39,7 @@ from packcheck.harness.launch.rank_stub import receive, send
 PRELOAD = ("torch", "torch.distributed", "torch.distributed.launcher.api", "torch._dynamo", "packcheck.harness.launch.agent",
            "packcheck.harness.launch.worker", "packcheck.harness.launch.warden")
 STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+SAID_SECONDS = 10.0  # a warden's confinement is a handful of system calls
 
 
 def main(argv: list[str]) -> int:
@@ -77,11 +80,14 @@ def main(argv: list[str]) -> int:
                 # free_memory runs one per training call: 0.18 s each with transformers imported) then walks only the
                 # fork's own objects, and touches no page it shares with the zygote
                 gc.freeze()
+                said_read, said_write = os.pipe2(os.O_CLOEXEC)
                 pid = fork(lambda: warden.serve(me, message["argv"], message["env"], message["cwd"], log,
-                                                        (sock.fileno(), wakeup_read, wakeup_write)))
+                                                        (sock.fileno(), wakeup_read, wakeup_write, said_read),
+                                                        message.get("confine"), said_write))
                 os.close(log)
+                os.close(said_write)
                 wardens.add(pid)
-                send(sock, {"started": message["launch"], "pid": pid})
+                send(sock, {"started": message["launch"], "pid": pid, "confined": _said(said_read)})
             else:
                 signals = os.read(wakeup_read, 1024)
                 if any(int(sig) in signals for sig in STOPS):
@@ -97,6 +103,15 @@ def main(argv: list[str]) -> int:
     for _ in _reaped(block=True):
         pass
     return 0
+
+
+def _said(said_read: int) -> str:
+    """What a fresh warden says of its confinement (harness/launch/confine.py), before it forks anything; a warden that
+    says nothing within seconds is reported so, and the zygote goes on."""
+    with os.fdopen(said_read, "rb") as said:
+        ready, _, _ = select.select([said], [], [], SAID_SECONDS)
+        text = said.read(4096).decode(errors="replace") if ready else ""
+    return text or f"not confined: its warden said nothing of it within {SAID_SECONDS:g} s"
 
 
 def _reaped(block: bool = False):

@@ -13,7 +13,8 @@ entry of its import path, as `python -m` would). Any other difference (an import
 setting, read only when an interpreter starts or a library is imported) gets a zygote of its own.
 
 The harness talks to each zygote over a socket pair, one JSON message a datagram: `launch` (with the log's
-descriptor), answered by `started` (the warden's pid), then `ended` (its wait status) once the zygote has reaped
+descriptor, and how to confine it: harness/launch/confine.py), answered by `started` (the warden's pid, and how it
+was confined), then `ended` (its wait status) once the zygote has reaped
 it; `end_orphans`, which kills every child of the zygote that is not a live warden (a process handed up to it when
 its warden was killed).
 """
@@ -79,6 +80,7 @@ class Zygote:
         self.sock.setblocking(False)
         self.requests = itertools.count()
         self.started: dict[int, int] = {}  # request -> the warden's pid
+        self.confined: dict[int, str] = {}  # request -> how its warden confined the launch (confine.py), or why not
         self.ended: dict[int, int] = {}  # a warden's pid -> its wait status
         self.gone = False
 
@@ -88,11 +90,12 @@ class Zygote:
         self.pump()
         return not self.gone and any(pid not in self.ended for pid in self.started.values())
 
-    def launch(self, agent_argv: list[str], env: dict[str, str], log: Path) -> GuardedLaunch:
-        """Fork a warden running `agent_argv` (with `env`, in the current directory, its output and the agent's in `log`)."""
+    def launch(self, agent_argv: list[str], env: dict[str, str], log: Path, confine: dict | None = None) -> GuardedLaunch:
+        """Fork a warden running `agent_argv` (with `env`, in the current directory, its output and the agent's in `log`),
+        confined as `confine` says (harness/launch/confine.py; None: not at all)."""
         request = next(self.requests)
         with open(log, "w") as out:
-            self._send({"launch": request, "argv": agent_argv, "env": env, "cwd": os.getcwd()},
+            self._send({"launch": request, "argv": agent_argv, "env": env, "cwd": os.getcwd(), "confine": confine},
                        [out.fileno()])
         return GuardedLaunch(self, request, Path(log))
 
@@ -112,6 +115,7 @@ class Zygote:
                 self.gone = True
             elif "started" in message:
                 self.started[message["started"]] = message["pid"]
+                self.confined[message["started"]] = message.get("confined", "")
             else:
                 self.ended[message["ended"]] = message["status"]
 
@@ -158,8 +162,8 @@ def prefork(env: dict[str, str]) -> None:
         _zygotes[wanted] = Zygote(env, here=True)
 
 
-def launch(agent_argv: list[str], env: dict[str, str], log: Path) -> GuardedLaunch:
-    """A launch forked from the zygote of `env` (started now if there is none)."""
+def launch(agent_argv: list[str], env: dict[str, str], log: Path, confine: dict | None = None) -> GuardedLaunch:
+    """A launch forked from the zygote of `env` (started now if there is none), confined as `confine` says."""
     wanted = key(env)
     zygote = _zygotes.get(wanted)
     if zygote is not None and (zygote.gone or zygote.process.poll() is not None):
@@ -170,7 +174,7 @@ def launch(agent_argv: list[str], env: dict[str, str], log: Path) -> GuardedLaun
             _zygotes.pop(old).close()
         zygote = _zygotes[wanted] = Zygote(env)
     _zygotes.move_to_end(wanted)
-    return zygote.launch(agent_argv, env, log)
+    return zygote.launch(agent_argv, env, log, confine)
 
 
 def end_orphans() -> None:

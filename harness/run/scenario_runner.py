@@ -176,6 +176,7 @@ def judge_pass(scenario: Scenario, run: Execution, options: RunOptions, saving: 
     if saving.directory is not None and (saving.passing or verdict.failed) and not run.ended:
         save_arms(saving.directory, run.cases, run.results)
         save_invalid_arms(saving.directory, run.set_aside)
+        nulls.pool.saved(saving.directory)  # held as saved: a later change names the engines alive since
     return verdict
 
 

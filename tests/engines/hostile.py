@@ -325,7 +325,7 @@ class SpawnsDetached(ReferenceEngine):
         out = _out_of_run(os.getcwd())
         subprocess.Popen([sys.executable, "-c", FORGE, str(out), "3"], start_new_session=True, stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        (out / "spawned").write_text(str(os.getpid()))
+        (out.parent / "spawned").write_text(str(os.getpid()))  # beside --out: read-only to a confined engine
         return super().run(case)
 
 
@@ -351,7 +351,7 @@ class SpawnsDetachedWhileBuilding(ReferenceEngine):
         out = _out_of_run(os.path.dirname(os.path.abspath(sys.argv[-1])))  # the rank's argument: its launch's job.json
         subprocess.Popen([sys.executable, "-c", FORGE, str(out), "3"], start_new_session=True, stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        (out / "spawned").write_text(str(os.getpid()))
+        (out.parent / "spawned").write_text(str(os.getpid()))  # beside --out: read-only to a confined engine
         time.sleep(3600)
 
 
