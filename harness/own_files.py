@@ -1,5 +1,6 @@
 """packcheck's own installed files (the reference's code, the harness code its ranks import, package data) as a run read
-them before any engine process existed, held in memory for the run; a file changed since is named and written back.
+them before any engine process existed, held in memory for the run; a file changed since is named, kept aside in the
+temporary folder (it may be someone's edit) and written back.
 
     pin(folders)        the pool, before it starts its first engine process: every file below `folders` into memory
     check() -> [str]    before each launch starts, and at unpin: each file changed, removed or added since, named; a
@@ -20,6 +21,7 @@ Pins nest; the outermost one reports.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from packcheck.harness.files import restore
@@ -101,9 +103,23 @@ def check() -> list[str]:
         if not same:
             problems.append(f"the file {path} was changed while this run ran (a process of an engine can write packcheck's "
                             f"files where the operating system does not stop it): launches started after the change may have "
-                            f"run it, and {restore(Path(path), data)}")
+                            f"run it; {kept_aside(path)}, and {restore(Path(path), data)}")
         _held[path] = (_stats(path) or stats, data)
     return problems
+
+
+def kept_aside(path: str) -> str:
+    """The changed file copied to the temporary folder before it is written back (someone's edit is never lost); says
+    where, as part of a sentence."""
+    try:
+        with open(path, "rb") as handle:
+            changed = handle.read()
+        descriptor, aside = tempfile.mkstemp(prefix=f"packcheck-changed-{Path(path).name}-")
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(changed)
+    except OSError as err:
+        return f"the changed version could not be kept ({err.strerror or err})"
+    return f"the changed version is kept at {aside}"
 
 
 def unpin() -> list[str]:

@@ -174,6 +174,9 @@ def test_a_file_of_packcheck_changed_during_the_run_is_named_and_written_back_be
         said = own_files.check()
         assert config.read_text() == "rope_theta = 10000.0\n", "written back before the next launch imports it"
         assert len(said) == 2 and f"the file {config} was changed while this run ran" in said[1], said
+        aside = said[1].split("the changed version is kept at ", 1)[1].split(",", 1)[0]
+        assert Path(aside).read_text() == "rope_theta = 20000.0\n", "someone's edit is never lost"
+        Path(aside).unlink()
         assert f"the file {shadow} was added" in said[0], said
         assert own_files.check() == [], "each file is named once"
     finally:
