@@ -208,7 +208,7 @@ def verdict_of(pytestconfig, packcheck_pool, packcheck_inputs, packcheck_floors)
 
     # oracle_agreement also judges arms drawn from the cells judged before it in this process (harness/run/spot_checks.py;
     # conformance/conftest.py runs its cells last)
-    spot = SpotChecks(packcheck_pool, noise_floors=packcheck_floors)
+    spot = SpotChecks(packcheck_pool, size=run_choices(pytestconfig).spot_arms, noise_floors=packcheck_floors)
     options = RunOptions(timeout=packcheck_pool.timeout, pool=packcheck_pool, inputs=packcheck_inputs, noise_floors=packcheck_floors,
                          run_dir=run_directory.run_dir_of(pytestconfig), spot=spot)  # with --out, a failing verdict's arms are saved there
 

@@ -160,8 +160,8 @@ def test_a_file_of_packcheck_changed_during_the_run_is_named_and_written_back_be
     that doubled RoPE's base in the installed reference once made the oracle agree with it."""
     from packcheck.harness import own_files
 
-    monkeypatch.setattr(own_files, "_holders", 0)
-    monkeypatch.setattr(own_files, "_held", {})
+    for name, value in (("_holders", 0), ("_held", {}), ("_reported", set()), ("_folders", ()), ("_skipped", ())):
+        monkeypatch.setattr(own_files, name, value)  # a pin of its own, whatever this process's pool holds
     config = tmp_path / "impls" / "reference" / "config.py"
     config.parent.mkdir(parents=True)
     config.write_text("rope_theta = 10000.0\n")

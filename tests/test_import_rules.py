@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = ("harness", "impls", "conformance")
 # bottom to top; a part may import its own floor and any floor below
 FLOORS = (
-    {"harness.errors", "harness.files", "harness.lazy", "harness.provenance", "harness.registry", "harness.text"},
+    {"harness.errors", "harness.files", "harness.lazy", "harness.own_files", "harness.provenance", "harness.registry", "harness.text"},
     {"harness.contract"},
     {"harness.engines"},
     {"harness.models", "harness.data", "harness.losses", "harness.collectives"},

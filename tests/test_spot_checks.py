@@ -14,7 +14,7 @@ import torch
 from packcheck.harness.compare import ArmId, Arms, Comparison, Pass, Role
 from packcheck.harness.engines import EngineInfo
 from packcheck.harness.run.scenario_runner import setting_for
-from packcheck.harness.run.spot_checks import SpotChecks, clip_reachable
+from packcheck.harness.run.spot_checks import SpotArm, SpotChecks, clip_reachable, failed_by_drawn
 from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.scenarios import SCENARIOS
 from packcheck.impls.reference.engine import ReferenceEngine
@@ -42,9 +42,9 @@ def test_the_draw_keeps_at_most_its_size_named_by_scenario_and_arm(arms):
     spot.offer(OTHER, setting, "packed_vs_unpacked", cases, results)
     drawn = spot.drawn(OTHER, setting)
     assert len(drawn) == 2 <= len(cases)
-    for name, (case, result) in drawn.items():
-        scenario, arm = name.split("/", 1)
-        assert scenario == "packed_vs_unpacked" and case.name == name and result == results[ArmId(arm)]
+    for name, (case, result, scenario) in drawn.items():
+        arm = next(arm for arm in cases if name == f"packed_vs_unpacked/{arm.name}")
+        assert scenario == "packed_vs_unpacked" and case.name == name and result == results[arm]
     assert spot.drawn(OTHER, setting_for("qwen3", "float32", "cpu")) == {}, "another family's draw is its own"
 
 
@@ -108,12 +108,15 @@ def failing(arm: str) -> Comparison:
                       threshold=1e-10)
 
 
-def test_a_verdict_failed_by_a_drawn_arm_reproduces_with_the_scenario_it_was_drawn_from_and_every_arm_drawn():
+def test_a_verdict_failed_by_a_drawn_arm_reproduces_with_the_scenario_it_was_drawn_from_and_every_arm_drawn(arms):
+    setting, cases, results = arms
+    (arm, case), = list(cases.items())[:1]
+    given = {"packed_vs_unpacked/stacked": SpotArm(case, results[arm], "packed_vs_unpacked"),
+             "document_isolation/single": SpotArm(case, results[arm], "document_isolation")}
     verdict = Verdict(engine="e", family="llama", scenario="oracle_agreement", dtype="float64", device="cpu", status="fail",
                       comparisons=(failing("packed_vs_unpacked/stacked"), failing("packed")))
-    assert "--scenario packed_vs_unpacked oracle_agreement " in verdict.reproduce and verdict.reproduce.endswith(" --spot-arms all")
-    own = dataclasses.replace(verdict, comparisons=(failing("packed"),))
+    drawn = failed_by_drawn(verdict, given)
+    assert drawn.drawn_from == ("packed_vs_unpacked",), "only the scenarios whose drawn arms failed"
+    assert "--scenario packed_vs_unpacked oracle_agreement " in drawn.reproduce and drawn.reproduce.endswith(" --spot-arms all")
+    own = failed_by_drawn(dataclasses.replace(verdict, comparisons=(failing("packed"),)), given)
     assert "--scenario oracle_agreement " in own.reproduce and "--spot-arms" not in own.reproduce
-    # an arm name with a '/' of a scenario that draws nothing is its own (rl_loss_aggregation's "token-mean/clip/one")
-    rl = dataclasses.replace(verdict, scenario="rl_loss_aggregation", comparisons=(failing("token-mean/clip/one"),))
-    assert "--scenario rl_loss_aggregation " in rl.reproduce and "--spot-arms" not in rl.reproduce

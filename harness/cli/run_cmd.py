@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from packcheck.harness.cli.errors import UsageError
 from packcheck.harness.cli.interrupt import Interrupted, catch_signals, hold_signals, restore  # stdlib only
-from packcheck.harness.run.options import SPOT_ARMS, add_arguments, spot_arms
+from packcheck.harness.run.options import add_arguments
 from packcheck.harness.run_dir import RunDir  # stdlib only
 
 if TYPE_CHECKING:
@@ -32,10 +32,6 @@ def add_parser(commands) -> None:
     parser.add_argument("--save-arms", choices=("failing", "all", "none"), default="failing",
                         help="keep each arm's case and full result under OUT/cases for failing verdicts, all, or none (default: failing)")
     parser.add_argument("--no-report", action="store_true", help="skip report.html, summary.md and junit.xml (default: write them)")
-    parser.add_argument("--spot-arms", type=spot_arms, default=SPOT_ARMS, metavar="N",
-                        help="arms of each engine and family's relative verdicts, drawn after they ran, that oracle_agreement judges "
-                             f"against the float64 reference as well as its own case, or all (default: {SPOT_ARMS}; each costs one "
-                             "reference run, which at the tiny size is cheap)")
     parser.add_argument("--localise", action="store_true",
                         help="after each failing verdict, re-run its two arms with activation capture and name the first module "
                              "where they part (default: off; later: packcheck localise OUT/ENGINE/FAMILY/SCENARIO)")
@@ -176,7 +172,7 @@ def _handle(args) -> int:
         matrix = Matrix(engines=choices.engines, families=choices.families, scenarios=choices.scenarios, dtype=choices.dtype,
                         device=choices.device, attention=choices.attention, save_arms=args.save_arms,
                         dtype_for={spec: c.dtype for spec, c in chosen.items()}, inputs=choices.inputs, noise_floors=choices.noise_floors,
-                        localise=args.localise, spot_arms=args.spot_arms)
+                        localise=args.localise, spot_arms=choices.spot_arms)
     except (Interrupted, KeyboardInterrupt) as stop:
         hold_signals()
         if pool is not None:

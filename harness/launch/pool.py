@@ -31,12 +31,14 @@ import json
 from collections import OrderedDict
 from pathlib import Path
 
-from packcheck.harness import own_files
 from packcheck.harness.contract import Case
 from packcheck.harness.engines import EngineInfo
 from packcheck.harness.golden import golden_dir
 from packcheck.harness.golden.seal import pin as pin_goldens
 from packcheck.harness.golden.seal import unpin as unpin_goldens
+from packcheck.harness.own_files import check as check_own_files
+from packcheck.harness.own_files import pin as pin_own_files
+from packcheck.harness.own_files import unpin as unpin_own_files
 from packcheck.harness.launch.capacity import cannot_host, visible_gpus
 from packcheck.harness.launch.evidence import Evidence
 from packcheck.harness.launch.launch import STARTUP_SECONDS, Launch, LaunchFailed
@@ -68,7 +70,7 @@ class LaunchPool:
         # what the run compares with and starts from, held before any engine process exists (docs/isolation.md)
         pin_goldens(golden_dir())
         pin_cache()
-        own_files.pin(package_folders(), skip=[golden_dir()])
+        pin_own_files(package_folders(), skip=[golden_dir()])
         self._pinned = True
         self._started: list[Launch] = []  # every launch, for how it was confined
         self.evidence = Evidence()
@@ -198,7 +200,7 @@ class LaunchPool:
         arms is named, and each file but a saved arm restored."""
         if self._pinned:
             self._pinned = False
-            self.damage += unpin_goldens() + unpin_cache() + own_files.unpin() + self.evidence.lost()
+            self.damage += unpin_goldens() + unpin_cache() + unpin_own_files() + self.evidence.lost()
 
     def _launch(self, key: Key) -> Launch:
         if key in self._live and self._live[key].alive:
@@ -209,7 +211,7 @@ class LaunchPool:
             _, oldest = self._live.popitem(last=False)
             oldest.close()
         spec, device, world_size = key
-        self.damage += own_files.check()  # written back before this launch imports it
+        self.damage += check_own_files()  # written back before this launch imports it
         self.evidence.launched(spec)
         launch = Launch.start(spec, device, world_size, self.timeout, self.workdir / path_name(spec), self.startup_seconds,
                               self.confinement)

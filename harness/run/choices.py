@@ -23,6 +23,7 @@ from packcheck.harness.models import get_family
 from packcheck.harness.run.calibration import floors_from_report
 from packcheck.harness.run.dtype_choice import AUTO
 from packcheck.harness.run.inputs import Inputs, checked_inputs
+from packcheck.harness.run.options import SPOT_ARMS
 from packcheck.harness.scenarios import SCENARIOS, Scenario, get_scenario
 
 
@@ -43,6 +44,7 @@ class RunChoices:
     noise_floors: dict[str, dict[str, float]] = field(default_factory=dict)  # dtype -> field -> floor; {}: the shipped
     noise_floors_file: str | None = None
     relative_only: bool = False  # --relative-only: a run with no absolute check passed may still be green (harness/run/absolute.py)
+    spot_arms: int = SPOT_ARMS  # --spot-arms: arms per engine and setting oracle_agreement draws (harness/run/spot_checks.py)
 
     def provenance(self) -> dict:
         """What results.json records of these choices: the dtype, the inputs, --relative-only where given, and the table
@@ -118,4 +120,5 @@ def checked(values: Mapping[str, Any], timeout_flag: str = "--timeout") -> RunCh
     floors_file = values["noise_floors"]
     return RunChoices(engines=engines, families=families, scenarios=scenarios, dtype=dtype, device=device, attention=values["attention"],
                       timeout=timeout, inputs=inputs, noise_floors=floors_from_report(floors_file) if floors_file else {},
-                      noise_floors_file=floors_file, relative_only=bool(values.get("relative_only")))
+                      noise_floors_file=floors_file, relative_only=bool(values.get("relative_only")),
+                      spot_arms=values.get("spot_arms", SPOT_ARMS))

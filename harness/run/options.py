@@ -1,5 +1,5 @@
 """The run options, defined once: what a run takes (engines, families, scenarios, dtype, device, attention,
-timeout, model, seed, data scale, noise floors, relative-only), with each one's type, default and help text.
+timeout, model, seed, data scale, noise floors, spot arms, relative-only), with each one's type, default and help text.
 
 `packcheck run` and `packcheck calibrate` add them to their argparse parsers (`add_arguments`), the pytest
 plugin to its "packcheck" group (`add_to_group`), both from `OPTIONS`; the plugin spells two of them its
@@ -74,6 +74,9 @@ OPTIONS = (
     Option(name="noise_floors", metavar="CALIBRATION_JSON", default_text="the shipped, docs/gpu.md",
            means="judge float32/bfloat16 with 4x the floors `packcheck calibrate` measured on your model and machine "
                  "(its calibration.json) instead of the shipped ones"),
+    Option(name="spot_arms", type=spot_arms, default=SPOT_ARMS, metavar="N",
+           means="arms of each engine and family's other verdicts, drawn after they ran, that oracle_agreement judges against the "
+                 "float64 reference beside its own case, or all (each costs a reference run, cheap at the tiny size)"),
     Option(name="relative_only", switch=True, default=False,
            means="accept a run in which no absolute check (oracle_agreement, golden_regression, gradient_oracle) passed for an "
                  "engine and family: without it such a run is not green (exit 2), with it the summary still says so"),

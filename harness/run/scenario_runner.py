@@ -42,7 +42,7 @@ from packcheck.harness.run.invalid_arms import save_invalid_arms
 from packcheck.harness.run.judge import Judged, judge, judgement
 from packcheck.harness.run.null_arms import bases_to_measure, measure_nulls
 from packcheck.harness.run.outcomes import Kind
-from packcheck.harness.run.spot_checks import SpotChecks
+from packcheck.harness.run.spot_checks import SpotChecks, failed_by_drawn
 from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.run_dir import RunDir
 from packcheck.harness.run_dir.saved_arms import save_arm
@@ -130,20 +130,20 @@ def judge_placed(info: EngineInfo, scenario: Scenario, setting: Setting, cell: V
     here = setting.device != "cuda" or not placement.required_arm_moves(scenario, scenario.build(setting))
     if not here and not options.logic_pass:
         return unsupported(cell, "a required arm has more ranks than this machine has GPUs, and the CPU pass is off")
-    main, moved = None, ()
+    main, moved, given = None, (), {}
     if here:
         given = options.spot.drawn(info, setting) if options.spot is not None and scenario.takes_spot_arms else {}
         run = execute(info, scenario, setting, Pass.MAIN, pool, host=True, given=given)
         main, moved = judge_pass(scenario, run, options, saving, Nulls(info, pool)), run.moved
         if not (main.judged and moved and options.logic_pass):
-            return placement.placed(cell, main, None, moved, ())
+            return failed_by_drawn(placement.placed(cell, main, None, moved, ()), given)
     cpu = placement.logic_setting(setting)
     keep = None if not here else (lambda arm, case: case.parallel.world_size == 1 or not scenario.optional(arm)
                                   or arm.in_pass(Pass.MAIN) in moved)
     run = execute(info, scenario, cpu, Pass.CPU_LOGIC, pool, keep=keep)
     logic = judge_pass(scenario, run, options, saving, Nulls(info, pool), opening=(Note(placement.logic_note(setting, cpu)),))
     relocated = [str(arm) for arm in moved] if here else [arm.local for arm in run.cases]
-    return placement.placed(cell, main, logic, moved, relocated)
+    return failed_by_drawn(placement.placed(cell, main, logic, moved, relocated), given)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ it after the other scenarios (harness/run/session.py); run alone it has its own 
 from __future__ import annotations
 
 import secrets
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Mapping, NamedTuple
@@ -34,21 +35,31 @@ from packcheck.harness.judging.truth import Bounds
 from packcheck.harness.launch import LaunchFailed, LaunchPool
 from packcheck.harness.launch.capacity import cannot_host
 from packcheck.harness.run.options import SPOT_ARMS
+from packcheck.harness.run.verdict import Verdict
 from packcheck.harness.scenarios import Setting
 from packcheck.harness.scenarios.base import ORACLE_ENGINE
 
 
 
 class SpotArm(NamedTuple):
-    """A drawn arm: the case the engine ran (named as oracle_agreement names it) and the result the harness holds of it."""
+    """A drawn arm: the case the engine ran (named as oracle_agreement names it), the result the harness holds of it, and
+    the scenario it was drawn from."""
 
     case: Case
     result: StepResult
+    scenario: str
 
 
 def spot_name(scenario: str, arm: ArmId) -> str:
     """The drawn arm's name in oracle_agreement's verdict: the scenario it came from, then its own name."""
     return f"{scenario}/{arm.name}"
+
+
+def failed_by_drawn(verdict: Verdict, given: Mapping[str, SpotArm]) -> Verdict:
+    """`verdict` with the scenarios whose drawn arms (`given`, by name) failed it: its reproduce command runs them."""
+    failed = {c.arms.arm.name for c in verdict.comparisons if not c.passed}
+    drawn = tuple(dict.fromkeys(arm.scenario for name, arm in given.items() if name in failed))
+    return dataclasses.replace(verdict, drawn_from=drawn) if drawn else verdict
 
 
 def clip_reachable(case: Case, result: StepResult, tolerance: float) -> bool:
@@ -102,7 +113,7 @@ class SpotChecks:
                     continue
                 del drawn[list(drawn)[slot]]
             name = spot_name(scenario, arm)
-            drawn[name] = SpotArm(case.with_(name=name), result)
+            drawn[name] = SpotArm(case.with_(name=name), result, scenario)
 
     def judgeable(self, case: Case, result: StepResult, setting: Setting) -> bool:
         """Whether the oracle declares the case's oracle arm, this machine hosts it (an oracle that did not start: no draw;

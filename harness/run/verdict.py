@@ -15,7 +15,6 @@ from typing import Mapping
 from packcheck.harness.compare import Comparison
 from packcheck.harness.judging.status import Status
 from packcheck.harness.run.reproduce import reproduce_command
-from packcheck.harness.scenarios import SCENARIOS
 from packcheck.harness.text import safe_text
 
 
@@ -39,26 +38,20 @@ class Verdict:
     relocated_arms: tuple[str, ...] = ()  # arms with more ranks than GPUs, run on the CPU in float64 (harness/run/placement.py)
     arms_run: Mapping[str, int] = field(default_factory=dict)  # "device dtype" -> how many arms ran there
     reason: str = ""  # why an unsupported verdict is unsupported, in one line without the arm's name (the progress line's)
+    drawn_from: tuple[str, ...] = ()  # the scenarios whose arms, drawn for this verdict, failed it (harness/run/spot_checks.py)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Status(self.status))  # a status spelled as text is checked, and typed from here on
 
     @property
     def reproduce(self) -> str:
-        drawn = self.drawn_from
-        return reproduce_command(self.engine_spec or self.engine, f"--family {self.family} --scenario {' '.join([*drawn, self.scenario])} "
+        """The command that reruns the verdict; one failed by arms it drew from other scenarios runs those first, drawing
+        every arm (harness/run/spot_checks.py): run alone, the scenario has none to draw."""
+        return reproduce_command(self.engine_spec or self.engine,
+                                 f"--family {self.family} --scenario {' '.join([*self.drawn_from, self.scenario])} "
                                  f"--dtype {self.dtype} --device {self.device}"
                                  + ("" if self.attention == "auto" else f" --attention {self.attention}") + self.inputs
-                                 + (" --spot-arms all" if drawn else ""))
-
-    @property
-    def drawn_from(self) -> list[str]:
-        """The scenarios whose arms, drawn by this verdict (harness/run/spot_checks.py), failed it: its reproduce command runs
-        them first and draws every arm, since a run of this scenario alone has none to draw."""
-        if self.scenario not in SCENARIOS or not SCENARIOS[self.scenario].takes_spot_arms:
-            return []
-        named = {c.arms.arm.name.partition("/")[0] for c in self.comparisons if not c.passed}
-        return [scenario for scenario in SCENARIOS if scenario in named]
+                                 + (" --spot-arms all" if self.drawn_from else ""))
 
     @property
     def failed(self) -> bool:
