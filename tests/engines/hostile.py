@@ -254,6 +254,8 @@ class ForgesTokenMeter(IgnoresMeshQuietly):
         from packcheck.harness.run.work_share import dp_shares
 
         result = super().run(case)
+        if case.parallel.world_size == 1:  # no meter to forge
+            return result
         dp_rank, cp_rank = divmod(dist.get_rank(), case.parallel.cp)
         share = sorted(dp_shares(case)[dp_rank].elements())
         for meter in (m for m in _get_current_function_mode_stack() if isinstance(m, TokenMeter)):
