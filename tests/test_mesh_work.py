@@ -4,7 +4,9 @@ An engine whose ranks compute everything alone and issue the collectives a mesh 
 all_reduces), or that runs context parallelism as data parallelism, returns the single-process
 numbers and satisfies the collective trace; the token meters (harness/launch/token_meter.py,
 harness/run/work_share.py) do not. The reference's own distributed arms are the positive control
-(test_scenarios.py runs every scenario against it, and this file runs dp_cp_reduction's arms).
+(test_scenarios.py runs every scenario against it, and this file runs dp_cp_reduction's arms), with its vocabulary
+table padded too (tests/engines/padded_vocabulary.py). What the meters cannot prove is here too: an engine that writes
+its own meter's counts is believed (docs/isolation.md).
 """
 
 from __future__ import annotations
@@ -12,15 +14,22 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+import torch
 
+from packcheck.harness.launch.token_meter import MAX_PADDING, TokenMeter
 from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run.scenario_runner import RunOptions, run_scenario
 from packcheck.harness.run.work_share import overworked, unobservable
 from packcheck.harness.scenarios import SCENARIOS
-from tests.engines.hostile import IgnoresMeshQuietly, RunsCpAsDp
+from tests.engines.hostile import ForgesTokenMeter, IgnoresMeshQuietly, RunsCpAsDp
+from tests.engines.padded_vocabulary import PadsVocabulary, PadsVocabularyIgnoresMesh
 from tests.machine_load import stretched
 
-HOSTILE = "tests.engines.hostile:"
+VOCAB, HIDDEN = 128, 64  # the tiny families' (harness/models/families.py)
+
+
+def spec(engine) -> str:
+    return f"{engine.__module__}:{engine.__name__}"
 
 
 def meter(ids) -> dict:
@@ -71,9 +80,33 @@ def test_no_lookup_seen_on_any_rank_is_said_not_judged(tiny_case_cp2):
     assert unobservable(tiny_case_cp2, [meter([1]), meter([2])]) is None
 
 
-@pytest.mark.parametrize("engine", [IgnoresMeshQuietly, RunsCpAsDp], ids=lambda e: e.name)
+def metered(table, ids, hidden=HIDDEN) -> dict:
+    with TokenMeter(VOCAB, hidden) as meter:
+        torch.nn.functional.embedding(ids, table)
+    return meter.counts
+
+
+def test_a_padded_vocabulary_table_is_metered_and_position_tables_are_not():
+    ids = torch.tensor([[3, 5, 5, 127]])
+    assert metered(torch.zeros(VOCAB, HIDDEN), ids) == {3: 1, 5: 2, 127: 1}
+    assert metered(torch.zeros(256, HIDDEN), ids) == {3: 1, 5: 2, 127: 1}, "Megatron's padding: 128 x tp 2"
+    assert metered(torch.zeros(VOCAB + MAX_PADDING - 1, HIDDEN), ids) != {}
+    positions = torch.arange(48)[None]
+    assert metered(torch.zeros(512, 16), positions) == {}, "a RoPE cache (max positions x head_dim) is narrower than the hidden size"
+    assert metered(torch.zeros(VOCAB + MAX_PADDING, HIDDEN), ids) == {}, "more rows than any padding adds"
+    assert metered(torch.zeros(256, HIDDEN), torch.tensor([3, 200])) == {}, "an id past the vocabulary is no token"
+    assert metered(torch.zeros(256, HIDDEN), ids, hidden=None) == {}, "no width given: only vocab_size rows count"
+
+
+def test_a_padded_vocabulary_engine_is_judged_by_its_work():
+    verdict = run_scenario(spec(PadsVocabulary), SCENARIOS["dp_cp_reduction"], "llama", options=RunOptions(timeout=stretched(120)))
+    assert verdict.status == "pass", verdict.message()
+    assert "not observable" not in verdict.message(), verdict.message()
+
+
+@pytest.mark.parametrize("engine", [IgnoresMeshQuietly, RunsCpAsDp, PadsVocabularyIgnoresMesh], ids=lambda e: e.name)
 def test_an_engine_that_talks_but_computes_alone_fails_on_its_work(engine):
-    verdict = run_scenario(HOSTILE + engine.__name__, SCENARIOS["dp_cp_reduction"], "llama", options=RunOptions(timeout=stretched(120)))
+    verdict = run_scenario(spec(engine), SCENARIOS["dp_cp_reduction"], "llama", options=RunOptions(timeout=stretched(120)))
     assert verdict.status == "fail", verdict.message()
     assert "did not run the arm on its mesh" in verdict.diagnosis
     mesh = [c for c in verdict.comparisons if c.quantity == "mesh"]
@@ -85,6 +118,15 @@ def test_an_engine_that_talks_but_computes_alone_fails_on_its_work(engine):
 @pytest.mark.parametrize(("engine", "scenario"), [(IgnoresMeshQuietly, "cp_vs_nocp"), (RunsCpAsDp, "cp_vs_nocp"),
                                                   (IgnoresMeshQuietly, "microbatch_invariance")], ids=str)
 def test_at_another_seed_too(engine, scenario):
-    verdict = run_scenario(HOSTILE + engine.__name__, SCENARIOS[scenario], "llama",
+    verdict = run_scenario(spec(engine), SCENARIOS[scenario], "llama",
                            options=RunOptions(timeout=stretched(120), inputs=Inputs(seed=3)))
     assert verdict.status == "fail" and "did not run the arm on its mesh" in verdict.diagnosis, verdict.message()
+
+
+def test_a_meter_forged_in_the_engines_own_process_is_believed():
+    """The limit of what the meters prove, pinned: ForgesTokenMeter is IgnoresMeshQuietly (failed above on its work) that
+    writes its share's counts into its own rank's meter, and nothing the harness reads from that process can tell. When
+    work is proven from outside the engine's process, this test is to fail and become a check that it is caught."""
+    verdict = run_scenario(spec(ForgesTokenMeter), SCENARIOS["dp_cp_reduction"], "llama", options=RunOptions(timeout=stretched(120)))
+    assert verdict.status == "pass", verdict.message()
+    assert "not observable" not in verdict.message(), "the forged meters were read as the work, not set aside"

@@ -136,7 +136,8 @@ def _run_case(index: int, case_dir: CaseDir, engine: Engine, rank: int, recorder
     meter = None
     try:
         case = Case.from_json(data)
-        meter = TokenMeter(case.model.vocab_size) if case.parallel.world_size > 1 else nullcontext()
+        text = case.model.config.get("text_config", case.model.config)  # a VLM's decoder config is nested
+        meter = TokenMeter(case.model.vocab_size, text.get("hidden_size")) if case.parallel.world_size > 1 else nullcontext()
         reason = None if mode == "force" else decline_reason(engine, case)
         if reason is not None or mode == "reason":
             if rank == 0:

@@ -236,6 +236,32 @@ class RunsCpAsDp(ReferenceEngine):
         return result
 
 
+
+class ForgesTokenMeter(IgnoresMeshQuietly):
+    """IgnoresMeshQuietly that then writes into its rank's token meter the counts of the share its rank should have
+    computed (its data-parallel rank's micro-batches, its context-parallel shard of them): the meter and the collective
+    trace live in the engine's process, and what they record there is the engine's to write (docs/isolation.md)."""
+
+    name = "hostile.forges-token-meter"
+
+    def run(self, case):
+        from collections import Counter
+
+        import torch.distributed as dist
+        from torch.overrides import _get_current_function_mode_stack
+
+        from packcheck.harness.launch.token_meter import TokenMeter
+        from packcheck.harness.run.work_share import dp_shares
+
+        result = super().run(case)
+        if case.parallel.world_size == 1:  # no meter to forge
+            return result
+        dp_rank, cp_rank = divmod(dist.get_rank(), case.parallel.cp)
+        share = sorted(dp_shares(case)[dp_rank].elements())
+        for meter in (m for m in _get_current_function_mode_stack() if isinstance(m, TokenMeter)):
+            meter.counts, meter.lookups = dict(Counter(share[cp_rank::case.parallel.cp])), 1
+        return result
+
 class ForgesPassLine(ReferenceEngine):
     """A newline in its name: printed raw, the rest of the name is a console line of its own, a forged PASS."""
 
