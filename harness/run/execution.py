@@ -10,7 +10,7 @@ be judged against (blocks_judging). Only the engines run here; what the outcomes
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 from packcheck.harness.compare import ArmId, Pass, Role
 from packcheck.harness.contract import Case, StepResult
@@ -72,11 +72,12 @@ def ends(outcome: ArmOutcome) -> bool:
 
 
 def execute(engine: EngineInfo, scenario: Scenario, setting: Setting, pass_: Pass, pool: LaunchPool, *, host: bool = False,
-            keep: Callable[[ArmId, Case], bool] | None = None, given: Mapping[str, tuple[Case, StepResult]] = {}) -> Execution:
+            keep: Callable[[ArmId, Case], bool] | None = None, given: Mapping[str, Sequence] = {}) -> Execution:
     """Run the plan's stages on `setting`. With `host`, an arm this machine cannot host is not run but `moved`; only
-    arms `keep` accepts are built (every arm without it). `given`: engine arms that already ran, by name, with their
-    results (harness/run/spot_checks.py), which the later stages build on and the judge sees as the first stage's."""
-    cases: dict[ArmId, Case] = {ArmId(name, Role.ENGINE, pass_): case for name, (case, _) in given.items()}
+    arms `keep` accepts are built (every arm without it). `given`: engine arms that already ran, by name, each its case
+    and result first (harness/run/spot_checks.py, SpotArm), which the later stages build on and the judge sees as the
+    first stage's."""
+    cases: dict[ArmId, Case] = {ArmId(name, Role.ENGINE, pass_): ran[0] for name, ran in given.items()}
     outcomes: list[ArmOutcome] = [ArmOutcome(arm=arm, case=case, kind=Kind.RAN, stage=0, result=given[arm.name][1])
                                   for arm, case in cases.items()]
     moved: list[ArmId] = []
