@@ -63,16 +63,18 @@ def test_an_engine_that_writes_outside_its_launch_is_not_green_and_the_reference
         left = config.read_bytes()
         config.write_bytes(original)
     statuses = {(v["engine_spec"], v["scenario"]): v["status"] for v in json.loads((out / "results.json").read_text())["verdicts"]}
+    refused = "engine processes ran without a mount namespace" in done.stderr  # a machine that allows none: said, and checked
+    unconfined = mode == "off" or refused
     assert statuses[("reference", "packed_vs_unpacked")] == statuses[("reference", "oracle_agreement")] == "pass", done.stderr
     assert statuses[(BEYOND + "RewritesReference", "oracle_agreement")] == "fail", done.stderr
     assert statuses[(BEYOND + "RewritesOracleCase", "oracle_agreement")] in ("fail", "error"), done.stderr
-    assert statuses[(BEYOND + "OverwritesSavedArms", "packed_vs_unpacked")] == "pass" or mode == "off", done.stderr
+    assert statuses[(BEYOND + "OverwritesSavedArms", "packed_vs_unpacked")] == "pass" or unconfined, done.stderr
     assert left == original, "the installed reference is as it was once the run has ended"
     assert done.returncode == 1, done.stderr
     saved = sorted((out / "cases").rglob("result.safetensors"))
     assert saved, "the failing mutant's arms are saved"
-    if mode == "off":
-        assert "engine processes ran without a mount namespace" not in done.stderr, "off is asked for: nothing to warn of"
+    if unconfined:
+        assert refused == (mode != "off"), "off is asked for: nothing to warn of; refused: said once"
         assert f"the file {config} was changed while this run ran" in done.stderr and "restored" in done.stderr
         lost = [line for line in done.stderr.splitlines() if "the saved arms in" in line]
         assert lost and all(BEYOND + "OverwritesSavedArms" in line for line in lost), done.stderr
