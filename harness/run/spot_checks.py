@@ -14,14 +14,15 @@ dtype's log-prob tolerance against truth cannot move a clipped policy loss's tok
 (clip_reachable: at step 0 in bfloat16 it can, and the oracle's weight there is 0 where the engine's is -A r). Only
 from the run's own pass (not the CPU float64 logic pass), and not where the engine is the oracle itself in float64 (the
 same code on the same case: nothing to learn). oracle_agreement takes the drawn arms when it runs, so the run orders
-it after the other scenarios (harness/run/session.py); run alone it has its own case only.
+it after the other scenarios (harness/run/session.py; the pytest plugin runs its cells last: conformance/conftest.py);
+run alone it has its own case only.
 """
 
 from __future__ import annotations
 
-import secrets
 import dataclasses
 import math
+import secrets
 from dataclasses import dataclass, field
 from typing import Mapping, NamedTuple
 
