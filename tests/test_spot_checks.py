@@ -40,12 +40,12 @@ def test_the_draw_keeps_at_most_its_size_named_by_scenario_and_arm(arms):
     setting, cases, results = arms
     spot = draw(size=2)
     spot.offer(OTHER, setting, "packed_vs_unpacked", cases, results)
-    drawn = spot.drawn(OTHER, setting)
+    drawn = spot.take(OTHER, setting)
     assert len(drawn) == 2 <= len(cases)
     for name, (case, result, scenario) in drawn.items():
         arm = next(arm for arm in cases if name == f"packed_vs_unpacked/{arm.name}")
         assert scenario == "packed_vs_unpacked" and case.name == name and result == results[arm]
-    assert spot.drawn(OTHER, setting_for("qwen3", "float32", "cpu")) == {}, "another family's draw is its own"
+    assert spot.take(OTHER, setting_for("qwen3", "float32", "cpu")) == {}, "another family's draw is its own"
 
 
 def test_only_the_engines_arms_of_the_runs_own_pass_are_drawn(arms):
@@ -54,7 +54,7 @@ def test_only_the_engines_arms_of_the_runs_own_pass_are_drawn(arms):
     others = {ArmId(arm.name, Role.ORACLE): case, ArmId(arm.name, Role.ENGINE, Pass.CPU_LOGIC): case}
     spot = draw()
     spot.offer(OTHER, setting, "packed_vs_unpacked", others, {a: "r" for a in others})
-    assert spot.drawn(OTHER, setting) == {}
+    assert spot.take(OTHER, setting) == {}
 
 
 def test_nothing_is_drawn_where_the_engine_is_the_oracle_in_float64(arms):
@@ -62,10 +62,10 @@ def test_nothing_is_drawn_where_the_engine_is_the_oracle_in_float64(arms):
     exact = setting_for("llama", "float64", "cpu")
     spot = draw()
     spot.offer(REFERENCE, exact, "packed_vs_unpacked", cases, results)
-    assert spot.drawn(REFERENCE, exact) == {}, "the same code on the same case: nothing to learn, a run's worth of time"
+    assert spot.take(REFERENCE, exact) == {}, "the same code on the same case: nothing to learn, a run's worth of time"
     setting = setting_for("llama", "float32", "cpu")
     spot.offer(REFERENCE, setting, "packed_vs_unpacked", cases, results)
-    assert len(spot.drawn(REFERENCE, setting)) == 2, "in float32 the reference is judged by its float64 self"
+    assert len(spot.take(REFERENCE, setting)) == 2, "in float32 the reference is judged by its float64 self"
 
 
 def test_an_arm_the_oracle_cannot_run_here_is_not_drawn(arms):
@@ -73,7 +73,7 @@ def test_an_arm_the_oracle_cannot_run_here_is_not_drawn(arms):
     on_gpu = {arm: case.with_(device="cuda") for arm, case in cases.items()}  # this CPU machine hosts no cuda case
     spot = draw()
     spot.offer(OTHER, setting, "packed_vs_unpacked", on_gpu, results)
-    assert spot.drawn(OTHER, setting) == {}
+    assert spot.take(OTHER, setting) == {}
 
 
 def test_every_arm_offered_has_the_same_chance(arms):
@@ -86,7 +86,7 @@ def test_every_arm_offered_has_the_same_chance(arms):
         spot = draw(size=2)
         for arm, case in offered.items():  # one arm per verdict, as a run offers them
             spot.offer(OTHER, setting, "s", {arm: case}, {arm: "r"})
-        kept.update(list(spot.drawn(OTHER, setting)))
+        kept.update(list(spot.take(OTHER, setting)))
     expected = trials * 2 / len(offered)  # 150; the binomial's standard deviation is 10.6
     assert all(abs(kept[f"s/arm{i}"] - expected) < 6 * 10.6 for i in range(8)), kept
 

@@ -31,6 +31,7 @@ from packcheck.harness.launch.usage import human
 from packcheck.harness.models.checkpoint import WEIGHTS, cache_dir, parameter_count, parameter_shapes
 from packcheck.harness.models.sizes import planned_checkpoint
 from packcheck.harness.run.inputs import Inputs
+from packcheck.harness.run.options import SPOT_ARMS
 from packcheck.harness.scenarios import SCENARIOS, Scenario
 FACTOR = 1.5
 LARGE = 1 << 30  # a run that needs more says so before it starts
@@ -87,8 +88,10 @@ def same_disk(a: Path, b: Path) -> bool:
 
 def arms_of(scenario: Scenario) -> int:
     """The arms with a result in one verdict of `scenario`: as its entry measured them; one not measured (a new scenario,
-    or a user's) counts as many as the largest measured."""
-    return scenario.disk_arms or max(s.disk_arms or 0 for s in SCENARIOS.values())
+    or a user's) counts as many as the largest measured. One that judges drawn arms also holds each one's oracle arm and,
+    saved, the drawn arm (run/spot_checks.py; at the default --spot-arms)."""
+    drawn = 2 * SPOT_ARMS if scenario.takes_spot_arms else 0
+    return (scenario.disk_arms or max(s.disk_arms or 0 for s in SCENARIOS.values())) + drawn
 
 
 def disk_need(families: Sequence[str], scenarios: Sequence[Scenario], engines: int, dtype: str, inputs: Inputs,

@@ -132,7 +132,7 @@ def judge_placed(info: EngineInfo, scenario: Scenario, setting: Setting, cell: V
         return unsupported(cell, "a required arm has more ranks than this machine has GPUs, and the CPU pass is off")
     main, moved, given = None, (), {}
     if here:
-        given = options.spot.drawn(info, setting) if options.spot is not None and scenario.takes_spot_arms else {}
+        given = options.spot.take(info, setting) if options.spot is not None and scenario.takes_spot_arms else {}
         run = execute(info, scenario, setting, Pass.MAIN, pool, host=True, given=given)
         main, moved = judge_pass(scenario, run, options, saving, Nulls(info, pool)), run.moved
         if not (main.judged and moved and options.logic_pass):

@@ -32,6 +32,7 @@ from packcheck.harness.compare import ArmId, Pass, Role
 from packcheck.harness.contract import Case, LossKind, StepResult
 from packcheck.harness.engines import EngineInfo
 from packcheck.harness.judging.oracle_arms import oracle_of
+from packcheck.harness.judging.oracle_memory import oracle_memory_reason
 from packcheck.harness.judging.truth import Bounds
 from packcheck.harness.launch import LaunchFailed, LaunchPool
 from packcheck.harness.launch.capacity import cannot_host
@@ -100,8 +101,8 @@ class SpotChecks:
     def offer(self, engine: EngineInfo, setting: Setting, scenario: str, cases: dict[ArmId, Case],
               results: dict[ArmId, StepResult]) -> None:
         """A relative verdict's arms that ran: each enters the draw where the oracle can judge it (reservoir sampling)."""
-        if engine.spec == ORACLE_ENGINE and setting.dtype == "float64":
-            return
+        if (engine.spec == ORACLE_ENGINE and setting.dtype == "float64") or oracle_memory_reason(setting) is not None:
+            return  # the oracle is the engine itself; or it does not fit (8B): nothing held for a check that cannot run
         key = setting_key(engine, setting)
         drawn = self._drawn.setdefault(key, {})
         for arm, result in results.items():
@@ -132,6 +133,10 @@ class SpotChecks:
         return (isinstance(self.oracle, EngineInfo) and self.oracle.unsupported_reason(oracle) is None
                 and cannot_host(oracle) is None)
 
-    def drawn(self, engine: EngineInfo, setting: Setting) -> dict[str, SpotArm]:
-        """The arms drawn for this engine and setting so far, by their name in oracle_agreement's verdict."""
-        return dict(self._drawn.get(setting_key(engine, setting), {}))
+    def take(self, engine: EngineInfo, setting: Setting) -> dict[str, SpotArm]:
+        """The arms drawn for this engine and setting, by their name in oracle_agreement's verdict, handed over once: the
+        draw lets go of them (at 0.6b each holds every gradient, 1.2 GB in bfloat16), and arms offered later start a new
+        draw."""
+        key = setting_key(engine, setting)
+        self._seen.pop(key, None)
+        return self._drawn.pop(key, {})
