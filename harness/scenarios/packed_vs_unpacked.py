@@ -54,7 +54,7 @@ def diagnose(j: Judgement, failed: list) -> str:
 PACKED_VS_UNPACKED = Scenario(
     name="packed_vs_unpacked",
     invariant="unpacked, packed and length-bucketed layouts of the same samples give the same log-probs, loss, count and every gradient",
-    catches=("cross-doc-attention", "positions-not-reset", "linear-attn-state-leak", "logprobs-reported-shifted"),
+    catches=("cross-doc-attention", "positions-not-reset", "linear-attn-state-leak", "logprobs-reported-shifted", "one-token-doc-merged"),
     stages=(from_setting(build),),
     judge=judge,
     diagnose=diagnose,
