@@ -77,7 +77,7 @@ class Capabilities:
             "losses": sorted(k.value for k in self.losses),
             "aggregations": sorted(k.value for k in self.aggregations),
             "loss_terms": sorted(self.loss_terms),
-            "advantage_estimators": sorted(e.value for e in self.advantage_estimators),
+            "advantage_estimators": sorted(map(str, self.advantage_estimators)),
             "max_dp": self.max_dp,
             "max_cp": self.max_cp,
             "cp_styles": sorted(self.cp_styles),

@@ -2,19 +2,20 @@
 advantage of its reward within its group, found by the group id alone: the order of the rows, interleaved groups,
 a partial group, a group of one and a split over micro-batches and ranks change nothing.
 
-The samples carry a reward and a group id instead of advantages (harness/contract/advantage.py). The group sizes are
-4, 2, 2 and 1 with non-consecutive ids: a full group, a partial one whose one member has no loss token (it still
-counts in its group's statistics), a partial one whose rewards are equal (advantage 0) and a group of one
-(advantage 0, never NaN). A rollout arm gives the engine's own log-probs, so every arm is on-policy (ratio 1, nothing
-clips) and every sample's gradient is its advantage times its tokens' weights. The arms hold the same samples:
-`grouped` (each group's samples adjacent, unpacked), `interleaved` (round robin over the groups, unpacked), and
-optional ones an engine may lack the layout or the mesh for: `shuffled` (packed), `micro_batches` (three uneven
-micro-batches that cut groups), `dp2` (two data-parallel ranks that split groups) and `dr_grpo` (Dr.GRPO's
+The samples (MASK_EDGE_CASES) carry a reward and a group id instead of advantages (harness/contract/advantage.py), in
+groups of 4, 2, 2 and 1 with non-consecutive ids: a full group holding the two samples with no loss token (their
+rewards still count in its statistics), a partial group, a partial group of equal rewards (advantage 0) and a group
+of one (advantage 0, never NaN). A rollout arm gives the engine's own log-probs, so every arm is on-policy (ratio 1,
+nothing clips) and each sample's gradient is its advantage times its tokens' weights. The arms hold the same samples:
+`grouped` (each group's samples adjacent) and `interleaved` (round robin over the groups), unpacked, and optional ones
+an engine may lack the layout or the mesh for, packed: `shuffled_micro_batches` (the rows in another order, cut into
+three micro-batches across groups), `dp2` (two data-parallel ranks splitting groups) and `dr_grpo` (Dr.GRPO's
 mean-centred advantages, interleaved). Each arm is judged against the harness's own advantages from (reward, group)
-(the reported `advantages`; the loss and every token's weight at them; the clipped set; the count), and every GRPO
+(the reported `advantages`; the loss and every token's weight at them; the count), and every GRPO
 arm against `grouped`, its samples put back in `grouped`'s order: log-probs, loss, count, weights and every gradient.
-Groups found by position instead of by id (AReaL #1419's fixed stride, `reshape(-1, group_size)`) already fail
-`grouped`; an engine right only while groups are contiguous fails the interleaved and shuffled arms.
+Groups found by position (AReaL #1419's fixed stride, `reshape(-1, group_size)`) already fail `grouped`; groups taken
+as runs of adjacent samples fail `interleaved` (prime-rl PR #600); advantages normalised per micro-batch or per rank
+fail only the split arms.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from packcheck.harness.contract import (
     packed,
 )
 from packcheck.harness.data.rl import grouped_samples, rollout_samples
-from packcheck.harness.data.samples import SKEWED_LENGTHS
+from packcheck.harness.data.samples import MASK_EDGE_CASES
 from packcheck.harness.engines import Capabilities
 from packcheck.harness.judging.cases import arm, positions, samples_for
 from packcheck.harness.judging.diagnoses import shared_diagnosis
@@ -44,29 +45,27 @@ from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.scenarios.base import Before, Scenario, Stage, from_setting
 from packcheck.harness.scenarios.building import COUNT_MISMATCH, failing
 
-SEQ_LEN = 48
+SEQ_LEN = 40  # MASK_EDGE_CASES' rows (PACKED_AT)
 ROLLOUT = "rollout"
 BASELINE = "grouped"
-# SKEWED_LENGTHS' samples (lengths 40, 2, 3, 31, 1, 12, 6, 44, 4; sample 4 has no loss token) by group: a full group
-# of 4, a partial one of 2 holding sample 4, a partial one of 2 with equal rewards, a group of one. Dyadic rewards:
-# every mean is exact, so an equal-reward group's r - mean is exactly 0 in any order of summation.
+# MASK_EDGE_CASES' samples (lengths 9, 6, 1, 2, 21, 13, 3, 17, 8 at seed 0; samples 1 and 2 have no loss token) by
+# group. Dyadic rewards: every mean is exact, so an equal-reward group's r - mean is exactly 0 however it is summed.
 GROUPS = (7, 7, 7, 7, 3, 3, 20, 20, 11)
 REWARDS = (1.0, 0.0, 0.25, 1.0, 0.0, 1.0, 0.5, 0.5, 1.0)
-INTERLEAVED = (0, 4, 6, 8, 1, 5, 7, 2, 3)  # round robin over the groups
-SHUFFLED = (5, 8, 1, 6, 3, 0, 7, 4, 2)
-ORDERS = {BASELINE: None, "interleaved": INTERLEAVED, "shuffled": SHUFFLED, "dr_grpo": INTERLEAVED}
-MICRO_BATCHES = Partition.single_rank([(0, 5), (1, 2, 6, 8), (3, 4, 7)])  # 45, 49 and 76 tokens; groups 7, 3, 20 cut
-DP2 = Partition(per_rank=(((0, 4), (2, 8)), ((1, 6), (3, 5, 7))))  # groups 7 and 3 on both ranks
+INTERLEAVED = (0, 4, 6, 8, 1, 5, 7, 2, 3)  # round robin over the groups: the case's samples in this order
+ORDERS = {"interleaved": INTERLEAVED, "dr_grpo": INTERLEAVED}  # the other arms keep grouped's order (their partitions move rows)
+SHUFFLED_MICRO_BATCHES = Partition.single_rank([(5, 8, 1), (6, 3, 0, 7), (4, 2)])  # groups 7 and 3 cut
+DP2 = Partition(per_rank=(((5, 0), (8, 2)), ((3, 6, 1), (7, 4))))  # groups 7 and 3 on both ranks
 GRPO = LossSpec(kind="ppo_clip", advantage=AdvantageEstimator.GRPO)
 DR_GRPO = LossSpec(kind="ppo_clip", advantage=AdvantageEstimator.DR_GRPO)
 ARMS = {  # arm -> (layout, partition over grouped's sample indices, parallel plan, loss)
     BASELINE: (UNPACKED, None, SINGLE_PROCESS, GRPO),
     "interleaved": (UNPACKED, None, SINGLE_PROCESS, GRPO),
-    "shuffled": (packed(SEQ_LEN), None, SINGLE_PROCESS, GRPO),
-    "micro_batches": (packed(SEQ_LEN), MICRO_BATCHES, SINGLE_PROCESS, GRPO),
+    "shuffled_micro_batches": (packed(SEQ_LEN), SHUFFLED_MICRO_BATCHES, SINGLE_PROCESS, GRPO),
     "dp2": (packed(SEQ_LEN), DP2, ParallelPlan(dp=2), GRPO),
-    "dr_grpo": (UNPACKED, None, SINGLE_PROCESS, DR_GRPO),  # judged against the harness only: another estimator's loss
+    "dr_grpo": (packed(SEQ_LEN), None, SINGLE_PROCESS, DR_GRPO),  # judged against the harness only: another estimator's loss
 }
+SPLIT = frozenset({"shuffled_micro_batches", "dp2"})
 
 
 def order(setting: Setting, name: str) -> list[int] | None:
@@ -76,15 +75,15 @@ def order(setting: Setting, name: str) -> list[int] | None:
 
 
 def build(setting: Setting) -> dict:
-    samples = rollout_samples(samples_for(setting, SKEWED_LENGTHS))
+    samples = rollout_samples(samples_for(setting, MASK_EDGE_CASES))
     return {ROLLOUT: arm(setting, ROLLOUT, samples, UNPACKED, loss=LossSpec(kind="ppo_clip"))}
 
 
 def policy_arms(setting: Setting, before: Before) -> dict:
     if ROLLOUT not in before.results:
         return {}
-    kept = [i for i, _ in positions(setting, range(len(SKEWED_LENGTHS)))]
-    grouped = grouped_samples(samples_for(setting, SKEWED_LENGTHS), before.results[ROLLOUT].logprobs,
+    kept = [i for i, _ in positions(setting, range(len(MASK_EDGE_CASES)))]
+    grouped = grouped_samples(samples_for(setting, MASK_EDGE_CASES), before.results[ROLLOUT].logprobs,
                               [REWARDS[i] for i in kept], [GROUPS[i] for i in kept])
     arms = {}
     for name, (layout, partition, parallel, loss) in ARMS.items():
@@ -134,7 +133,8 @@ def judge(j: Judgement) -> list:
             continue
         case = j.cases[name]
         rows.append(compare_count(case, result, name))
-        rows += compare_policy(case, result, j.tolerance, j.locate(name), name)
+        # on-policy nothing clips: a token weighing 0 here has a zero advantage, which the advantage and weight rows name
+        rows += [c for c in compare_policy(case, result, j.tolerance, j.locate(name), name) if c.quantity != "clipped_set"]
         if result.advantages is not None:
             rows.append(compare_advantages(case, result, j.tolerance, name))
         if name != BASELINE and BASELINE in j.results and case.loss == GRPO:
@@ -152,12 +152,17 @@ def diagnose(j: Judgement, failed: list) -> str:
         return COUNT_MISMATCH
     wrong = sorted({c.arms.arm.name for c in failing(failed, "advantages")})
     if wrong:
-        how = ("even in grouped, where each group's samples are adjacent: groups found by position with a fixed group size (a "
-               "stride, reshape(-1, group_size): a partial group or a group of one takes its neighbours' rewards, a tail past "
-               "the last full block is divided by eps), statistics over the whole batch instead of the group, or another "
-               "convention (the std's n - 1, eps, a group of one's 0)") if BASELINE in wrong else (
-              "only where a group's samples are not adjacent: each group taken as a run of adjacent samples (the right "
-              "sizes, the wrong members)")
+        if BASELINE in wrong:
+            how = ("even in grouped, where each group's samples are adjacent: groups found by position with a fixed group size "
+                   "(a stride, reshape(-1, group_size): a partial group or a group of one takes its neighbours' rewards, a tail "
+                   "past the last full block is divided by eps), statistics over the whole batch instead of the group, or "
+                   "another convention (the std's n - 1, eps, a group of one's 0)")
+        elif set(wrong) <= SPLIT:
+            how = ("only where the batch is split over micro-batches or ranks: each group's statistics taken over the part of "
+                   "it in one micro-batch or on one rank, not gathered over the global batch")
+        else:
+            how = ("only where a group's samples are not adjacent: each group taken as a run of adjacent samples (the right "
+                   "sizes, the wrong members)")
         return (f"the advantages the engine used are not each sample's reward normalised within its group (the samples with "
                 f"its group id, wherever they sit; harness/contract/advantage.py), {how}; arms: {', '.join(wrong)}")
     against_harness = sorted({c.arms.arm.name for c in failed if not c.arms.against_arm})
@@ -181,6 +186,6 @@ RL_GROUP_ADVANTAGES = Scenario(
     judge=judge,
     diagnose=diagnose,
     applies=applies,
-    optional_arms=frozenset({"shuffled", "micro_batches", "dp2", "dr_grpo"}),
-    disk_arms=7,
+    optional_arms=frozenset({"shuffled_micro_batches", "dp2", "dr_grpo"}),
+    disk_arms=6,
 )
