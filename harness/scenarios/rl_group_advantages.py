@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Mapping
 
-from packcheck.harness.compare import Arms, compare_count, compare_policy, compare_results
+from packcheck.harness.compare import Arms, compare_results
 from packcheck.harness.compare.advantages import compare_advantages
 from packcheck.harness.compare.rounding_bound import between_arms
 from packcheck.harness.contract import (
@@ -43,7 +43,7 @@ from packcheck.harness.judging.cases import arm, positions, samples_for
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.scenarios.base import Before, Scenario, Stage, from_setting
-from packcheck.harness.scenarios.building import COUNT_MISMATCH, failing
+from packcheck.harness.scenarios.building import COUNT_MISMATCH, against_definition, failing
 
 SEQ_LEN = 40  # MASK_EDGE_CASES' rows (PACKED_AT)
 ROLLOUT = "rollout"
@@ -131,13 +131,11 @@ def judge(j: Judgement) -> list:
     for name, result in j.results.items():  # skipped optional arms have no result
         if name == ROLLOUT:
             continue
-        case = j.cases[name]
-        rows.append(compare_count(case, result, name))
         # on-policy nothing clips: a token weighing 0 here has a zero advantage, which the advantage and weight rows name
-        rows += [c for c in compare_policy(case, result, j.tolerance, j.locate(name), name) if c.quantity != "clipped_set"]
+        rows += [c for c in against_definition(j, name) if c.quantity != "clipped_set"]
         if result.advantages is not None:
-            rows.append(compare_advantages(case, result, j.tolerance, name))
-        if name != BASELINE and BASELINE in j.results and case.loss == GRPO:
+            rows.append(compare_advantages(j.cases[name], result, j.tolerance, name))
+        if name != BASELINE and BASELINE in j.results and j.cases[name].loss == GRPO:
             rows += against_grouped(j, name)
     return rows
 
