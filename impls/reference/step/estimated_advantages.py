@@ -20,5 +20,6 @@ def with_estimated_advantages(case: Case, pipe: Pipeline, mesh: Mesh) -> tuple[C
         return case, None
     local = [i for micro_batch in case.partition.per_rank[mesh.dp_rank] for i in micro_batch]
     advantages_N = pipe.group_advantages(case, local, mesh)
-    samples = tuple(dataclasses.replace(s, advantages=float(a), reward=None, group=None) for s, a in zip(case.samples, advantages_N.tolist()))
+    samples = tuple(dataclasses.replace(s, advantages=float(a), reward=None, group=None)
+                    for s, a in zip(case.samples, advantages_N.tolist()))
     return case.with_(samples=samples, loss=dataclasses.replace(case.loss, advantage=None)), advantages_N
