@@ -123,3 +123,13 @@ def test_the_reference_reports_its_advantages_and_the_harness_validates_them(mod
                             loss=LossSpec(kind="ppo_clip"))
     with pytest.raises(InvalidResult, match=r"result.advantages is set but the case's loss computes no advantages"):
         validate_result("demo", given, result)
+
+
+def test_an_engine_without_the_estimator_has_the_scenario_unsupported_with_the_reason():
+    from packcheck.harness.run.scenario_runner import setting_for
+    from packcheck.harness.scenarios import SCENARIOS
+
+    scenario, setting = SCENARIOS["rl_group_advantages"], setting_for("llama", "float64", "cpu")
+    policy = Capabilities(families=frozenset({"llama"}), losses=frozenset({LossKind.PPO_CLIP}))
+    assert "computes no GRPO advantages of its own" in scenario.applies(setting, policy)
+    assert scenario.applies(setting, resolve_engine("reference").capabilities) is None
