@@ -85,8 +85,10 @@ def engine_group(item) -> str | None:
 
 
 # Scenarios whose cells cost a world 1, 2 and 4 launch's worth of arms per family: llama in the default run, every
-# other family in nox -s slow (optimizer_step: qwen2_5_vl 43 s, qwen3_5 28 s on 2 cores; docs/margins.md).
-SLOW_BEYOND_LLAMA = frozenset({"optimizer_step"})
+# other family in nox -s slow (optimizer_step: qwen2_5_vl 43 s, qwen3_5 28 s on 2 cores; docs/margins.md). And
+# rl_group_advantages, whose invariant (advantages from rewards and groups) no family's layers take part in: another
+# family's arms judge again only what packed_vs_unpacked and rl_loss_aggregation judge there (qwen3_5 ~2 s of CPU).
+SLOW_BEYOND_LLAMA = frozenset({"optimizer_step", "rl_group_advantages"})
 
 
 def slow_cell(item) -> bool:

@@ -7,6 +7,7 @@ The supported direction is the rest of the suite: every scenario runs the suppor
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 from packcheck.harness.contract import Layout, LayoutKind, LossSpec, ModelSpec, Partition
 from packcheck.harness.data.rl import rollout_samples
@@ -20,14 +21,18 @@ LAYOUTS = {
     "packed": Layout(kind=LayoutKind.PACKED, seq_len=48),
     "stacked": Layout(kind=LayoutKind.STACKED),
 }
-PROBES = ("unknown_family", "float64", "float32", "bfloat16", "cuda", "ppo_clip")
+PROBES = ("unknown_family", "float64", "float32", "bfloat16", "cuda", "ppo_clip", "grpo_advantages")
 BACKENDS = ("auto", "sdpa", "sdpa_causal", "flex", "no_such_backend")
+# probes of a part of the loss no layout or backend bears on: one case each, not one per layout and backend
+ONCE = ("grpo_advantages",)
 
 
 def probe_cases(family: str):
     setting = setting_for(family, "float64", "cpu")
     samples = samples_for(setting, MIXED_DOCUMENTS)
     for (layout_name, layout), backend, probe in itertools.product(LAYOUTS.items(), BACKENDS, PROBES):
+        if probe in ONCE and (layout_name, backend) != ("unpacked-right", "auto"):
+            continue
         case = arm(setting, f"{layout_name}-{backend}-{probe}", samples, layout, Partition.all_in_one(len(samples)), attention=backend)
         if probe == "unknown_family":
             case = case.with_(model=ModelSpec(family="unknown_family", config=case.model.config, seed=0, checkpoint=case.model.checkpoint))
@@ -35,6 +40,9 @@ def probe_cases(family: str):
             case = case.with_(device="cuda")
         elif probe == "ppo_clip":
             case = case.with_(samples=rollout_samples(samples), loss=LossSpec(kind="ppo_clip", entropy_coef=0.01))
+        elif probe == "grpo_advantages":  # advantages the engine must compute itself, from rewards and groups
+            grouped = tuple(replace(s, advantages=None, reward=float(i % 3), group=i // 4) for i, s in enumerate(rollout_samples(samples)))
+            case = case.with_(samples=grouped, loss=LossSpec(kind="ppo_clip", advantage="grpo"))
         else:
             case = case.with_(dtype=probe)
         yield case

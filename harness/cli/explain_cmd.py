@@ -24,7 +24,8 @@ QUANTITIES = (
     ("loss", "loss: rel", "the loss: |a - b| / |b|"),
     ("count", "num_loss_tokens: abs", "the global loss-token count: |a - b| (integers: exact)"),
     ("grad", "grad: rel_l2, max_rel", "every parameter's gradient tensor: ||a - b|| / ||b|| and max |a - b| / max |b|"),
-    ("dloss_dlogprobs", "dloss_dlogprobs: max_rel", "each token's loss weight d loss / d logprob: max |a - b| / max |b|"),
+    ("dloss_dlogprobs", "dloss_dlogprobs: max_rel", "each token's loss weight d loss / d logprob: max |a - b| / max |b|; an "
+                                                    "estimator's per-sample advantages too (advantages: max_rel), which scale them"),
     ("params_after", "params_after: cond_rel_l2, cond_max_rel", "parameters after the optimizer step, errors weighted by the "
                                                                 "AdamW step's conditioning (harness/compare/conditioning.py)"),
     ("router_reassigned", "router_tokens_per_expert: reassigned", "MoE: the fraction of routing assignments that moved to another expert"),

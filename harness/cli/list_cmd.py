@@ -52,7 +52,8 @@ def handle(args) -> int:
                 print(f"{name:12} families {','.join(sorted(caps.families))}; layouts {','.join(sorted(caps.layouts))}; "
                       f"dtypes {','.join(sorted(caps.dtypes))}; dp<={caps.max_dp} cp<={caps.max_cp}; "
                       f"devices {','.join(sorted(caps.devices))}; losses {','.join(sorted(caps.losses))}; "
-                      f"reports {','.join(sorted(caps.reports)) or '-'}")
+                      + (f"advantages {','.join(sorted(caps.advantage_estimators))}; " if caps.advantage_estimators else "")
+                      + f"reports {','.join(sorted(caps.reports)) or '-'}")
         if unloadable:
             print(f"({unloadable} not loadable here: `packcheck run --engine NAME` says in full what each needs)")
         print(f"(and {len(mutants)} mutants: packcheck list mutants)")

@@ -47,7 +47,7 @@ class Arms:
 class Comparison:
     arms: Arms
     # logprobs | loss | num_loss_tokens | grad | dloss_dlogprobs | supervised_set | params_after | samples
-    # | clipped_set | ratio | entropy_term (policy losses)
+    # | clipped_set | ratio | entropy_term | advantages (policy losses)
     # | aux_loss | router_tokens_per_expert (MoE)
     quantity: str
     item: str  # parameter name, sample index, or "" for scalars

@@ -25,12 +25,12 @@ from packcheck.harness.compare.metrics import rel_nats
 from packcheck.harness.compare.rounding_bound import Definition, at_least, definition_at, ratio_term, rounding_of
 from packcheck.harness.compare.tolerances import TOLERANCES, Tolerance
 from packcheck.harness.contract import Case, StepResult
-from packcheck.harness.losses import Branch, Expected, expected_loss, token_weights
+from packcheck.harness.losses import Branch, Expected, expected_loss, policy_samples, token_weights
 
 
 def describe_branch(case: Case, expected: Expected, sample: int, token: int) -> str:
     tl = expected.token_losses[sample]
-    advantage = case.samples[sample].token_advantages[token]
+    advantage = policy_samples(case)[sample].token_advantages[token]
     return f"{Branch(int(tl.branch_T[token])).name.lower()}, r={float(tl.ratio_T[token]):.6g}, A={advantage:+.3g}"
 
 
@@ -63,11 +63,16 @@ def compare_policy_weights(case: Case, result: StepResult, expected: Expected, t
 def compare_clipped_set(case: Case, result: StepResult, expected: Expected, locate: Locate, arm: ArmId | str) -> Comparison:
     """Without a KL penalty, the loss tokens with weight zero (clipped) must be exactly the definition's: the clip
     bounds, the min/max branch and the ratio's old log-probs all show here, token by token. A clipped token's weight
-    is exactly 0 in any dtype (the clip branch is a constant), so "zero" means zero to float64 precision."""
+    is exactly 0 in any dtype (the clip branch is a constant), so "zero" means zero to float64 precision. A token whose
+    advantage is 0 (a group of one under an estimator) weighs 0 on every branch: whether it clipped cannot show, so it
+    is left out (its weight is still compared)."""
     scale = max(float(t.abs().max()) for t in expected.dloss_dlogprobs if t.numel())
     zero = TOLERANCES["float64"].dloss_dlogprobs * scale
     engine, harness = set(), set()
+    samples = policy_samples(case)
     for i, t in case.supervised:
+        if samples[i].token_advantages[t] == 0.0:
+            continue
         if abs(float(result.dloss_dlogprobs[i][t])) <= zero:
             engine.add((i, t))
         if float(expected.dloss_dlogprobs[i][t]) == 0.0:

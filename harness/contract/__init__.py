@@ -1,5 +1,6 @@
 """The typed, serialisable contract between the harness and any engine."""
 
+from packcheck.harness.contract.advantage import AdvantageEstimator
 from packcheck.harness.contract.case import DTYPES, Case
 from packcheck.harness.contract.errors import ContractError
 from packcheck.harness.contract.images import Image, VisionSpec
@@ -14,6 +15,6 @@ from packcheck.harness.contract.samples import Sample
 
 __all__ = [
     "DTYPES", "OPTIONAL_REPORTS", "SFT_TOKEN_MEAN", "SINGLE_PROCESS", "UNPACKED",
-    "Aggregation", "Case", "ContractError", "Image", "Layout", "LayoutKind", "LossKind", "LossSpec", "ModelSpec",
+    "AdvantageEstimator", "Aggregation", "Case", "ContractError", "Image", "Layout", "LayoutKind", "LossKind", "LossSpec", "ModelSpec",
     "OptimizerSpec", "ParallelPlan", "Partition", "Sample", "StepResult", "VisionSpec", "packed",
 ]

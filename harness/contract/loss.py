@@ -28,6 +28,10 @@ A the advantage, old / ref the behaviour / reference policy's log-probs, r = exp
 | seq-mean-token-sum | (1/G) sum_i sum_t l | 1 / G | sum_{i in m, t} l / G | G (non-empty samples) over the DP group |
 | seq-mean-token-sum-norm | sum_{i,t} l / C | 1 / C | sum_{i in m, t} l / C | nothing: C = norm_constant is fixed (Dr.GRPO) |
 
+With `advantage` set (`grpo` or `dr-grpo`, advantage.py) the samples carry a `reward` and a `group` id instead of
+`advantages`, and A is the engine's own group-normalised advantage of the sample's reward over its group in the global
+batch (the group's members may sit in any micro-batch of any DP rank, in any order); the rest is unchanged.
+
 Gradients are then *summed* over micro-batches and DP ranks (an engine whose DP reduction averages,
 as FSDP/DDP do, multiplies each contribution by dp). Fully masked samples (|S_i| = 0) count in
 none of N, G. `dloss_dlogprobs[i][t]` is d loss / d logp[i, t] with the entropy H held fixed (H is a
@@ -53,6 +57,7 @@ from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Sequence
 
+from packcheck.harness.contract.advantage import AdvantageEstimator
 from packcheck.harness.contract.errors import ContractError
 
 
@@ -75,6 +80,11 @@ POLICY_FIELDS = {
     "old_logprobs": "the behaviour (rollout) policy's log-prob of every token, aligned to input_ids",
     "ref_logprobs": "the reference policy's log-prob of every token, for the KL penalty (loss.kl_coef > 0)",
 }
+# The per-sample fields an advantage estimator (LossSpec.advantage) reads instead of `advantages`, and what each one is.
+GROUP_FIELDS = {
+    "reward": "the sample's scalar reward",
+    "group": "the id of the sample's group (the prompt it answers) over the global batch",
+}
 # The per-sample field `weighted_logprob_sum` reads.
 WEIGHTS_FIELD = "logprob_weights"
 WEIGHTS_MEANING = "the weight of every token's log-prob in the loss (d loss / d logp), aligned to input_ids"
@@ -90,10 +100,18 @@ class LossSpec:
     kl_coef: float = 0.0  # k3 KL penalty against ref_logprobs
     entropy_coef: float = 0.0  # entropy bonus (subtracted)
     norm_constant: float | None = None  # C of seq-mean-token-sum-norm (verl 0.9.1: loss_scale_factor = C / global_batch_size)
+    # the engine computes each sample's advantage from its reward and group (advantage.py); None: the samples give them
+    advantage: AdvantageEstimator | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", LossKind(self.kind))
         object.__setattr__(self, "aggregation", Aggregation(self.aggregation))
+        if self.advantage is not None:
+            known = [e.value for e in AdvantageEstimator]
+            if self.advantage not in known:
+                raise ContractError(f"loss.advantage={self.advantage!r} is not an estimator: use one of {known}, or None to give "
+                                    "every sample its advantages")
+            object.__setattr__(self, "advantage", AdvantageEstimator(self.advantage))
         if self.kind is not LossKind.PPO_CLIP:
             changed = [f.name for f in fields(self) if f.name != "kind" and getattr(self, f.name) != f.default]
             if changed:
@@ -136,7 +154,8 @@ class LossSpec:
     def required_fields(self) -> tuple[str, ...]:
         if not self.is_policy:
             return ()
-        return ("advantages", "old_logprobs") + (("ref_logprobs",) if self.kl_coef else ())
+        given = ("reward", "group") if self.advantage is not None else ("advantages",)
+        return given + ("old_logprobs",) + (("ref_logprobs",) if self.kl_coef else ())
 
     @property
     def is_weighted(self) -> bool:
@@ -153,27 +172,51 @@ class LossSpec:
                     f"{where}: samples[{i}].{WEIGHTS_FIELD} is set but loss.kind is {self.kind.value!r}: per-token weights need "
                     "LossSpec(kind='weighted_logprob_sum'); drop them or change the loss"
                 )
-            present = [name for name in POLICY_FIELDS if getattr(sample, name) is not None]
+            present = [name for name in POLICY_FIELDS | GROUP_FIELDS if getattr(sample, name) is not None]
             if not self.is_policy and present:
                 raise ContractError(
                     f"{where}: samples[{i}].{present[0]} is set but loss.kind is {self.kind.value!r}: RL fields need a policy "
                     "loss (LossSpec(kind='ppo_clip', ...)); drop them or change the loss"
                 )
+            self._check_advantage_source(sample, f"{where}: samples[{i}]")
             for name in self.required_fields():
                 if getattr(sample, name) is None:
+                    needs = f"loss.advantage {self.advantage.value!r}" if name in GROUP_FIELDS else "loss.kind 'ppo_clip'"
                     raise ContractError(
-                        f"{where}: samples[{i}].{name} is missing: loss.kind 'ppo_clip' needs {POLICY_FIELDS[name]} on every sample"
+                        f"{where}: samples[{i}].{name} is missing: {needs} needs {(POLICY_FIELDS | GROUP_FIELDS)[name]} on every sample"
                     )
+
+    def _check_advantage_source(self, sample, where: str) -> None:
+        """A sample's advantages come from one place: given (`advantages`), or computed from `reward` and `group`."""
+        if not self.is_policy:
+            return
+        if self.advantage is not None and sample.advantages is not None:
+            raise ContractError(
+                f"{where}.advantages is set but loss.advantage={self.advantage.value!r} computes every sample's advantage from "
+                "its reward and group: drop advantages, or drop loss.advantage to give them"
+            )
+        grouped = [name for name in GROUP_FIELDS if getattr(sample, name) is not None]
+        if self.advantage is None and grouped:
+            raise ContractError(
+                f"{where}.{grouped[0]} is set but loss.advantage is None: rewards and groups are read only by an advantage "
+                f"estimator (loss.advantage one of {[e.value for e in AdvantageEstimator]}); drop them or set loss.advantage"
+            )
 
     def describe(self) -> str:
         if not self.is_policy:
             return self.kind.value
-        return f"ppo_clip({', '.join([self.aggregation.value, *sorted(self.terms)])})"
+        advantage = [] if self.advantage is None else [f"{self.advantage.value} advantages"]
+        return f"ppo_clip({', '.join([self.aggregation.value, *sorted(self.terms), *advantage])})"
 
     def to_json(self) -> dict:
         if not self.is_policy:
             return {"kind": self.kind.value}  # unchanged since schema 1: SFT cases keep their digests
-        return {f.name: getattr(self, f.name) for f in fields(self)} | {"kind": self.kind.value, "aggregation": self.aggregation.value}
+        data = {f.name: getattr(self, f.name) for f in fields(self)} | {"kind": self.kind.value, "aggregation": self.aggregation.value}
+        if self.advantage is None:  # absent, not null: policy cases from before estimators keep their JSON and digests
+            del data["advantage"]
+        else:
+            data["advantage"] = self.advantage.value
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> LossSpec:

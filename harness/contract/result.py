@@ -14,6 +14,8 @@
   says which tokens), reported beside `loss`, which stays the loss spec's loss.
 - `router_tokens_per_expert` (optional, MoE): int64 tensor [sparse layers, experts], the global number
   of top-k assignments of real (non-padding) tokens to each expert.
+- `advantages` (optional; only where the Case's loss has an advantage estimator): float tensor [num samples], the
+  advantage the engine computed for each sample from the rewards and groups, in original sample order.
 - `grad_norm` (optional; required when the Case's optimizer clips): the global L2 norm of the gradient
   before clipping, over every trainable parameter and every rank/shard, as the engine computed it
   for clipping (harness/contract/optimizer.py).
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
     import torch
 
 SCHEMA = "packcheck.step_result/1"
-OPTIONAL_REPORTS = ("dloss_dlogprobs", "params_after", "collectives", "aux_loss", "router_tokens_per_expert", "grad_norm")
+OPTIONAL_REPORTS = ("dloss_dlogprobs", "params_after", "collectives", "aux_loss", "router_tokens_per_expert", "grad_norm", "advantages")
 
 
 @dataclass(kw_only=True, slots=True)
@@ -50,11 +52,12 @@ class StepResult:
     aux_loss: float | None = None
     router_tokens_per_expert: torch.Tensor | None = None
     grad_norm: float | None = None
+    advantages: torch.Tensor | None = None
     notes: dict = field(default_factory=dict)
 
     def tensors(self) -> dict[str, torch.Tensor]:
         """Every tensor of the result by its stored name (`logprobs.I`, `grad.NAME`, `dloss_dlogprobs.I`, `param.NAME`,
-        `router_tokens_per_expert`): what `meta` leaves out."""
+        `router_tokens_per_expert`, `advantages`): what `meta` leaves out."""
         tensors = {f"logprobs.{i}": t for i, t in enumerate(self.logprobs)}
         tensors |= {f"grad.{name}": t for name, t in self.grads.items()}
         for i, t in enumerate(self.dloss_dlogprobs or ()):
@@ -63,6 +66,8 @@ class StepResult:
             tensors[f"param.{name}"] = t
         if self.router_tokens_per_expert is not None:
             tensors["router_tokens_per_expert"] = self.router_tokens_per_expert
+        if self.advantages is not None:
+            tensors["advantages"] = self.advantages
         return tensors
 
     def meta(self) -> dict:
@@ -116,6 +121,7 @@ class StepResult:
             aux_loss=meta.get("aux_loss"),  # absent from results saved before MoE families
             router_tokens_per_expert=tensors.get("router_tokens_per_expert"),
             grad_norm=meta.get("grad_norm"),  # absent from results saved before clipping was in the contract
+            advantages=tensors.get("advantages"),
             notes=meta["notes"],
         )
 

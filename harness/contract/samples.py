@@ -7,8 +7,12 @@ RL fields, read by a policy loss (`LossSpec(kind='ppo_clip')`, see loss.py) and 
 - `advantages`: one float for the whole sample (GRPO) or one per token, aligned to input_ids (PPO/GAE);
 - `old_logprobs[t]`: log p_old(x_t | x_<t) of the behaviour (rollout) policy, aligned like
   StepResult.logprobs (entry 0 and the masked entries are never read);
-- `ref_logprobs[t]`: the same for the reference policy of the KL penalty.
-An SFT sample serialises exactly as it did before these fields existed.
+- `ref_logprobs[t]`: the same for the reference policy of the KL penalty;
+- `reward` and `group`, instead of `advantages` where the loss asks the engine for its own advantages
+  (`LossSpec.advantage`): the sample's scalar reward, and the integer id of its group (the prompt it answers) over
+  the global batch (advantage.py has the estimators).
+An SFT sample serialises exactly as it did before these fields existed, and a sample without reward and group as it
+did before those.
 
 `logprob_weights[t]`: the weight of logp[t] in a `weighted_logprob_sum` loss (the gradient oracle's),
 absent otherwise and from the JSON of every other sample.
@@ -22,9 +26,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from packcheck.harness.contract.advantage import MAX_GROUP
 from packcheck.harness.contract.errors import ContractError
 from packcheck.harness.contract.images import Image, VisionSpec, check_images
-from packcheck.harness.contract.loss import POLICY_FIELDS, WEIGHTS_FIELD, WEIGHTS_MEANING
+from packcheck.harness.contract.loss import GROUP_FIELDS, POLICY_FIELDS, WEIGHTS_FIELD, WEIGHTS_MEANING
 
 
 def _floats(values) -> tuple[float, ...] | None:
@@ -40,6 +45,8 @@ class Sample:
     ref_logprobs: tuple[float, ...] | None = None
     images: tuple[Image, ...] = ()
     logprob_weights: tuple[float, ...] | None = None
+    reward: float | None = None
+    group: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "images", tuple(i if isinstance(i, Image) else Image.from_json(i) for i in self.images))
@@ -50,6 +57,8 @@ class Sample:
         object.__setattr__(self, "old_logprobs", _floats(self.old_logprobs))
         object.__setattr__(self, "ref_logprobs", _floats(self.ref_logprobs))
         object.__setattr__(self, "logprob_weights", _floats(self.logprob_weights))
+        if isinstance(self.reward, (int, float)) and not isinstance(self.reward, bool):
+            object.__setattr__(self, "reward", float(self.reward))
 
     def check(self, where: str, vocab_size: int, vision: VisionSpec | None = None) -> None:
         """Raise ContractError naming `where` (e.g. "samples[3]") if this sample is malformed."""
@@ -72,6 +81,7 @@ class Sample:
         if bad:
             raise ContractError(f"{where}.input_ids has ids {bad[:3]} outside the vocabulary [0, {vocab_size})")
         self._check_policy_fields(where, n)
+        self._check_group_fields(where)
         check_images(where, self.input_ids, self.loss_mask, self.images, vision)
 
     def _check_policy_fields(self, where: str, n: int) -> None:
@@ -86,6 +96,13 @@ class Sample:
             bad = [t for t, v in enumerate(values) if not math.isfinite(v)]
             if bad:
                 raise ContractError(f"{where}.{name} has non-finite values at tokens {bad[:3]}: every entry must be a finite float")
+
+    def _check_group_fields(self, where: str) -> None:
+        reward, group = self.reward, self.group
+        if reward is not None and (not isinstance(reward, float) or not math.isfinite(reward)):
+            raise ContractError(f"{where}.reward is {reward!r}: {GROUP_FIELDS['reward']}, a finite float")
+        if group is not None and (not isinstance(group, int) or isinstance(group, bool) or not 0 <= group < MAX_GROUP):
+            raise ContractError(f"{where}.group is {group!r}: {GROUP_FIELDS['group']}, an integer in [0, 2**53)")
 
     @property
     def num_targets(self) -> int:
@@ -109,6 +126,9 @@ class Sample:
             data["images"] = [image.to_json() for image in self.images]
         if self.logprob_weights is not None:
             data[WEIGHTS_FIELD] = list(self.logprob_weights)
+        for name in GROUP_FIELDS:  # only present fields: other samples keep their JSON and digests
+            if getattr(self, name) is not None:
+                data[name] = getattr(self, name)
         return data
 
     @classmethod

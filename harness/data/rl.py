@@ -4,6 +4,8 @@ rollout log-probs, so the ratio r = exp(logp - old) is known by construction.
 - `rollout_samples`: zero advantages and placeholder old log-probs: the policy loss is identically
   zero, the arm is run only for its log-probs (any engine with a policy loss can run it).
 - `on_policy_samples`: old = ref = the rollout's log-probs: at step 0 every ratio is exactly 1.
+- `grouped_samples`: old = ref = the rollout's log-probs, and a reward and a group id instead of advantages, for an
+  engine that estimates its own (LossSpec.advantage);
 - `off_policy_samples`: old = rollout - log(ratio) with the ratio drawn per token from `ratios`
   (the caller picks them for its clip range: every branch of the surrogate, far from its
   boundaries); ref = rollout + a small per-token offset, so the KL penalty has a gradient.
@@ -47,6 +49,12 @@ def on_policy_samples(samples: Sequence[Sample], rollout: Sequence[torch.Tensor]
         _with(s, advantages=advantages(s, i, rng), old_logprobs=lp.tolist(), ref_logprobs=lp.tolist())
         for i, (s, lp) in enumerate(zip(samples, rollout))
     )
+
+
+def grouped_samples(samples: Sequence[Sample], rollout: Sequence[torch.Tensor], rewards: Sequence[float],
+                    groups: Sequence[int]) -> tuple[Sample, ...]:
+    return tuple(_with(s, old_logprobs=lp.tolist(), ref_logprobs=lp.tolist(), reward=r, group=g)
+                 for s, lp, r, g in zip(samples, rollout, rewards, groups, strict=True))
 
 
 def off_policy_samples(samples: Sequence[Sample], rollout: Sequence[torch.Tensor], ratios: Sequence[float],

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from packcheck.harness.contract import Aggregation, Case, LayoutKind, LossKind
+from packcheck.harness.contract import AdvantageEstimator, Aggregation, Case, LayoutKind, LossKind
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -22,6 +22,9 @@ class Capabilities:
     # for a policy loss (LossKind.PPO_CLIP in `losses`): the aggregation modes and optional terms it implements
     aggregations: frozenset[Aggregation] = frozenset(Aggregation)
     loss_terms: frozenset[str] = frozenset({"dual_clip", "kl", "entropy"})
+    # the advantage estimators it computes itself from rewards and groups (LossSpec.advantage); none by default: an
+    # engine that reads its advantages from the samples has never been asked for its own
+    advantage_estimators: frozenset[AdvantageEstimator] = frozenset()
     max_dp: int = 1
     max_cp: int = 1
     cp_styles: frozenset[str] = frozenset()
@@ -44,6 +47,9 @@ class Capabilities:
             (case.loss.kind in self.losses, f"loss {case.loss.kind.value!r}"),
             (not case.loss.is_policy or case.loss.aggregation in self.aggregations, f"loss aggregation {case.loss.aggregation.value!r}"),
             (not case.loss.is_policy or case.loss.terms <= self.loss_terms, f"loss terms {sorted(case.loss.terms - self.loss_terms)}"),
+            (case.loss.advantage is None or case.loss.advantage in self.advantage_estimators,
+             f"advantage estimator {case.loss.advantage} (advantages computed from the samples' rewards and groups; declare "
+             "Capabilities(advantage_estimators=...))"),
             (case.parallel.dp <= self.max_dp, f"dp={case.parallel.dp} (max {self.max_dp})"),
             (case.parallel.cp <= self.max_cp, f"cp={case.parallel.cp} (max {self.max_cp})"),
             (case.parallel.cp == 1 or case.parallel.cp_style in self.cp_styles, f"cp_style {case.parallel.cp_style!r}"),
@@ -71,6 +77,7 @@ class Capabilities:
             "losses": sorted(k.value for k in self.losses),
             "aggregations": sorted(k.value for k in self.aggregations),
             "loss_terms": sorted(self.loss_terms),
+            "advantage_estimators": sorted(map(str, self.advantage_estimators)),
             "max_dp": self.max_dp,
             "max_cp": self.max_cp,
             "cp_styles": sorted(self.cp_styles),
@@ -90,6 +97,7 @@ class Capabilities:
             families=words("families"), layouts=frozenset(LayoutKind(k) for k in data["layouts"]), dtypes=words("dtypes"),
             devices=words("devices"), losses=frozenset(LossKind(k) for k in data["losses"]),
             aggregations=frozenset(Aggregation(k) for k in data["aggregations"]), loss_terms=words("loss_terms"),
+            advantage_estimators=frozenset(AdvantageEstimator(k) for k in data.get("advantage_estimators", ())),
             max_dp=int(data["max_dp"]), max_cp=int(data["max_cp"]), cp_styles=words("cp_styles"),
             dp_styles=words("dp_styles") if "dp_styles" in data else frozenset({"replicate"}),
             optimizer_step=bool(data["optimizer_step"]), reports=words("reports"), images=bool(data.get("images", False)),

@@ -73,11 +73,15 @@ def tensors_worth_keeping(case: Case, result: StepResult) -> StepResult:
     if isinstance(router, torch.Tensor) and router.numel() > ROUTER_LIMIT:
         router = None
         dropped.append("router_tokens_per_expert")
+    advantages = result.advantages
+    if isinstance(advantages, torch.Tensor) and tuple(advantages.shape) != (len(case.samples),):
+        advantages = None
+        dropped.append("advantages")
     if not dropped:
         return result
     said = ", ".join(dropped[:3]) + (f" and {len(dropped) - 3} more" if len(dropped) > 3 else "")
     notes = result.notes if isinstance(result.notes, dict) else {}
     return replace(result, grads=grads, params_after=params_after, logprobs=logprobs, dloss_dlogprobs=dloss,
-                   router_tokens_per_expert=router, notes={**notes, CAP_NOTE: (
+                   router_tokens_per_expert=router, advantages=advantages, notes={**notes, CAP_NOTE: (
         f"not kept: {said} (a name or shape the checkpoint or the case does not have; packcheck keeps only the "
         "checkpoint's parameters and the case's tokens of an invalid result)")})

@@ -85,10 +85,11 @@ def sums_of_magnitudes(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     return list(torch._foreach_norm(tensors, 1))
 
 
-def _check_tensor(field: str, tensor: str | int, t: object, shape: tuple[int, ...], case: Case, problems: list[Problem],
+def _check_tensor(field: str, tensor: str | int | None, t: object, shape: tuple[int, ...], case: Case, problems: list[Problem],
                   finite: bool = False) -> bool:
-    """One tensor of `field`: `tensor` is its parameter name or sample index; `finite`: every tensor is known finite."""
-    where = f"result.{field}[{tensor!r}]"
+    """One tensor of `field`: `tensor` is its parameter name or sample index (None: the field is one tensor); `finite`:
+    every tensor is known finite."""
+    where = f"result.{field}" if tensor is None else f"result.{field}[{tensor!r}]"
 
     def problem(kind: Kind, sentence: str, count: int | None = None) -> bool:
         problems.append(Problem(kind=kind, field=field, tensor=tensor, count=count, sentence=sentence))
@@ -168,6 +169,7 @@ def validate_result(engine: str, case: Case, result: object, *, values: bool = T
             _check_frozen_unchanged(result.params_after, case, problems)
         _check_grad_norm(case, result.grad_norm, problems)
     check_router_reports(case, result, problems)
+    _check_advantages(case, result.advantages, problems, finite)
     if not isinstance(result.notes, dict):
         problems.append(Problem(kind=Kind.TYPE, field="notes",
                                 sentence=f"result.notes is {type(result.notes).__name__}, expected a dict of JSON values"))
@@ -238,6 +240,17 @@ def _without_frozen_grads(grads: object, case: Case, problems: list[Problem]) ->
             f"result.grads has gradients for {len(frozen)} frozen parameters, e.g. {frozen[:3]}: parameters under "
             f"ModelSpec.frozen {list(case.model.frozen)} take no gradient; report the trainable parameters only")))
     return {name: g for name, g in grads.items() if not case.model.is_frozen(name)}
+
+
+def _check_advantages(case: Case, advantages: object, problems: list[Problem], finite: bool) -> None:
+    """The advantages an engine computed (an estimator's case only): one finite float per sample."""
+    if advantages is None:
+        return
+    if case.loss.advantage is None:
+        problems.append(Problem(kind=Kind.VALUE, field="advantages", sentence=(
+            "result.advantages is set but the case's loss computes no advantages (loss.advantage is None): leave it None")))
+        return
+    _check_tensor("advantages", None, advantages, (len(case.samples),), case, problems, finite)
 
 
 def _check_grad_norm(case: Case, grad_norm: object, problems: list[Problem]) -> None:

@@ -6,8 +6,10 @@ independently of the reference trainer (which differentiates with autograd), so 
 each other.
 """
 
+from packcheck.harness.losses.advantages import group_advantages, policy_samples
 from packcheck.harness.losses.aggregation import loss_sequences, token_weights
 from packcheck.harness.losses.expected import Expected, expected_loss
 from packcheck.harness.losses.policy import Branch, TokenLoss, token_loss
 
-__all__ = ["Branch", "Expected", "TokenLoss", "expected_loss", "loss_sequences", "token_loss", "token_weights"]
+__all__ = ["Branch", "Expected", "TokenLoss", "expected_loss", "group_advantages", "loss_sequences", "policy_samples", "token_loss",
+           "token_weights"]

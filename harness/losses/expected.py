@@ -5,7 +5,8 @@ For a case and the engine's own log-probs, `expected_loss` gives the loss and d 
 every token as the case's loss defines them: for SFT, the token mean -sum(w logp) with w = 1/N on
 the loss mask (d loss / d logprob = -1/N there, 0 elsewhere); for a policy loss, the aggregation
 weights times each token's clipped-surrogate (+ KL) loss and its derivative (the entropy bonus
-held fixed: it is a function of the whole distribution, which an engine does not report); for the
+held fixed: it is a function of the whole distribution, which an engine does not report), at the samples' own
+advantages or, where the case has an estimator, at the harness's (advantages.py); for the
 gradient oracle's weighted log-prob sum, the sample's own weights (the reported log-prob of token 0
 is 0.0, so a weight on token 0 adds nothing to the loss implied by the reported log-probs).
 """
@@ -19,6 +20,7 @@ from typing import Sequence
 import torch
 
 from packcheck.harness.contract import Case, LossKind
+from packcheck.harness.losses.advantages import policy_samples
 from packcheck.harness.losses.aggregation import token_weights
 from packcheck.harness.losses.policy import TokenLoss, token_loss
 
@@ -50,7 +52,7 @@ def expected_loss(case: Case, logprobs: Sequence[torch.Tensor]) -> Expected:
     if case.loss.kind is LossKind.SFT_TOKEN_MEAN:
         loss = -math.fsum(float((w * lp.double()).sum()) for w, lp in zip(weights, logprobs))
         return Expected(loss, [-w for w in weights], None)
-    losses = [token_loss(lp, sample, case.loss) for lp, sample in zip(logprobs, case.samples)]
+    losses = [token_loss(lp, sample, case.loss) for lp, sample in zip(logprobs, policy_samples(case))]
 
     def weighted(values: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         return [torch.where(w != 0, w * v, 0.0) for w, v in zip(weights, values)]  # masked tokens may hold anything

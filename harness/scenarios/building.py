@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from packcheck.harness.compare import Arms, Comparison, compare_results
+from packcheck.harness.compare import Arms, Comparison, compare_count, compare_policy, compare_results
 from packcheck.harness.judging.judgement import Judgement
 
 
@@ -18,6 +18,13 @@ def every_arm_against(j: Judgement, baseline: str) -> list[Comparison]:
             rows += compare_results(Arms(name, baseline), result, j.results[baseline], j.tolerance, j.locate(name),
                                     optimizer=j.cases[baseline].optimizer)
     return rows
+
+
+def against_definition(j: Judgement, name: str) -> list[Comparison]:
+    """A policy arm judged by the harness alone: its count, and its loss and weights against the loss's definition at
+    the arm's own log-probs."""
+    case, result = j.cases[name], j.results[name]
+    return [compare_count(case, result, name), *compare_policy(case, result, j.tolerance, j.locate(name), name)]
 
 
 COUNT_MISMATCH = ("the engine's loss-token count differs from the loss mask's: padding or labels across document boundaries "

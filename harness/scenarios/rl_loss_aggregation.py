@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from packcheck.harness.compare import HARNESS, Arms, compare_count, compare_policy, compare_results
+from packcheck.harness.compare import HARNESS, Arms, compare_results
 from packcheck.harness.compare.rounding_bound import between_arms
 from packcheck.harness.contract import (
     SINGLE_PROCESS,
@@ -44,7 +44,7 @@ from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.judging.router_diagnosis import router_diagnosis
 from packcheck.harness.scenarios.base import Before, Scenario, Stage, from_setting
-from packcheck.harness.scenarios.building import COUNT_MISMATCH, failing
+from packcheck.harness.scenarios.building import COUNT_MISMATCH, against_definition, failing
 
 SEQ_LEN = 48
 ROLLOUT = "rollout"
@@ -130,9 +130,7 @@ def judge(j: Judgement) -> list:
     for name, result in j.results.items():  # skipped optional arms have no result
         if name == ROLLOUT:
             continue
-        case = j.cases[name]
-        rows.append(compare_count(case, result, name))
-        rows += compare_policy(case, result, j.tolerance, j.locate(name), name)
+        rows += against_definition(j, name)
         one = baseline_of(name, j.results)
         if one is not None:  # the arms' weights follow from their own log-probs: the rounding term at `one`'s (rounding_bound.py)
             rows += compare_results(Arms(name, one), result, j.results[one], j.tolerance, j.locate(name),

@@ -15,7 +15,7 @@ from typing import ClassVar
 
 import torch
 
-from packcheck.harness.contract import Case, LayoutKind, LossKind, StepResult
+from packcheck.harness.contract import AdvantageEstimator, Case, LayoutKind, LossKind, StepResult
 from packcheck.harness.engines import Capabilities, Engine, device_missing
 from packcheck.harness.engines.capture import active_recorder
 from packcheck.impls.reference.model import HybridCausalLM
@@ -65,7 +65,8 @@ class ReferenceEngine(Engine):
         cp_styles=frozenset(CONTEXT_PARALLEL),
         dp_styles=frozenset({"replicate", "shard"}),
         losses=frozenset(LossKind),
-        reports=frozenset({"dloss_dlogprobs", "params_after", "aux_loss", "router_tokens_per_expert"}),
+        advantage_estimators=frozenset(AdvantageEstimator),
+        reports=frozenset({"dloss_dlogprobs", "params_after", "aux_loss", "router_tokens_per_expert", "advantages"}),
         images=True,
         activations=True,
         attention={

@@ -16,7 +16,7 @@ from packcheck.harness.contract import Case, LossSpec, OptimizerSpec
 from packcheck.impls.reference.data import collate, layouts, packing, rows
 from packcheck.impls.reference.data.predictions import Predictions, label_logprobs
 from packcheck.impls.reference.data.rows import RowPlan
-from packcheck.impls.reference.loss import aggregation, policy_inputs, router_aux, token_mean
+from packcheck.impls.reference.loss import advantages, aggregation, policy_inputs, router_aux, token_mean
 from packcheck.impls.reference.loss.counts import Counts
 from packcheck.impls.reference.loss.policy_inputs import PolicyInputs
 from packcheck.impls.reference.loss.router_aux import RouterCounts
@@ -41,6 +41,8 @@ class Pipeline:
     label_logprobs: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # logits [B, T, V], labels [B, T] -> log p(label) [B, T]
     token_weight: Callable[[Counts], float]  # a micro-batch's counts (its own, its shard's, the global N) -> weight of a token's loss
     policy_inputs: Callable[[Case, Predictions], PolicyInputs]  # per-token advantages and old/ref log-probs of rows
+    # an advantage estimator's case, this rank's samples -> the advantage of every sample of the global batch [N]
+    group_advantages: Callable[[Case, Sequence[int], Mesh], torch.Tensor]
     aggregation_weights: Callable[[LossSpec, Predictions, Counts], torch.Tensor]  # a policy loss's per-token weights
     # MoE: a micro-batch's router counts, the global batch's -> the counts its load-balancing loss is normalised by
     router_balance_counts: Callable[[RouterCounts, RouterCounts], RouterCounts]
@@ -68,6 +70,7 @@ REFERENCE = Pipeline(
     label_logprobs=label_logprobs,
     token_weight=token_mean.token_weight,
     policy_inputs=policy_inputs.policy_inputs,
+    group_advantages=advantages.group_advantages,
     aggregation_weights=aggregation.aggregation_weights,
     router_balance_counts=router_aux.balance_counts,
     with_aux_loss=router_aux.with_aux_loss,

@@ -2,7 +2,8 @@
 dp x cp mesh: each micro-batch's forwards and backwards, gradients summed over the mesh by
 DistributedDataParallel (parallel/data_parallel.py) or, for `dp_style="shard"`, reduce-scattered by
 FSDP2 (parallel/fully_sharded.py), an optional optimizer step (clipping by the global norm, AdamW:
-optimizer_step.py), and the StepResult (on rank 0).
+optimizer_step.py), and the StepResult (on rank 0). A case whose loss estimates its own advantages gets them first,
+from the rewards and groups of the whole global batch (estimated_advantages.py).
 
 `accumulate_gradients` is the forward/backward half on its own, so that `packcheck.impls.reference.train`
 runs many steps through exactly this code with its own model and optimizer persisting.
@@ -38,6 +39,7 @@ from packcheck.impls.reference.optim.parameters import full_tensor, trainable
 from packcheck.impls.reference.parallel.data_parallel import GradientSync
 from packcheck.impls.reference.parallel.fully_sharded import ShardedGradientSync, is_fully_sharded
 from packcheck.impls.reference.parallel.mesh import Mesh
+from packcheck.impls.reference.step.estimated_advantages import with_estimated_advantages
 from packcheck.impls.reference.step.objective import forward_loss
 from packcheck.impls.reference.step.optimizer_step import take_optimizer_step
 from packcheck.impls.reference.step.pipeline import Pipeline
@@ -115,6 +117,7 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention,
 def train_step(model: CausalLM, case: Case, pipe: Pipeline, attention, mesh: Mesh = SINGLE_PROCESS,
                recorder: ActivationRecorder | None = None, micro_batches: list[list[Predictions]] | None = None) -> StepResult | None:
     scatter = SampleScatter([len(s.input_ids) for s in case.samples], next(model.parameters()).dtype)
+    case, advantages_N = with_estimated_advantages(case, pipe, mesh)
     total_loss, global_tokens, router = accumulate_gradients(model, case, pipe, attention, scatter, mesh, micro_batches, recorder=recorder)
     scatter.reduce(mesh)
     # kept on the device: the harness takes a GPU result from there (harness/launch/device_result.py). Copied only where
@@ -137,4 +140,5 @@ def train_step(model: CausalLM, case: Case, pipe: Pipeline, attention, mesh: Mes
         aux_loss=None if router is None else router[0],
         router_tokens_per_expert=None if router is None else router[1],
         grad_norm=grad_norm,
+        advantages=advantages_N,
     )
