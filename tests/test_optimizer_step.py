@@ -121,6 +121,8 @@ def test_reference_passes_every_mesh_with_a_clean_margin(verdict_of, family):
     assert verdict.status == "pass", verdict.message()
     assert verdict.skipped_arms == (), f"every arm must run on the reference (world 1, 2, 4; DDP and FSDP2): {verdict.detail}"
     assert {c.arms.arm.name for c in verdict.comparisons} == {BASELINE, *MESHES, FROZEN_BASELINE, FROZEN_SHARD}
+    replicas = {c.arms.arm.name for c in verdict.comparisons if c.quantity == "replica_params"}
+    assert replicas == {"dp2_replicate", "dp2_shard", "cp2_ulysses", "dp2_shard_x_cp2_ring", FROZEN_SHARD}, "every rank's parameters compared"
     assert verdict.worst.margin <= CLEAN, verdict.worst.headline()
 
 
