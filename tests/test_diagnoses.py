@@ -19,6 +19,7 @@ CELLS = [
     # the weights are read before any clipping: optimizer_step leads with them, not with clipping (issue 45, item 11)
     ("wrong_token_weights (optimizer_step)", "optimizer_step", "ga-mean-of-means", "train on exactly the loss mask's tokens but weight them wrongly"),
     ("clipping per micro-batch (optimizer_step)", "optimizer_step", "clip-per-microbatch", "clipped (or scaled) before accumulation"),
+    ("replicas drift (optimizer_step)", "optimizer_step", "replica-last-microbatch-after-reduce", "replicas drift: after the step"),
     ("reported_logprobs", "packed_vs_unpacked", "logprobs-reported-shifted", "only the reported log-probs differ"),
     ("loss_disagrees_with_logprobs", "mask_alignment", "logprobs-reported-shifted",
      "yet the reported loss is not the mean of the reported log-probs"),

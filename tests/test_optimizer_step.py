@@ -1,6 +1,7 @@
 """The optimizer step in the contract: the reference's FSDP2 data parallelism gives DDP's numbers,
-the reference passes optimizer_step on every mesh with a clean margin, and the scenario's own judge
-flags frozen parameters that moved and trainable ones that did not, with a diagnosis per pattern.
+the reference passes optimizer_step on every mesh with a clean margin (every distributed arm's ranks compared), and
+the scenario's own judge flags frozen parameters that moved, trainable ones that did not and replicas that drifted,
+with a diagnosis per pattern.
 
 The scenario's verdicts (reference passes, its mutants flagged) are in tests/test_mutants_are_caught.py
 and the conformance suite; here the parts those verdicts rest on.
@@ -15,6 +16,8 @@ import torch
 
 from packcheck.harness.compare import Arms, compare_results, tolerance_for
 from packcheck.harness.compare.adamw_step import adamw_step, global_norm
+from packcheck.harness.compare.param_digest import params_digest
+from packcheck.harness.compare.replicas import QUANTITY as REPLICAS
 from packcheck.harness.contract import Layout, LayoutKind, StepResult
 from packcheck.harness.run.scenario_runner import setting_for
 from packcheck.harness.scenarios import Judgement
@@ -121,6 +124,8 @@ def test_reference_passes_every_mesh_with_a_clean_margin(verdict_of, family):
     assert verdict.status == "pass", verdict.message()
     assert verdict.skipped_arms == (), f"every arm must run on the reference (world 1, 2, 4; DDP and FSDP2): {verdict.detail}"
     assert {c.arms.arm.name for c in verdict.comparisons} == {BASELINE, *MESHES, FROZEN_BASELINE, FROZEN_SHARD}
+    replicas = {c.arms.arm.name for c in verdict.comparisons if c.quantity == REPLICAS}
+    assert replicas == {"dp2_replicate", "dp2_shard", "cp2_ulysses", "dp2_shard_x_cp2_ring", FROZEN_SHARD}, "every rank's parameters compared"
     assert verdict.worst.margin <= CLEAN, verdict.worst.headline()
 
 
@@ -147,3 +152,23 @@ def test_a_baseline_step_that_is_not_adamw_is_diagnosed_against_the_harness_step
     failed = [c for c in OPTIMIZER_STEP.judge(j) if not c.passed]
     assert {(c.arms.arm.name, c.arms.against, c.quantity) for c in failed} == {(BASELINE, "harness", "params_after")}
     assert "not one AdamW step" in OPTIMIZER_STEP.diagnose(j, failed)
+
+
+def test_the_judge_diagnoses_drifted_replicas_unless_one_process_already_explains_it(clean):
+    j, _, good = clean
+    own = params_digest(good)
+    other = params_digest(dataclasses.replace(good, params_after={n: t * (1 + 1e-15) for n, t in good.params_after.items()}))
+    drifting = dataclasses.replace(good, param_digests=[own, other])
+    j = dataclasses.replace(j, results={BASELINE: good, "dp2_replicate": drifting})
+    failed = [c for c in OPTIMIZER_STEP.judge(j) if not c.passed]
+    assert [(c.arms.arm.name, c.quantity) for c in failed] == [("dp2_replicate", REPLICAS)]
+    assert OPTIMIZER_STEP.diagnose(j, failed).startswith("replicas drift: after the step these ranks hold other parameters than "
+                                                         "rank 0, bit for bit (dp2_replicate: rank 1 (dp 1, cp 0))")
+    scaled = dataclasses.replace(good, grads={n: g * 0.5 for n, g in good.grads.items()})
+    j = dataclasses.replace(j, results={BASELINE: good, "dp1_uneven": scaled, "dp2_replicate": drifting})
+    failed = [c for c in OPTIMIZER_STEP.judge(j) if not c.passed]
+    assert "clipped (or scaled) before accumulation" in OPTIMIZER_STEP.diagnose(j, failed), "one process's gradients lead"
+    sharded = params_digest(dataclasses.replace(good, params_after={n: t[: max(1, len(t) // 2)] for n, t in good.params_after.items()}))
+    j = dataclasses.replace(j, results={BASELINE: good, "dp2_shard": dataclasses.replace(good, param_digests=[own, sharded])})
+    diagnosis = OPTIMIZER_STEP.diagnose(j, [c for c in OPTIMIZER_STEP.judge(j) if not c.passed])
+    assert diagnosis.startswith("replicas cannot be compared on dp2_shard: rank 1") and "full_tensor" in diagnosis, diagnosis

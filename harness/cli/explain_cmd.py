@@ -31,7 +31,8 @@ QUANTITIES = (
     ("router_reassigned", "router_tokens_per_expert: reassigned", "MoE: the fraction of routing assignments that moved to another expert"),
 )
 EXACT = ("Sets are compared exactly: the tokens in the loss (supervised_set), the clipped tokens of a policy loss (clipped_set), "
-         "every sample returned (samples); a result that breaks the contract (result, mesh) fails outright.")
+         "every sample returned (samples), and so are a distributed arm's ranks' parameters after the step, bit for bit "
+         "(replica_params); a result that breaks the contract (result, mesh) fails outright.")
 ERROR_OVER_TOLERANCE = ("error/tolerance (the `margin` of results.json): a comparison's observed error divided by the allowed "
                         "error above. Below 1 passes; {band}. Each dtype has its own bands, from the measurements in docs/margins.md and "
                         "docs/gpu.md (harness/compare/bands.py).")

@@ -113,6 +113,7 @@ def mutant_table(summaries: dict[str, str], width: int | None = None) -> str:
     column = max(map(len, summaries), default=0) + 2
     lines = []
     for name, summary in summaries.items():
-        wrapped = textwrap.wrap(summary, width=max(width - column, 30), break_long_words=False, break_on_hyphens=False) or [""]
+        # at least 24 characters a line: a narrow terminal beside the longest name (43) still fits 70 columns
+        wrapped = textwrap.wrap(summary, width=max(width - column, 24), break_long_words=False, break_on_hyphens=False) or [""]
         lines += [f"{name:{column}}{wrapped[0]}", *(" " * column + line for line in wrapped[1:])]
     return "\n".join(lines)

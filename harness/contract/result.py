@@ -19,6 +19,9 @@
 - `grad_norm` (optional; required when the Case's optimizer clips): the global L2 norm of the gradient
   before clipping, over every trainable parameter and every rank/shard, as the engine computed it
   for clipping (harness/contract/optimizer.py).
+- `param_digests` (filled by the harness, never by the engine): in a distributed case that takes an optimizer step,
+  per rank the digest the launch worker made of that rank's own `params_after` (harness/compare/param_digest.py), None
+  for a rank that returned none. An engine's own value is discarded, as its `collectives` are.
 
 Serialised as safetensors (tensors) + JSON (everything else); never pickle.
 
@@ -54,6 +57,7 @@ class StepResult:
     grad_norm: float | None = None
     advantages: torch.Tensor | None = None
     notes: dict = field(default_factory=dict)
+    param_digests: list[dict | None] | None = None
 
     def tensors(self) -> dict[str, torch.Tensor]:
         """Every tensor of the result by its stored name (`logprobs.I`, `grad.NAME`, `dloss_dlogprobs.I`, `param.NAME`,
@@ -83,7 +87,7 @@ class StepResult:
             "aux_loss": self.aux_loss,
             "grad_norm": self.grad_norm,
             "notes": self.notes,
-        }
+        } | ({"param_digests": self.param_digests} if self.param_digests is not None else {})  # unset: result.json as before
 
     def save(self, directory: str | Path) -> None:
         from safetensors.torch import save_file
@@ -123,6 +127,7 @@ class StepResult:
             grad_norm=meta.get("grad_norm"),  # absent from results saved before clipping was in the contract
             advantages=tensors.get("advantages"),
             notes=meta["notes"],
+            param_digests=meta.get("param_digests"),  # absent from results saved before replicas were compared
         )
 
 

@@ -1,6 +1,7 @@
 """Read what the ranks left in a case directory back into a CaseOutcome.
 
-A case every rank finished is ok: rank 0's StepResult, with every rank's collective log. A case
+A case every rank finished is ok: rank 0's StepResult, with every rank's collective log (and, with an optimizer step,
+every rank's parameter digest). A case
 that stopped is judged by its root cause, the earliest report that is not a reaction to another
 rank: a rank that raised makes it an error, and so does a rank whose process ended in the middle of the
 case (its peers' watchdogs say so at once: "rank 1 exited (status 0) before the case ended"); a rank
@@ -80,6 +81,9 @@ def _finished(case_dir: CaseDir, case: Case, world_size: int, started: float) ->
         outcome.result.collectives = [json.loads(case_dir.collectives(r).read_text()) for r in range(world_size)]
         if world_size > 1:
             outcome.work = [json.loads(case_dir.work(r).read_text()) if case_dir.work(r).exists() else None for r in range(world_size)]
+        if world_size > 1 and case.optimizer is not None:
+            outcome.result.param_digests = [json.loads(case_dir.replica(r).read_text()) if case_dir.replica(r).exists() else None
+                                            for r in range(world_size)]
     return outcome
 
 

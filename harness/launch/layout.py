@@ -22,6 +22,8 @@ between ranks, the launcher's store); nothing is pickled across processes.
         invalid.json        rank 0's result broke the contract: every problem, field by field (typed: engines/problems.py)
         collectives.rank1.json   rank 1's collective log, once it returned from engine.run
         work.rank1.json     the token ids rank 1 embedded in a distributed case (token_meter.py)
+        replica.rank1.json  the digest of rank 1's params_after in a distributed case with an optimizer step
+                            (harness/compare/param_digest.py; null where the rank returned none)
         result/             rank 0's StepResult (safetensors + JSON); beside invalid.json, the invalid one where it could be saved
         done.rank1          every rank finished the case and rank 1 passed the end barrier
         report.rank1.json   why rank 1 stopped in this case: raised (and what: raised.py), timeout or peer_failed
@@ -69,6 +71,9 @@ class CaseDir:
 
     def work(self, rank: int) -> Path:
         return self.path / f"work.rank{rank}.json"
+
+    def replica(self, rank: int) -> Path:
+        return self.path / f"replica.rank{rank}.json"
 
     def done(self, rank: int) -> Path:
         return self.path / f"done.rank{rank}"

@@ -12,7 +12,9 @@ semantics, so the same command runs under torchrun or a cluster scheduler), then
 3. runs the cases the parent queues, in order, until it closes the queue: each in its own case
    directory as working directory, the engine's own `unsupported_reason` first (a declined case
    is recorded, not run), then `engine.run(case)` under the rank watchdog (and, in a distributed case, the
-   token meter: what this rank embedded, token_meter.py); rank 0 validates the
+   token meter: what this rank embedded, token_meter.py); in a distributed case that takes an optimizer step every
+   rank digests the parameters of the StepResult it returned (harness/compare/param_digest.py: the replicas rank 0's
+   result cannot show); rank 0 validates the
    StepResult it returns (a broken one is recorded field by field) and saves it (on a GPU, shares it with the
    harness: harness/launch/device_result.py); every rank saves
    its collective log; all ranks meet at an out-of-band barrier before the next case.
@@ -39,6 +41,7 @@ import torch
 import torch.distributed as dist
 
 from packcheck.harness.collectives import CollectiveRecorder, install_recorder
+from packcheck.harness.compare.param_digest import params_digest
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.contract.activations import CaptureRequest
 from packcheck.harness.engines import Engine, InvalidResult, UnsupportedCase, describe, problems_json, resolve_engine, validate_result
@@ -153,6 +156,8 @@ def _run_case(index: int, case_dir: CaseDir, engine: Engine, rank: int, recorder
                 write_json_atomically(case_dir.unsupported, {"reason": safe_text(str(declined)), "raised": True})
             else:
                 watchdog.engine_returned()
+                if case.optimizer is not None and case.parallel.world_size > 1:
+                    write_json_atomically(case_dir.replica(rank), params_digest(result))
                 if rank == 0:
                     _save_result(engine.name, case, result, case_dir)
     except BaseException as err:  # noqa: BLE001 - any failure of the engine becomes this rank's report
@@ -196,6 +201,7 @@ def _save_result(engine: str, case: Case, result: object, case_dir: CaseDir) -> 
         write_json_atomically(case_dir.invalid, problems_json([replace(p, sentence=safe_text(p.sentence, 2000)) for p in invalid.problems]))
         return
     result.collectives = None  # the parent fills in every rank's recorded log
+    result.param_digests = None  # and every rank's digest
     if shared:
         share(result, case_dir.result)
     else:
@@ -219,7 +225,7 @@ def _keep_invalid(case: Case, result: object, case_dir: CaseDir) -> None:
         return
     try:
         result = tensors_worth_keeping(case, result)
-        result.collectives = None
+        result.collectives = result.param_digests = None
         result.save(case_dir.result)
     except Exception:  # noqa: BLE001 - whatever the engine put in it, invalid.json says what is wrong
         shutil.rmtree(case_dir.result, ignore_errors=True)

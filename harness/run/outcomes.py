@@ -16,6 +16,7 @@ from enum import Enum
 
 from packcheck.harness.collectives import unused_mesh
 from packcheck.harness.compare import HARNESS, ArmId, Arms, Comparison
+from packcheck.harness.compare.replicas import not_compared
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.engines import EngineInfo, InvalidResult, Problem, validate_result
 from packcheck.harness.engines.boundary_weights import boundary_warning
@@ -48,7 +49,9 @@ class ArmOutcome:
     reason: str = ""  # SKIPPED, UNSUPPORTED: why; REFUSED, ERROR, HANG: what happened, in words
     problems: tuple[Problem, ...] = ()  # INVALID: every way the result breaks the contract
     unused: tuple[str, ...] = ()  # UNUSED_MESH: every part of the mesh the arm did not use
-    warnings: tuple[str, ...] = ()  # RAN: what a valid result suggests is unreported (harness/engines/boundary_weights.py)
+    # RAN: what a valid result suggests is unreported (harness/engines/boundary_weights.py), what the harness could not see
+    # of its ranks (their work, their replicas)
+    warnings: tuple[str, ...] = ()
     cause: str = ""  # HANG: the likely cause in one line (harness/launch/outcome.py HangReport.cause)
 
     @property
@@ -92,6 +95,6 @@ def accept(engine: EngineInfo, arm: ArmId, case: Case, stage: int, outcome: Case
                                                                 result.collectives or [])
         if problems:
             return ended(Kind.UNUSED_MESH, unused=tuple(problems))
-        warnings.append(unobservable(case, outcome.work))
+        warnings += [unobservable(case, outcome.work), not_compared(case, result)]
     warnings.append(boundary_warning(case, result))
     return ended(Kind.RAN, result=result, warnings=tuple(w for w in warnings if w))

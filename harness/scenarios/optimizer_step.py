@@ -18,6 +18,12 @@ checkpoint, its reported gradients and its reported norm (harness/compare/adamw_
 catches a wrong step that is the same in every arm. Frozen parameters must equal the checkpoint
 bit for bit, and every trainable tensor must have moved (a step that did not happen is a finding),
 except one whose whole step, by the harness's AdamW, is within the result dtype's rounding (bfloat16).
+Every other comparison reads rank 0's result; a replica that drifted (a rank that stepped with a gradient
+of its own: its last micro-batch added after the data-parallel reduction, DeepSpeed PR #7985) shows only on the
+other ranks. So in every distributed arm each rank's own `params_after` is digested by the harness in that rank's
+process (harness/compare/param_digest.py), and every rank must hold rank 0's parameters bit for bit
+(harness/compare/replicas.py: why all ranks, not ranks grouped by their cp position); an engine whose other ranks
+return None is not compared there, and the verdict says so.
 A text family's arms train every parameter; a frozen pair (dp1_frozen, the harness's checks again,
 and dp2_shard_frozen against it) freezes its first decoder layer, so an engine that cannot freeze
 text parameters is still judged on the clipping. A VLM's tower is frozen in every arm.
@@ -44,6 +50,8 @@ from packcheck.harness.compare.adamw_step import as_checkpoint, stepped, steps_p
 from packcheck.harness.compare.arms import compare_all_but_tensors, compare_grad_norm, null_of, tensor_rows
 from packcheck.harness.compare.conditioning import error_weights
 from packcheck.harness.compare.metrics import Float64Buffers, error_sums, sums_to_host
+from packcheck.harness.compare.replicas import QUANTITY as REPLICAS
+from packcheck.harness.compare.replicas import compare_replicas, differences, position
 from packcheck.harness.contract import OptimizerSpec, ParallelPlan, Partition, StepResult, packed
 from packcheck.harness.data.samples import SKEWED_LENGTHS
 from packcheck.harness.judging.cases import arm, samples_for
@@ -239,8 +247,8 @@ def pair_rows(j: Judgement, name: str, against: str, facts: dict[str, Facts]) ->
 
 def judge(j: Judgement) -> list:
     """Every comparison of every parameter in one pass over the parameters (all_facts), then the rows in the
-    scenario's order: each baseline against the harness; per arm, its frozen tensors, its moved ones, and against its
-    baseline."""
+    scenario's order: each baseline against the harness; per arm, its frozen tensors, its moved ones, its ranks against
+    rank 0 (a distributed arm whose other ranks returned their parameters), and against its baseline."""
     before = checkpoint_params(j)
     frozen = {name: sorted(n for n in before if j.cases[name].model.is_frozen(n)) for name in j.results}
     plan = Plan(baselines=tuple(n for n in (BASELINE, FROZEN_BASELINE) if n in j.results),
@@ -254,6 +262,8 @@ def judge(j: Judgement) -> list:
         if frozen[name]:
             rows.append(frozen_row(name, frozen[name], facts))
         rows.append(moved_row(name, result, facts))
+        if (replicas := compare_replicas(name, j.cases[name].parallel, result.param_digests)) is not None:
+            rows.append(replicas)
         if name in plan.against:
             rows += pair_rows(j, name, plan.against[name], facts)
     return rows
@@ -274,6 +284,10 @@ def diagnose(j: Judgement, failed: list) -> str:
     if weights := wrong_token_weights(j, failed, BASELINE):
         return Diagnosis(weights, wrong_token_weights.__name__)
     grads = failing(failed, "grad")
+    drift = failing(failed, REPLICAS)
+    # gradients that differ on one process are the partition's doing (below), whatever the replicas then do
+    if drift and all(j.cases[c.arms.arm.name].parallel.world_size > 1 for c in grads):
+        return replica_diagnosis(j, drift, failed)
     if grads:
         return (f"the reported gradients differ on {', '.join(arms(grads))} with the micro-batch partition: each micro-batch's gradient "
                 "is clipped (or scaled) before accumulation instead of the accumulated gradient once per step")
@@ -298,12 +312,32 @@ def diagnose(j: Judgement, failed: list) -> str:
             "or the optimizer state is sharded or stepped inconsistently")
 
 
+def replica_diagnosis(j: Judgement, drift: list, failed: list) -> str:
+    """Ranks of a distributed arm that hold other parameters than its rank 0: drifted replicas, or a report that is not
+    the whole parameters."""
+    found = {c.arms.arm.name: [d for d in differences(j.results[c.arms.arm.name].param_digests) if d.any] for c in drift}
+    ranks = "; ".join(f"{arm}: rank {', '.join(f'{d.rank} ({position(j.cases[arm].parallel, d.rank)})' for d in ds)}"
+                      for arm, ds in found.items())
+    if not any(d.drifted for ds in found.values() for d in ds):
+        return (f"replicas cannot be compared on {ranks}: the rank returned parameters that are not the whole tensors rank 0 "
+                "reports (a shard, a cast, some missing) or none while the others did; return every checkpoint tensor whole "
+                "(DTensor.full_tensor()) on every rank, or None from every rank but rank 0")
+    own = sorted({c.arms.arm.name for c in failed if c.quantity != REPLICAS and c.arms.arm.name in found})
+    return (f"replicas drift: after the step these ranks hold other parameters than rank 0, bit for bit ({ranks}): each "
+            "stepped with a gradient of its own, so part of the data-parallel reduction did not reach every rank (a "
+            "micro-batch's gradient added after the reduction, DeepSpeed PR #7985; a reduction over a subgroup, or one "
+            "that some ranks skip); rank 0's result alone does not show it"
+            + (f" (rank 0's own result differs from the single process too, on {', '.join(own)})" if own else ""))
+
+
 OPTIMIZER_STEP = Scenario(
     name="optimizer_step",
     invariant=("one clipped AdamW step with weight decay and frozen parameters gives the single-process gradients, pre-clip norm "
                "and parameters on dp2 (DDP, FSDP2), cp2 and dp2 x cp2 (FSDP2); the single-process step is the harness's own; "
-               "frozen parameters (a frozen pair of arms, or a VLM's tower in every arm) bit-identical, trainable ones moved"),
-    catches=("clip-per-microbatch", "frozen-weight-decay", "clip-norm-before-reduce"),
+               "frozen parameters (a frozen pair of arms, or a VLM's tower in every arm) bit-identical, trainable ones moved; "
+               "every rank of a distributed arm holds rank 0's parameters after the step, bit for bit (replicas agree, "
+               "judged from the harness's digest of each rank's own params_after)"),
+    catches=("clip-per-microbatch", "frozen-weight-decay", "clip-norm-before-reduce", "replica-last-microbatch-after-reduce"),
     stages=(from_setting(build),),
     judge=judge,
     diagnose=diagnose,

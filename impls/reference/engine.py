@@ -2,7 +2,7 @@
 
 Its data pipeline is one typed value (impls/reference/step/pipeline.py), so a mutant (`impls/mutants`)
 is this class with a pipeline that differs in exactly one step. On a dp x cp mesh every rank
-calls `run`; rank 0 returns the result.
+calls `run` and returns its own result: rank 0's is the arm's, the others' parameters are compared with it.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ class ReferenceEngine(Engine):
         return self.train(case, Mesh.build(case.parallel, device))
 
     def train(self, case: Case, mesh: Mesh) -> StepResult | None:
-        """One step of this rank of the mesh; rank 0 returns the result."""
+        """One step of this rank of the mesh, and this rank's result."""
         device = mesh.device
         started = time.perf_counter()
         if torch.device(device).type == "cuda":

@@ -1,11 +1,14 @@
 """The pipeline's steps that depend on the mesh: which part of a row this rank keeps under context
-parallelism, and the global counts, all-reduced over the data-parallel group before any backward."""
+parallelism, the global counts, all-reduced over the data-parallel group before any backward, and how the
+gradients are reduced over the mesh."""
 
 from __future__ import annotations
 
 import torch
 
 from packcheck.impls.reference.data.predictions import Predictions
+from packcheck.impls.reference.parallel.data_parallel import GradientSync
+from packcheck.impls.reference.parallel.fully_sharded import ShardedGradientSync, is_fully_sharded
 from packcheck.impls.reference.parallel.mesh import Mesh
 
 
@@ -21,3 +24,8 @@ def global_token_count(micro_tokens: list[int], shard_tokens: int, mesh: Mesh) -
 def global_sequence_count(local_sequences: int, mesh: Mesh) -> int:
     """Each sample lives on one data-parallel rank, whole (a CP group shares the same samples): sum over DP."""
     return int(mesh.all_reduce(torch.tensor([local_sequences], dtype=torch.float64), "dp").item())
+
+
+def gradient_sync(model: torch.nn.Module, mesh: Mesh) -> GradientSync | ShardedGradientSync:
+    """FSDP2's own reduce-scatter for a sharded model, DDP's summing all-reduce otherwise: once, in each rank's last backward."""
+    return ShardedGradientSync(model) if is_fully_sharded(model) else GradientSync(model, mesh)

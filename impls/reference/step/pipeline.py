@@ -21,6 +21,8 @@ from packcheck.impls.reference.loss.counts import Counts
 from packcheck.impls.reference.loss.policy_inputs import PolicyInputs
 from packcheck.impls.reference.loss.router_aux import RouterCounts
 from packcheck.impls.reference.optim import grad_clip, parameters
+from packcheck.impls.reference.parallel.data_parallel import GradientSync
+from packcheck.impls.reference.parallel.fully_sharded import ShardedGradientSync
 from packcheck.impls.reference.parallel.mesh import Mesh
 from packcheck.impls.reference.step import mesh_steps, vision_step
 
@@ -50,6 +52,9 @@ class Pipeline:
     with_aux_loss: Callable[[torch.Tensor, torch.Tensor, float, Counts], torch.Tensor]
     # vision-language models: a micro-batch's forwards -> the image features each takes (the tower runs here)
     image_features: Callable[[torch.nn.Module, Sequence[Predictions]], list[torch.Tensor | None]]
+    # the model -> what reduces its gradients over the mesh (`backward_context(last)` around each forward and backward:
+    # the reduction in the rank's last)
+    gradient_sync: Callable[[torch.nn.Module, Mesh], GradientSync | ShardedGradientSync]
     # the optimizer step (optimizer_step.py): after each micro-batch's backward, what happens to the accumulating
     # .grad of the trainable parameters (the reference: nothing); the reduced trainable gradients -> their global
     # norm; the model -> the parameters AdamW updates
@@ -75,6 +80,7 @@ REFERENCE = Pipeline(
     router_balance_counts=router_aux.balance_counts,
     with_aux_loss=router_aux.with_aux_loss,
     image_features=vision_step.encode_micro_batch,
+    gradient_sync=mesh_steps.gradient_sync,
     after_micro_batch=grad_clip.nothing_between_micro_batches,
     grad_norm=grad_clip.global_grad_norm,
     optimizer_parameters=parameters.trainable,

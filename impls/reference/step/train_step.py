@@ -2,8 +2,8 @@
 dp x cp mesh: each micro-batch's forwards and backwards, gradients summed over the mesh by
 DistributedDataParallel (parallel/data_parallel.py) or, for `dp_style="shard"`, reduce-scattered by
 FSDP2 (parallel/fully_sharded.py), an optional optimizer step (clipping by the global norm, AdamW:
-optimizer_step.py), and the StepResult (on rank 0). A case whose loss estimates its own advantages gets them first,
-from the rewards and groups of the whole global batch (estimated_advantages.py).
+optimizer_step.py), and the StepResult (on every rank: rank 0's is the arm's). A case whose loss estimates its own
+advantages gets them first, from the rewards and groups of the whole global batch (estimated_advantages.py).
 
 `accumulate_gradients` is the forward/backward half on its own, so that `packcheck.impls.reference.train`
 runs many steps through exactly this code with its own model and optimizer persisting.
@@ -36,8 +36,6 @@ from packcheck.impls.reference.loss.router_aux import aux_loss_share, real_token
 from packcheck.impls.reference.model import CausalLM
 from packcheck.impls.reference.model.moe import record_routing
 from packcheck.impls.reference.optim.parameters import full_tensor, trainable
-from packcheck.impls.reference.parallel.data_parallel import GradientSync
-from packcheck.impls.reference.parallel.fully_sharded import ShardedGradientSync, is_fully_sharded
 from packcheck.impls.reference.parallel.mesh import Mesh
 from packcheck.impls.reference.step.estimated_advantages import with_estimated_advantages
 from packcheck.impls.reference.step.objective import forward_loss
@@ -78,7 +76,7 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention,
     if moe:
         micro_router, global_router = routing_prepass(model, shards, attention, mesh, model.config.num_experts)
     model.zero_grad(set_to_none=True)
-    sync = ShardedGradientSync(model) if is_fully_sharded(model) else GradientSync(model, mesh)
+    sync = pipe.gradient_sync(model, mesh)
     last = (len(shards) - 1, len(shards[-1]) - 1)
     local_loss, local_aux = 0.0, 0.0
     for m, (forwards, micro_counts) in enumerate(zip(shards, counts)):
@@ -115,7 +113,7 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention,
 
 
 def train_step(model: CausalLM, case: Case, pipe: Pipeline, attention, mesh: Mesh = SINGLE_PROCESS,
-               recorder: ActivationRecorder | None = None, micro_batches: list[list[Predictions]] | None = None) -> StepResult | None:
+               recorder: ActivationRecorder | None = None, micro_batches: list[list[Predictions]] | None = None) -> StepResult:
     scatter = SampleScatter([len(s.input_ids) for s in case.samples], next(model.parameters()).dtype)
     case, advantages_N = with_estimated_advantages(case, pipe, mesh)
     total_loss, global_tokens, router = accumulate_gradients(model, case, pipe, attention, scatter, mesh, micro_batches, recorder=recorder)
@@ -128,8 +126,8 @@ def train_step(model: CausalLM, case: Case, pipe: Pipeline, attention, mesh: Mes
     if case.optimizer is not None:
         grad_norm = take_optimizer_step(model, case.optimizer, pipe, mesh)
         params_after = {name: full_tensor(p).detach().clone() for name, p in model.named_parameters()}
-    if mesh.rank != 0:
-        return None
+    # every rank returns its own result (the scatter's all-reduce gave each every sample): rank 0's is the arm's, and the
+    # harness digests each rank's params_after to compare the replicas (harness/compare/param_digest.py)
     return StepResult(
         logprobs=scatter.per_sample(scatter.logprobs, first_token_zero=True),
         loss=total_loss,
