@@ -1,5 +1,6 @@
 """The pipeline's steps that depend on the mesh: which part of a row this rank keeps under context
-parallelism, and the global counts, all-reduced over the data-parallel group before any backward."""
+parallelism, the global counts, all-reduced over the data-parallel group before any backward, and
+under a token budget the number of micro-steps every rank runs."""
 
 from __future__ import annotations
 
@@ -21,3 +22,9 @@ def global_token_count(micro_tokens: list[int], shard_tokens: int, mesh: Mesh) -
 def global_sequence_count(local_sequences: int, mesh: Mesh) -> int:
     """Each sample lives on one data-parallel rank, whole (a CP group shares the same samples): sum over DP."""
     return int(mesh.all_reduce(torch.tensor([local_sequences], dtype=torch.float64), "dp").item())
+
+
+def equal_micro_steps(local_steps: int, mesh: Mesh) -> int:
+    """Under a token budget: the most micro-steps any data-parallel rank's cut needs (MAX over the data-parallel group),
+    which every rank runs, the missing ones empty, so every rank issues as many micro-steps' collectives."""
+    return int(mesh.all_reduce(torch.tensor([local_steps], dtype=torch.float64), "dp", op="max").item())
