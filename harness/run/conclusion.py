@@ -146,7 +146,8 @@ def problem_diagnosis(scenario: Scenario, outcome: ArmOutcome, detail: str) -> s
         return f"the engine broke the result contract: {outcome.comparison.where}"
     if outcome.kind is Kind.HANG:
         cause = outcome.cause or "a collective never completed on some rank (deadlock): see the per-rank states and stacks"
-        return f"{cause}. In {scenario.name} that most likely means {scenario.deadlock}" if outcome.deadlocked and scenario.deadlock else cause
+        meaning = f". In {scenario.name} that most likely means {scenario.deadlock}" if outcome.deadlocked and scenario.deadlock else ""
+        return cause + meaning
     return "the engine crashed: " + first_error_line(detail)
 
 
