@@ -64,6 +64,7 @@ def given(config) -> dict:
 def pytest_configure(config):
     config.addinivalue_line("markers", f"{CELL_MARKER}: a scenario x family cell of the packcheck conformance suite")
     config.addinivalue_line("markers", f"{SCENARIO_MARKER}(name): a property test of one scenario, deselected when --scenario leaves it out")
+    config.addinivalue_line("markers", "slow: a long property test, left out of packcheck's own default CI run (nox -s slow runs it)")
     run_directory.collected.clear()
     run_directory.properties.clear()
     _cell_outcomes.clear()

@@ -75,9 +75,11 @@ def perturbed(sample: Sample, vocab_size: int, seed: int, length: int | None = N
     return Sample(input_ids=ids, loss_mask=mask)
 
 
-# Several documents per packed row (seq_len 48), uneven lengths, a length-1 and a length-2 document,
-# a fully masked document, and a row whose first document is not the longest.
-MIXED_DOCUMENTS = ((17, "response"), (3, "all"), (26, "turns"), (1, "none"), (9, "all"), (2, "all"),
+# Several documents per packed row (seq_len 48), uneven lengths, a length-1 document with a long one right after it in
+# its row (boundaries read from position resets lose the one after it: ms-swift #9903), a length-2 document (shorter
+# than a short convolution's width less one: flash-linear-attention #1140), a fully masked document, and a row whose
+# first document is not the longest.
+MIXED_DOCUMENTS = ((17, "response"), (3, "all"), (1, "none"), (26, "turns"), (9, "all"), (2, "all"),
                    (23, "response"), (12, "none"), (5, "first_target_masked"), (14, "all"))
 
 # Token counts per micro-batch differ by an order of magnitude when split in order.

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterable
 
 from packcheck.harness.contract import Case
+from packcheck.harness.contract.rows import layout_rows
 from packcheck.harness.engines import Problem, ProblemKind
 from packcheck.harness.run.outcomes import ArmOutcome, Kind
 from packcheck.harness.run_dir.saved_arms import save_invalid_arm
@@ -84,6 +85,30 @@ def empty_micro_batches(case: Case) -> list[str]:
     return found
 
 
+def empty_shards(case: Case) -> list[str]:
+    """Each micro-batch of a context-parallel `case` of which some CP rank's part holds no loss token, whether the engine
+    cuts rows into cp contiguous shards or into 2 cp chunks a rank takes two of (the load-balanced cut): e.g.
+    "micro-batch 0 (rows of 48 tokens, loss tokens only at positions 1 to 5)"."""
+    cp = case.parallel.cp
+    if cp == 1:
+        return []
+    targets: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (rank, step) -> (row width, position) of each target
+    for row in layout_rows(case):
+        for sample, start in zip(row.samples, row.starts(case)):
+            targets.setdefault((row.rank, row.step), []).extend(
+                (row.width, start + t) for t, m in enumerate(case.samples[sample].loss_mask) if m)
+    found = []
+    for (rank, step), where in sorted(targets.items()):
+        contiguous = {position * cp // width for width, position in where}
+        balanced = {min(chunk, 2 * cp - 1 - chunk) for chunk in (position * 2 * cp // width for width, position in where)}
+        if where and (len(contiguous) < cp or len(balanced) < cp):
+            of_rank = f" of rank {rank}" if case.partition.dp > 1 else ""
+            positions = sorted(p for _, p in where)
+            found.append(f"micro-batch {step}{of_rank} (rows of {max(w for w, _ in where)} tokens, loss tokens only at positions "
+                         f"{positions[0]} to {positions[-1]})")
+    return found
+
+
 def invalid_diagnosis(invalid: Iterable[ArmOutcome]) -> str:
     """The likely cause of the invalid arms, most specific first: a NaN beside a micro-batch without loss tokens; arms
     broken the same way are named together."""
@@ -91,9 +116,14 @@ def invalid_diagnosis(invalid: Iterable[ArmOutcome]) -> str:
     for outcome in invalid:
         nan = non_finite(outcome.problems)
         empty = empty_micro_batches(outcome.case) if nan else []
+        shards = empty_shards(outcome.case) if nan and not empty else []
         if empty:
             lines.append(f"{' and '.join(empty)} of arm {outcome.arm.local!r} {'has' if len(empty) == 1 else 'have'} no loss tokens and "
                          f"the arm's result is not finite ({outcome.problems[0].sentence}); {CONTRACT_SENTENCE}")
+        elif shards:
+            lines.append(f"in {' and '.join(shards)} of arm {outcome.arm.local!r} a context-parallel shard holds no loss token and "
+                         f"the arm's result is not finite ({outcome.problems[0].sentence}): an empty shard must contribute exactly "
+                         "0; a loss divided by the shard's own count is 0 / 0 there")
         else:
             alike.setdefault((nan, outcome.problems[0].sentence), []).append(outcome.arm.local)
     for (nan, problem), names in alike.items():

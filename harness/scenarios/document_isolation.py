@@ -64,7 +64,7 @@ def diagnose(j: Judgement, failed: list) -> str:
 DOCUMENT_ISOLATION = Scenario(
     name="document_isolation",
     invariant="replacing some documents of a packed batch leaves every other document's per-token log-probs unchanged",
-    catches=("cross-doc-attention", "linear-attn-state-leak"),
+    catches=("cross-doc-attention", "linear-attn-state-leak", "one-token-doc-merged"),
     stages=(from_setting(build),),
     judge=judge,
     diagnose=diagnose,

@@ -82,7 +82,8 @@ def diagnose(j: Judgement, failed: list) -> str:
 MICROBATCH_INVARIANCE = Scenario(
     name="microbatch_invariance",
     invariant="loss, count, per-token loss weights and every gradient are independent of the (uneven) partition into micro-batches",
-    catches=("const-microbatch-scale", "ga-mean-of-means", "moe-router-counts-local", "loss-reported-wrong", "empty-microbatch-nan"),
+    catches=("const-microbatch-scale", "ga-mean-of-means", "moe-router-counts-local", "loss-reported-wrong", "empty-microbatch-nan",
+             "moe-aux-grad-accumulation-scaled"),
     stages=(from_setting(build),),
     judge=judge,
     diagnose=diagnose,

@@ -36,6 +36,7 @@ from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.oracle_memory import oracle_memory_reason
 from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.judging.oracle_arms import oracle_of
+from packcheck.harness.judging.router_diagnosis import aux_gradient_diagnosis
 from packcheck.harness.judging.truth import Bounds
 from packcheck.harness.scenarios.base import Before, Scenario, Stage, from_setting
 from packcheck.harness.scenarios.building import failing
@@ -100,6 +101,8 @@ def diagnose(j: Judgement, failed: list) -> str:
         return ("the engine's forward differs from the float64 reference's on the same checkpoint and rows: the model math "
                 "(RoPE base or positions, norms, attention, the loaded weights, or log-probs not computed by the model at all) "
                 "differs in every arm, which the scenarios comparing the engine's arms with each other cannot see")
+    if aux := aux_gradient_diagnosis(failed):
+        return aux
     if failing(failed, "loss") or failing(failed, "num_loss_tokens"):
         return ("the log-probs agree with the reference but the loss or its token count does not: the loss is normalised or "
                 "counted differently (two micro-batches of uneven token counts: a per-micro-batch mean?)")
@@ -118,7 +121,7 @@ ORACLE_AGREEMENT = Scenario(
     name="oracle_agreement",
     invariant=("log-probs, loss, count and every gradient equal the float64 reference's run of the engine's own case, and of "
                "arms drawn from the run's other verdicts after they ran"),
-    catches=("rope-theta-default",),
+    catches=("rope-theta-default", "moe-aux-grad-dropped"),
     stages=(from_setting(build), Stage(build=oracle, role=Role.ORACLE)),
     judge=judge,
     diagnose=diagnose,

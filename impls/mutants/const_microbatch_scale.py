@@ -9,14 +9,15 @@ exact only when every micro-batch has the same number of loss tokens.
 from dataclasses import replace
 
 from packcheck.impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.loss.counts import Counts
 from packcheck.impls.reference.step.pipeline import REFERENCE
 
 DP = 1
 
 
-def constant_scale_weight(micro_tokens: int, global_tokens: int, micro_steps: int) -> float:
-    loss_scale = global_tokens / (DP * micro_steps)  # the bug: one constant for every micro-batch
-    return loss_scale / max(micro_tokens, 1) / global_tokens
+def constant_scale_weight(counts: Counts) -> float:
+    loss_scale = counts.global_tokens / (DP * counts.micro_steps)  # the bug: one constant for every micro-batch
+    return loss_scale / max(counts.micro_tokens, 1) / counts.global_tokens
 
 
 class ConstMicrobatchScale(ReferenceEngine):

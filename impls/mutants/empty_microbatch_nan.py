@@ -12,12 +12,13 @@ from dataclasses import replace
 import torch
 
 from packcheck.impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.loss.counts import Counts
 from packcheck.impls.reference.step.pipeline import REFERENCE
 
 
-def own_count_weight(micro_tokens: int, global_tokens: int, micro_steps: int) -> float:
+def own_count_weight(counts: Counts) -> float:
     # the bug: the micro-batch's own count, unguarded; a tensor division as in the loop above (1/0 = inf, and 0 * inf = NaN)
-    return (torch.tensor(1.0, dtype=torch.float64) / micro_tokens).item() / micro_steps
+    return (torch.tensor(1.0, dtype=torch.float64) / counts.micro_tokens).item() / counts.micro_steps
 
 
 class EmptyMicrobatchNan(ReferenceEngine):

@@ -8,11 +8,12 @@ micro-batches and depends on the partition.
 from dataclasses import replace
 
 from packcheck.impls.reference.engine import ReferenceEngine
+from packcheck.impls.reference.loss.counts import Counts
 from packcheck.impls.reference.step.pipeline import REFERENCE
 
 
-def mean_of_means_weight(micro_tokens: int, global_tokens: int, micro_steps: int) -> float:
-    return 1.0 / max(micro_tokens, 1) / micro_steps  # the bug: local mean / accumulation steps
+def mean_of_means_weight(counts: Counts) -> float:
+    return 1.0 / max(counts.micro_tokens, 1) / counts.micro_steps  # the bug: local mean / accumulation steps
 
 
 class GaMeanOfMeans(ReferenceEngine):

@@ -1,8 +1,8 @@
 """The counts a micro-batch's loss weights may depend on, taken from the rows the engine built.
 
 A correct engine uses only the global ones (over every micro-batch, and in a distributed engine
-over every DP rank after an all-reduce, before the first backward); the micro-batch's own count
-and the number of micro-steps are here because the bugs that use them must be expressible as
+over every DP rank after an all-reduce, before the first backward); the micro-batch's own count,
+its shard's and the number of micro-steps are here because the bugs that use them must be expressible as
 one replaced function.
 """
 
@@ -22,6 +22,8 @@ class Counts:
     sample_tokens: Mapping[int, int]  # |S_i|: the targets of each sample, over its whole length
     micro_tokens: int  # this micro-batch's targets
     micro_steps: int  # micro-batches in the step
+    shard_tokens: int = 0  # this micro-batch's targets in this rank's context-parallel shard (the step fills it in)
+    shards: int = 1  # the context-parallel group's size
 
 
 def count_targets(micro_batches: Sequence[Sequence[Predictions]]) -> list[Counts]:

@@ -85,6 +85,12 @@ def balance_counts(micro: RouterCounts, global_: RouterCounts) -> RouterCounts:
     return global_
 
 
+def with_aux_loss(loss: torch.Tensor, aux: torch.Tensor, coef: float, counts) -> torch.Tensor:
+    """What a forward backpropagates: its loss plus coef x its aux-loss share (shares sum to the global aux, so the
+    aux gradient is d(coef x aux)/d theta whatever the partition; the pipeline step a mutant replaces)."""
+    return loss + coef * aux
+
+
 def aux_loss_share(routing: Sequence[Routing], real_N: torch.Tensor, balance: RouterCounts, global_real_tokens: int) -> torch.Tensor:
     """This forward's share of the aux loss: E * sum_e f_e * S_e / (L n) * n / N, with f and n from `balance`.
 

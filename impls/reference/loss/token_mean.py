@@ -7,7 +7,9 @@ the partition.
 
 from __future__ import annotations
 
+from packcheck.impls.reference.loss.counts import Counts
 
-def token_weight(micro_tokens: int, global_tokens: int, micro_steps: int) -> float:
+
+def token_weight(counts: Counts) -> float:
     """The weight of one loss token: 1 / global count, the same in every micro-batch."""
-    return 1.0 / global_tokens
+    return 1.0 / counts.global_tokens

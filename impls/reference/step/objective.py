@@ -25,5 +25,5 @@ def forward_loss(case: Case, pipe: Pipeline, predictions: Predictions, logits_BT
         return (loss_BT * pipe.aggregation_weights(case.loss, predictions, counts).to(loss_BT)).sum()
     if case.loss.is_weighted:
         return weighted_logprob_sum(case, predictions, lp_BT)
-    weight = pipe.token_weight(counts.micro_tokens, counts.global_tokens, counts.micro_steps)
+    weight = pipe.token_weight(counts)
     return -(lp_BT * predictions.label_mask_BT.to(lp_BT)).sum() * weight

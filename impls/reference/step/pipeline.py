@@ -40,11 +40,13 @@ class Pipeline:
     micro_steps: Callable[[int, Mesh], int]  # a token budget's cut of this rank: its micro-batches -> the micro-steps it runs
     # the loss
     label_logprobs: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # logits [B, T, V], labels [B, T] -> log p(label) [B, T]
-    token_weight: Callable[[int, int, int], float]  # micro-batch targets, N, micro-steps -> weight of a token's loss
+    token_weight: Callable[[Counts], float]  # a micro-batch's counts (its own, its shard's, the global N) -> weight of a token's loss
     policy_inputs: Callable[[Case, Predictions], PolicyInputs]  # per-token advantages and old/ref log-probs of rows
     aggregation_weights: Callable[[LossSpec, Predictions, Counts], torch.Tensor]  # a policy loss's per-token weights
     # MoE: a micro-batch's router counts, the global batch's -> the counts its load-balancing loss is normalised by
     router_balance_counts: Callable[[RouterCounts, RouterCounts], RouterCounts]
+    # MoE: a forward's loss, its aux-loss share, router_aux_loss_coef, its counts -> what the backward differentiates
+    with_aux_loss: Callable[[torch.Tensor, torch.Tensor, float, Counts], torch.Tensor]
     # vision-language models: a micro-batch's forwards -> the image features each takes (the tower runs here)
     image_features: Callable[[torch.nn.Module, Sequence[Predictions]], list[torch.Tensor | None]]
     # the optimizer step (optimizer_step.py): after each micro-batch's backward, what happens to the accumulating
@@ -70,6 +72,7 @@ REFERENCE = Pipeline(
     policy_inputs=policy_inputs.policy_inputs,
     aggregation_weights=aggregation.aggregation_weights,
     router_balance_counts=router_aux.balance_counts,
+    with_aux_loss=router_aux.with_aux_loss,
     image_features=vision_step.encode_micro_batch,
     after_micro_batch=grad_clip.nothing_between_micro_batches,
     grad_norm=grad_clip.global_grad_norm,

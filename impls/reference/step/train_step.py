@@ -71,7 +71,9 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention,
     shard_tokens = sum(int(p.label_mask_BT.sum()) for forwards in shards for p in forwards)
     global_tokens = pipe.global_token_count([c.micro_tokens for c in local_counts], shard_tokens, mesh)
     global_sequences = pipe.global_sequence_count(len(local_counts[0].sample_tokens) if local_counts else 0, mesh)
-    counts = [dataclasses.replace(c, global_tokens=global_tokens, global_sequences=global_sequences) for c in local_counts]
+    counts = [dataclasses.replace(c, global_tokens=global_tokens, global_sequences=global_sequences, shards=mesh.cp,
+                                  shard_tokens=sum(int(p.label_mask_BT.sum()) for p in forwards))
+              for c, forwards in zip(local_counts, shards)]
     moe = model.config.num_experts > 0
     if moe:
         micro_router, global_router = routing_prepass(model, shards, attention, mesh, model.config.num_experts)
@@ -95,7 +97,7 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention,
                 if moe:
                     balance = pipe.router_balance_counts(micro_router[m], global_router)
                     aux = aux_loss_share(routing, real_tokens_N(p), balance, global_router.real_tokens)
-                    objective = loss + model.config.router_aux_loss_coef * aux
+                    objective = pipe.with_aux_loss(loss, aux, model.config.router_aux_loss_coef, micro_counts)
                     local_aux += aux.item()
                 objective.backward()
             local_loss += loss.item()
