@@ -87,7 +87,7 @@ def arm_rows(scenario, family: str, dtype: str) -> list[str]:
     rows = [("arm", "layout", "samples", "samples per micro-batch (| between ranks)", "mesh", "loss")]
     for name, case in arms.items():
         rows.append((name + (" *" if name in scenario.optional_arms else ""), case.layout.describe(), len(case.samples),
-                     case.partition.describe(), case.parallel.describe(), case.loss.describe()))
+                     micro_batches(case), case.parallel.describe(), case.loss.describe()))
     lines = _columns(rows)
     if scenario.optional_arms:
         lines.append(_para("* optional: an engine that cannot run it (no DP, no CP, no packing, ...) has it skipped, with the "
@@ -95,6 +95,14 @@ def arm_rows(scenario, family: str, dtype: str) -> list[str]:
     if any(stage.runner is None for stage in scenario.stages[1:]):
         lines.append(_para("+ arms built from these arms' results (e.g. old log-probs taken from the engine's own rollout)"))
     return lines
+
+
+def micro_batches(case) -> str:
+    """The arm's samples per micro-batch; under a token budget, per rank, and how many micro-batches its in-order cut makes."""
+    if case.token_budget is None:
+        return case.partition.describe()
+    cut = "|".join(str(len(rank)) for rank in case.micro_batches_by_rank)
+    return f"{case.partition.describe()} per rank, cut by the engine ({case.token_budget.describe()}; in order {cut})"
 
 
 def tolerance_rows(scenario) -> list[str]:

@@ -12,9 +12,10 @@ from packcheck.harness.contract.parallel import SINGLE_PROCESS, ParallelPlan
 from packcheck.harness.contract.partition import Partition
 from packcheck.harness.contract.result import OPTIONAL_REPORTS, StepResult
 from packcheck.harness.contract.samples import Sample
+from packcheck.harness.contract.token_budget import TokenBudget
 
 __all__ = [
     "DTYPES", "OPTIONAL_REPORTS", "SFT_TOKEN_MEAN", "SINGLE_PROCESS", "UNPACKED",
     "AdvantageEstimator", "Aggregation", "Case", "ContractError", "Image", "Layout", "LayoutKind", "LossKind", "LossSpec", "ModelSpec",
-    "OptimizerSpec", "ParallelPlan", "Partition", "Sample", "StepResult", "VisionSpec", "packed",
+    "OptimizerSpec", "ParallelPlan", "Partition", "Sample", "StepResult", "TokenBudget", "VisionSpec", "packed",
 ]

@@ -2,7 +2,9 @@
 
 An engine reads the model checkpoint, lays the samples out as `layout` says, runs the micro-steps
 of `partition` on the ranks of `parallel`, computes the loss of `loss` over the global batch in
-`dtype` on `device`, and reports a StepResult. `attention` names a backend ("auto" lets the engine
+`dtype` on `device`, and reports a StepResult. With a `token_budget`, `partition` gives each rank its
+samples and the engine cuts them into micro-steps itself (token_budget.py); absent from the JSON
+when unset, so older cases keep their digests. `attention` names a backend ("auto" lets the engine
 choose); an engine that cannot honour a field must raise UnsupportedCase, never guess.
 """
 
@@ -20,6 +22,7 @@ from packcheck.harness.contract.optimizer import OptimizerSpec
 from packcheck.harness.contract.parallel import SINGLE_PROCESS, ParallelPlan
 from packcheck.harness.contract.partition import Partition
 from packcheck.harness.contract.samples import Sample
+from packcheck.harness.contract.token_budget import TokenBudget
 
 DTYPES = ("float64", "float32", "bfloat16")
 DEVICES = ("cpu", "cuda")
@@ -40,6 +43,7 @@ class Case:
     attention: str = "auto"
     optimizer: OptimizerSpec | None = None
     tags: tuple[str, ...] = field(default=())
+    token_budget: TokenBudget | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "samples", tuple(self.samples))
@@ -64,6 +68,8 @@ class Case:
                     "packing never truncates: raise seq_len or split the samples"
                 )
         self.partition.check(len(self.samples), self.parallel.dp)
+        if self.token_budget is not None:
+            self.token_budget.check([len(s.input_ids) for s in self.samples], self.partition.per_rank, f"case {self.name!r}")
         if self.num_loss_tokens == 0:
             raise ContractError(f"case {self.name!r}: no sample has a target (every loss_mask is 0); the loss is undefined")
 
@@ -80,16 +86,30 @@ class Case:
     def num_loss_tokens(self) -> int:
         return sum(s.num_targets for s in self.samples)
 
+    @property
+    def micro_batches_by_rank(self) -> tuple[tuple[tuple[int, ...], ...], ...]:
+        """Each data-parallel rank's micro-batches as the harness reads the case: the partition's, or under a token
+        budget each rank's samples cut in order (the engine's own cut may differ, and adds the empty micro-batches
+        that equalise the count; token_budget.py)."""
+        if self.token_budget is None:
+            return self.partition.per_rank
+        return tuple(
+            tuple(tuple(group[j] for j in mb) for mb in self.token_budget.cut_in_order([len(self.samples[i].input_ids) for i in group]))
+            for (group,) in self.partition.per_rank)
+
     def with_(self, **changes) -> Case:
         return replace(self, **changes)
 
     def describe(self) -> str:
+        steps = (f"micro-batches {self.partition.describe()}" if self.token_budget is None
+                 else f"samples per rank {self.partition.describe()} under a {self.token_budget.describe()}")
         return (
             f"{self.name}: {self.model.family} {self.dtype} {self.device} {self.layout.describe()} "
-            f"micro-batches {self.partition.describe()} {self.parallel.describe()} attention={self.attention}"
+            f"{steps} {self.parallel.describe()} attention={self.attention}"
         ) + (f" loss={self.loss.describe()}" if self.loss != SFT_TOKEN_MEAN else "")
 
     def to_json(self) -> dict:
+        budget = {} if self.token_budget is None else {"token_budget": self.token_budget.to_json()}  # unset: older digests unchanged
         return {
             "schema": SCHEMA,
             "name": self.name,
@@ -104,7 +124,7 @@ class Case:
             "attention": self.attention,
             "optimizer": None if self.optimizer is None else self.optimizer.to_json(),
             "tags": list(self.tags),
-        }
+        } | budget
 
     @classmethod
     def from_json(cls, data: dict) -> Case:
@@ -123,6 +143,7 @@ class Case:
             attention=data["attention"],
             optimizer=None if data["optimizer"] is None else OptimizerSpec.from_json(data["optimizer"]),
             tags=tuple(data["tags"]),
+            token_budget=None if data.get("token_budget") is None else TokenBudget.from_json(data["token_budget"]),
         )
 
     def digest(self) -> str:

@@ -4,6 +4,9 @@
 s. Every sample appears exactly once; every rank runs the same number of micro-steps (a rank with
 fewer steps would leave the others waiting in a collective). The optimizer sees one gradient: the
 gradient of the global loss over all of them.
+
+Under a token budget (`Case.token_budget`, token_budget.py) `per_rank[r]` is one group, rank r's
+samples, which the engine cuts into micro-steps itself, equalising their number over the ranks.
 """
 
 from __future__ import annotations

@@ -57,14 +57,15 @@ class Row:
 
 
 def layout_rows(case: Case) -> Iterator[Row]:
-    """Every row the case's layout prescribes, micro-batch by micro-batch.
+    """Every row the case's layout prescribes, micro-batch by micro-batch (under a token budget, those of the
+    in-order cut: Case.micro_batches_by_rank).
 
     packed: rows of exactly seq_len, documents in order, padding at the end; unpacked: one sample
     per row, padded to the longest sample of its micro-batch; stacked: one sample per row, padded
     to the longest sample of its length bucket.
     """
     layout = case.layout
-    for rank, steps in enumerate(case.partition.per_rank):
+    for rank, steps in enumerate(case.micro_batches_by_rank):
         for step, micro_batch in enumerate(steps):
             lengths = [len(case.samples[i].input_ids) for i in micro_batch]
             if layout.kind is LayoutKind.PACKED:

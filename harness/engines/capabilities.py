@@ -35,6 +35,9 @@ class Capabilities:
     # it reports its modules' activations when a localisation asks (harness/engines/capture.py); without it, the
     # harness says why it cannot locate where two arms part
     activations: bool = False
+    # cuts each data-parallel rank's samples into micro-batches under Case.token_budget, equalising their number over
+    # the data-parallel group (harness/contract/token_budget.py); without it, a case with a token budget is unsupported
+    token_budget: bool = False
     # attention backend -> layouts it keeps documents apart for; "auto" must be a key
     attention: dict[str, frozenset[LayoutKind]] = field(default_factory=lambda: {"auto": frozenset(LayoutKind)})
 
@@ -56,6 +59,9 @@ class Capabilities:
             (case.parallel.dp_style is None or case.parallel.dp_style in self.dp_styles, f"dp_style {case.parallel.dp_style!r}"),
             (case.optimizer is None or self.optimizer_step, "an optimizer step"),
             (not case.has_images or self.images, "image inputs (samples with images; declare Capabilities(images=True))"),
+            (case.token_budget is None or self.token_budget,
+             "token-budget micro-batching (Case.token_budget: cut each rank's samples into micro-batches and equalise their "
+             "number over the data-parallel group; declare Capabilities(token_budget=True))"),
             (case.attention in self.attention, f"attention backend {case.attention!r} (known: {sorted(self.attention)})"),
         )
         for ok, what in checks:
@@ -86,6 +92,7 @@ class Capabilities:
             "reports": sorted(self.reports),
             "images": self.images,
             "activations": self.activations,
+            "token_budget": self.token_budget,
             "attention": {name: sorted(k.value for k in kinds) for name, kinds in self.attention.items()},
         }
 
@@ -101,6 +108,6 @@ class Capabilities:
             max_dp=int(data["max_dp"]), max_cp=int(data["max_cp"]), cp_styles=words("cp_styles"),
             dp_styles=words("dp_styles") if "dp_styles" in data else frozenset({"replicate"}),
             optimizer_step=bool(data["optimizer_step"]), reports=words("reports"), images=bool(data.get("images", False)),
-            activations=bool(data.get("activations", False)),
+            activations=bool(data.get("activations", False)), token_budget=bool(data.get("token_budget", False)),
             attention={str(name): frozenset(LayoutKind(k) for k in kinds) for name, kinds in data["attention"].items()},
         )

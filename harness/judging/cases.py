@@ -24,6 +24,8 @@ def arm(setting: Setting, name: str, samples: Sequence[Sample], layout: Layout, 
     assert name not in NOT_ARMS, f"arm name {name!r} is reserved for what arms are compared against"
     if setting.data_scale > 1 and layout.kind is LayoutKind.PACKED:  # the samples of samples_for are that much longer too
         layout = dataclasses.replace(layout, seq_len=layout.seq_len * setting.data_scale)
+    if setting.data_scale > 1 and (budget := fields.get("token_budget")) is not None:  # likewise
+        fields = fields | {"token_budget": dataclasses.replace(budget, max_tokens=budget.max_tokens * setting.data_scale)}
     if (smaller := setting.smaller) is not None:
         partition = None if partition is None else smaller.partition(partition)
         fields = fields | ({"parallel": smaller.parallel(fields["parallel"])} if "parallel" in fields else {})

@@ -95,7 +95,7 @@ def token_strip(strip: TokenErrors) -> dict:
     """Template geometry for one strip: bands (one per row), legend, findings."""
     case = strip.case
     rows = list(layout_rows(case))
-    ranks, steps = case.partition.dp, max(len(r) for r in case.partition.per_rank)
+    ranks, steps = case.partition.dp, max(len(r) for r in case.micro_batches_by_rank)
     per_sample = case.layout.kind is not LayoutKind.PACKED
     placed = [PlacedRow(_row_label(row, ranks, steps, per_sample), row, row.starts(case), _cuts(row.width, case.parallel.cp))
               for row in rows]

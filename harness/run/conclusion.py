@@ -81,7 +81,7 @@ def conclude_pass(scenario: Scenario, run: Execution, judged: Judged | None, ope
             status, notes = Status.UNSUPPORTED, [Note(outcome.reason, outcome.arm)]
         elif ends(outcome):
             note = problem_note(outcome)
-            status, diagnosis = STATUS[outcome.kind], problem_diagnosis(outcome, outcome.reason or str(note))
+            status, diagnosis = STATUS[outcome.kind], problem_diagnosis(scenario, outcome, outcome.reason or str(note))
             notes.append(note)
             comparisons += [outcome.comparison] if outcome.comparison is not None else []
     if run.runner_failed is not None:
@@ -137,14 +137,17 @@ def problem_note(outcome: ArmOutcome) -> Note:
     return Note(f"arm {arm.local!r} ({case.describe()}) failed:\n{outcome.reason}")
 
 
-def problem_diagnosis(outcome: ArmOutcome, detail: str) -> str:
-    """The likely cause, from the outcome's own reason (`detail`), never from the arm's header above it."""
+def problem_diagnosis(scenario: Scenario, outcome: ArmOutcome, detail: str) -> str:
+    """The likely cause, from the outcome's own reason (`detail`), never from the arm's header above it; a deadlock's with
+    what it most likely means in this scenario."""
     if outcome.kind is Kind.UNUSED_MESH:
         return f"the engine did not run the arm on its mesh: {outcome.comparison.where}"
     if outcome.kind is Kind.INVALID:
         return f"the engine broke the result contract: {outcome.comparison.where}"
     if outcome.kind is Kind.HANG:
-        return outcome.cause or "a collective never completed on some rank (deadlock): see the per-rank states and stacks"
+        cause = outcome.cause or "a collective never completed on some rank (deadlock): see the per-rank states and stacks"
+        meaning = f". In {scenario.name} that most likely means {scenario.deadlock}" if outcome.deadlocked and scenario.deadlock else ""
+        return cause + meaning
     return "the engine crashed: " + first_error_line(detail)
 
 

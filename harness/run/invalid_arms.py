@@ -75,9 +75,9 @@ def invalid_detail(outcome: ArmOutcome) -> str:
 
 def empty_micro_batches(case: Case) -> list[str]:
     """Each micro-batch of `case` that holds no loss token, e.g. "micro-batch 4 (sample 4)", "micro-batch 1 of rank 0 (samples 2, 5)";
-    micro-batches count from 0 in the order of `case.partition`."""
+    micro-batches count from 0 in the order of `case.partition` (under a token budget, of the in-order cut)."""
     found = []
-    for rank, micro_batches in enumerate(case.partition.per_rank):
+    for rank, micro_batches in enumerate(case.micro_batches_by_rank):
         for k, samples in enumerate(micro_batches):
             if sum(case.samples[i].num_targets for i in samples) == 0:
                 of_rank = f" of rank {rank}" if case.partition.dp > 1 else ""

@@ -53,6 +53,7 @@ class ArmOutcome:
     # of its ranks (their work, their replicas)
     warnings: tuple[str, ...] = ()
     cause: str = ""  # HANG: the likely cause in one line (harness/launch/outcome.py HangReport.cause)
+    deadlocked: bool = False  # HANG: some rank was blocked in a collective (HangReport.waiting)
 
     @property
     def comparison(self) -> Comparison | None:
@@ -80,7 +81,7 @@ def accept(engine: EngineInfo, arm: ArmId, case: Case, stage: int, outcome: Case
     if outcome.status == LAUNCH_INVALID:
         return ended(Kind.INVALID, problems=tuple(outcome.invalid), result=outcome.invalid_result)
     if outcome.status == LAUNCH_HANG:
-        return ended(Kind.HANG, reason=outcome.hang.describe(), cause=outcome.hang.cause)
+        return ended(Kind.HANG, reason=outcome.hang.describe(), cause=outcome.hang.cause, deadlocked=bool(outcome.hang.waiting))
     if outcome.status == LAUNCH_ERROR and outcome.error_kind is ErrorKind.UNSUPPORTED_CASE:
         return ended(Kind.REFUSED, reason=outcome.error)
     if outcome.status == LAUNCH_ERROR:

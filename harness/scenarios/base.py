@@ -70,6 +70,9 @@ class Scenario:
     optional_arms: frozenset[str] = field(default_factory=frozenset)  # engine arms the verdict can do without (skipped and named)
     applies: Callable[[Setting, Capabilities], str | None] = everywhere  # why it cannot judge this setting on this engine, or None
     notes: str = ""
+    # what a deadlock of its arms (a rank left waiting in a collective) most likely means: the bug, added to a hang verdict's
+    # diagnosis; "" says nothing beyond the per-rank report
+    deadlock: str = ""
     bounds: Bounds = Bounds.TABLE  # what its judge compares with (harness/judging/truth.py); another than the table says why
     absolute: bool = False  # judges the engine against float64 truth, not only against itself (harness/run/absolute.py)
     # also judges arms drawn from the run's relative verdicts against the oracle (harness/run/spot_checks.py)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from packcheck.harness.compare import Arms, Comparison, compare_count, compare_policy, compare_results
+from packcheck.harness.collectives import first_divergence
+from packcheck.harness.compare import HARNESS, Arms, Comparison, compare_count, compare_policy, compare_results
 from packcheck.harness.judging.judgement import Judgement
 
 
@@ -25,6 +26,14 @@ def against_definition(j: Judgement, name: str) -> list[Comparison]:
     the arm's own log-probs."""
     case, result = j.cases[name], j.results[name]
     return [compare_count(case, result, name), *compare_policy(case, result, j.tolerance, j.locate(name), name)]
+
+
+def symmetry(name: str, collectives: list[list[dict]] | None) -> Comparison:
+    """Whether every rank of arm `name` issued the same collective sequence on every process group (the first divergence
+    where not): exact, no tolerance."""
+    divergence = first_divergence(collectives or [])
+    return Comparison(arms=Arms(name, HARNESS), quantity="collectives", item="every process group", metric="divergent",
+                      observed=0.0 if divergence is None else 1.0, threshold=0.0, where=divergence or "")
 
 
 COUNT_MISMATCH = ("the engine's loss-token count differs from the loss mask's: padding or labels across document boundaries "

@@ -15,14 +15,12 @@ symmetry of a plain dp=2 step with uneven micro-batches.
 
 from __future__ import annotations
 
-from packcheck.harness.collectives import first_divergence
-from packcheck.harness.compare import HARNESS, Arms, Comparison
 from packcheck.harness.contract import Layout, LayoutKind, ParallelPlan, Partition, packed
 from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.scenarios.base import Scenario, from_setting
-from packcheck.harness.scenarios.building import every_arm_against, failing
+from packcheck.harness.scenarios.building import every_arm_against, failing, symmetry
 
 SEQ_LEN = 48
 SINGLE = "single"
@@ -40,12 +38,6 @@ def build(setting: Setting) -> dict:
     for name, layout in LAYOUTS.items():
         arms[name] = arm(setting, name, samples, layout, PARTITION, parallel=ParallelPlan(dp=2))
     return arms
-
-
-def symmetry(name: str, collectives: list[list[dict]] | None) -> Comparison:
-    divergence = first_divergence(collectives or [])
-    return Comparison(arms=Arms(name, HARNESS), quantity="collectives", item="every process group", metric="divergent",
-                      observed=0.0 if divergence is None else 1.0, threshold=0.0, where=divergence or "")
 
 
 def judge(j: Judgement) -> list:
@@ -76,5 +68,7 @@ VLM_COLLECTIVE_SYMMETRY = Scenario(
     judge=judge,
     diagnose=diagnose,
     optional_arms=frozenset(LAYOUTS),
+    deadlock=("a rank skipped the vision tower on a text-only micro-batch: its peers wait in the tower's all-gather while it "
+              "waits in the step's next collective"),
     disk_arms=3,
 )

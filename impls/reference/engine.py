@@ -69,6 +69,7 @@ class ReferenceEngine(Engine):
         reports=frozenset({"dloss_dlogprobs", "params_after", "aux_loss", "router_tokens_per_expert", "advantages"}),
         images=True,
         activations=True,
+        token_budget=True,
         attention={
             "auto": ALL_LAYOUTS,
             "sdpa": ALL_LAYOUTS,

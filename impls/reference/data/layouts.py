@@ -6,6 +6,10 @@
 
 Under context parallelism every row is widened by `padded_width` (padding is its own segment)
 so that it splits into equal shards.
+
+An empty micro-batch (a token budget's equalisation: harness/contract/token_budget.py) is one
+forward of one row of padding only: no target, no sample, no image, so everything it backpropagates
+is multiplied by its all-zero loss mask, while its forward issues every collective a forward does.
 """
 
 from __future__ import annotations
@@ -46,3 +50,8 @@ def plan_forwards(case: Case, micro_batch: Sequence[int], pack_rows: PackRows, u
         width = widen(max(len(d) for d in buckets[key]), cp)
         forwards.append([RowPlan((doc,), width, layout.padding_side) for doc in buckets[key]])
     return forwards
+
+
+def empty_forwards(case: Case, widen: PaddedWidth = padded_width) -> list[list[RowPlan]]:
+    """The forwards of an empty micro-batch: one row of padding, as narrow as its cp shards allow."""
+    return [[RowPlan((), widen(1, case.parallel.cp))]]

@@ -22,7 +22,8 @@ def _sum_over_world(state, bucket: dist.GradBucket) -> torch.futures.Future[torc
 
 
 class GradientSync:  # no `from __future__ import annotations`: DDP checks the hook's annotations at run time
-    """Wraps the model for one step; `backward_context(last)` says whether this backward syncs."""
+    """Wraps the model for one step; `backward_context(last, micro_batch_ends)` says whether this backward syncs (and
+    whether it ends a micro-batch, which matters to FSDP2 only: parallel/fully_sharded.py)."""
 
     def __init__(self, model: torch.nn.Module, mesh: Mesh):
         self.model = model
@@ -36,5 +37,5 @@ class GradientSync:  # no `from __future__ import annotations`: DDP checks the h
     def forward_module(self) -> torch.nn.Module:
         return self.ddp if self.ddp is not None else self.model
 
-    def backward_context(self, last: bool):
+    def backward_context(self, last: bool, micro_batch_ends: bool):
         return self.ddp.no_sync() if self.ddp is not None and not last else contextlib.nullcontext()

@@ -11,10 +11,15 @@ parallel/data_parallel.py. Under context parallelism the mesh is 2-D (HSDP): the
 data-parallel rank hold the same shards (dim "cp" replicates, dim "dp" shards), and each
 gradient is reduce-scattered over dp and all-reduced over cp.
 
-Ranks may run different numbers of forwards (rows and buckets differ per rank), so nothing may be
-a collective per forward: parameters are all-gathered once, in the first forward, and stay
-unsharded (reshard_after_forward False); gradients accumulate unsharded without communication
-until the rank's last backward, which alone reduce-scatters (and reshards). Parameters a rank's
+Ranks may run different numbers of forwards in a micro-batch (rows and buckets differ per rank),
+so nothing may be a collective per forward; every rank runs the same number of micro-batches (the
+contract's partition, or a token budget's equalised cut), so a micro-batch may have collectives.
+Parameters are all-gathered in a micro-batch's first forward and stay unsharded through its
+forwards and backwards (reshard_after_forward False), then are freed after its last backward and
+gathered again by the next micro-batch, as an FSDP2 engine that bounds its memory per micro-batch
+does (which is what makes a rank that runs fewer micro-steps leave its peers waiting in an
+all-gather: harness/contract/token_budget.py). Gradients accumulate unsharded without
+communication until the rank's last backward, which alone reduce-scatters. Parameters a rank's
 rows never reached are reduced as zeros (reduce_scatter_unused_params), like DDP's buckets.
 
 torch.distributed.fsdp (and DTensor with it) is imported where a model is sharded, not with this
@@ -89,7 +94,8 @@ def is_fully_sharded(model: nn.Module) -> bool:
 
 
 class ShardedGradientSync:
-    """GradientSync's interface for a model `shard_model` sharded: only the rank's last backward reduces."""
+    """GradientSync's interface for a model `shard_model` sharded: only the rank's last backward reduces, the last
+    backward of each micro-batch reshards."""
 
     def __init__(self, model: nn.Module):
         self.model = model
@@ -98,8 +104,8 @@ class ShardedGradientSync:
     def forward_module(self) -> nn.Module:
         return self.model
 
-    def backward_context(self, last: bool):
+    def backward_context(self, last: bool, micro_batch_ends: bool):
         self.model.set_requires_gradient_sync(last)
-        self.model.set_reshard_after_backward(last)
+        self.model.set_reshard_after_backward(micro_batch_ends)
         self.model.set_is_last_backward(last)
         return contextlib.nullcontext()

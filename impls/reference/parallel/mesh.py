@@ -77,11 +77,12 @@ class Mesh:
         dp_groups = [group_of([d * cp + c for d in range(dp)]) for c in range(cp)]
         return cls(dp=dp, cp=cp, rank=rank, dp_group=dp_groups[rank % cp], cp_group=cp_groups[rank // cp], device=device)
 
-    def all_reduce(self, tensor: torch.Tensor, group: str = "world") -> torch.Tensor:
-        """Sum over "world", "dp" or "cp" (in place; the identity on a single process)."""
+    def all_reduce(self, tensor: torch.Tensor, group: str = "world", op: str = "sum") -> torch.Tensor:
+        """Sum (or with op "max", the maximum) over "world", "dp" or "cp" (in place; the identity on a single process)."""
         if self.distributed:
             on_device = tensor.to(self.device)
-            dist.all_reduce(on_device, group={"world": None, "dp": self.dp_group, "cp": self.cp_group}[group])
+            dist.all_reduce(on_device, op={"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}[op],
+                            group={"world": None, "dp": self.dp_group, "cp": self.cp_group}[group])
             if on_device is not tensor:
                 tensor.copy_(on_device)
         return tensor

@@ -1,6 +1,6 @@
 """The pipeline's steps that depend on the mesh: which part of a row this rank keeps under context
-parallelism, the global counts, all-reduced over the data-parallel group before any backward, and how the
-gradients are reduced over the mesh."""
+parallelism, the global counts, all-reduced over the data-parallel group before any backward, how the
+gradients are reduced over the mesh, and under a token budget the number of micro-steps every rank runs."""
 
 from __future__ import annotations
 
@@ -29,3 +29,9 @@ def global_sequence_count(local_sequences: int, mesh: Mesh) -> int:
 def gradient_sync(model: torch.nn.Module, mesh: Mesh) -> GradientSync | ShardedGradientSync:
     """FSDP2's own reduce-scatter for a sharded model, DDP's summing all-reduce otherwise: once, in each rank's last backward."""
     return ShardedGradientSync(model) if is_fully_sharded(model) else GradientSync(model, mesh)
+
+
+def equal_micro_steps(local_steps: int, mesh: Mesh) -> int:
+    """Under a token budget: the most micro-steps any data-parallel rank's cut needs (MAX over the data-parallel group),
+    which every rank runs, the missing ones empty, so every rank issues as many micro-steps' collectives."""
+    return int(mesh.all_reduce(torch.tensor([local_steps], dtype=torch.float64), "dp", op="max").item())

@@ -39,6 +39,7 @@ class Pipeline:
     shard: Callable[[Predictions, Mesh], Predictions]  # whole rows -> this CP rank's part
     global_token_count: Callable[[list[int], int, Mesh], int]  # micro-batch targets, shard targets -> N
     global_sequence_count: Callable[[int, Mesh], int]  # this rank's samples with targets -> G
+    micro_steps: Callable[[int, Mesh], int]  # a token budget's cut of this rank: its micro-batches -> the micro-steps it runs
     # the loss
     label_logprobs: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # logits [B, T, V], labels [B, T] -> log p(label) [B, T]
     token_weight: Callable[[Counts], float]  # a micro-batch's counts (its own, its shard's, the global N) -> weight of a token's loss
@@ -72,6 +73,7 @@ REFERENCE = Pipeline(
     shard=mesh_steps.shard,
     global_token_count=mesh_steps.global_token_count,
     global_sequence_count=mesh_steps.global_sequence_count,
+    micro_steps=mesh_steps.equal_micro_steps,
     label_logprobs=label_logprobs,
     token_weight=token_mean.token_weight,
     policy_inputs=policy_inputs.policy_inputs,

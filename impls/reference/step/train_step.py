@@ -26,7 +26,7 @@ import torch
 
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.engines.capture import ActivationRecorder
-from packcheck.impls.reference.data.layouts import plan_forwards
+from packcheck.impls.reference.data.layouts import empty_forwards, plan_forwards
 from packcheck.impls.reference.data.predictions import Predictions
 from packcheck.impls.reference.data.rows import build_rows
 from packcheck.impls.reference.data.scatter import SampleScatter
@@ -46,12 +46,14 @@ SINGLE_PROCESS = Mesh.single()
 
 
 def build_micro_batches(case: Case, pipe: Pipeline, mesh: Mesh = SINGLE_PROCESS) -> list[list[Predictions]]:
-    """The whole rows of every forward of this data-parallel rank's micro-batches, in execution order."""
-    return [
-        [attach_images(case, plans, Predictions.from_rows(build_rows(plans, pipe.positions_and_segments, pipe.target_mask)))
-         for plans in plan_forwards(case, micro_batch, pipe.pack_rows, pipe.unpad_mask, pipe.padded_width)]
-        for micro_batch in case.partition.per_rank[mesh.dp_rank]
-    ]
+    """The whole rows of every forward of this data-parallel rank's micro-batches, in execution order. Under a token
+    budget: the rank's samples cut in order, then as many empty micro-batches as make its micro-steps every rank's."""
+    forwards = [plan_forwards(case, micro_batch, pipe.pack_rows, pipe.unpad_mask, pipe.padded_width)
+                for micro_batch in case.micro_batches_by_rank[mesh.dp_rank]]
+    if case.token_budget is not None:
+        forwards += [empty_forwards(case, pipe.padded_width)] * (pipe.micro_steps(len(forwards), mesh) - len(forwards))
+    return [[attach_images(case, plans, Predictions.from_rows(build_rows(plans, pipe.positions_and_segments, pipe.target_mask)))
+             for plans in micro_batch] for micro_batch in forwards]
 
 
 def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention, scatter: SampleScatter | None = None,
@@ -86,7 +88,7 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention,
             images = () if image_features[f] is None else (image_features[f], p.image_index_BT)
             if recorder is not None:
                 recorder.place(p.sample_BT, p.token_BT)
-            with sync.backward_context(last=(m, f) == last), record_routing(model) as routing:
+            with sync.backward_context(last=(m, f) == last, micro_batch_ends=f == len(forwards) - 1), record_routing(model) as routing:
                 logits_BTV = sync.forward_module(p.input_ids_BT, p.position_ids_BT, p.segment_ids_BT, attention, *images)
                 lp_BT = pipe.label_logprobs(logits_BTV, p.label_BT)
                 lp_BT.retain_grad()
