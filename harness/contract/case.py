@@ -3,7 +3,9 @@
 An engine reads the model checkpoint, lays the samples out as `layout` says, runs the micro-steps
 of `partition` on the ranks of `parallel`, computes the loss of `loss` over the global batch in
 `dtype` on `device`, and reports a StepResult. `attention` names a backend ("auto" lets the engine
-choose); an engine that cannot honour a field must raise UnsupportedCase, never guess.
+choose); an engine that cannot honour a field must raise UnsupportedCase, never guess. `pad_poison`
+(pad_poison.py) asks the engine to write NaN and +Inf into its own pad positions; absent from the JSON of
+every case without it, so older cases keep their digests.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from packcheck.harness.contract.layout import Layout, LayoutKind
 from packcheck.harness.contract.loss import SFT_TOKEN_MEAN, LossSpec
 from packcheck.harness.contract.model import ModelSpec
 from packcheck.harness.contract.optimizer import OptimizerSpec
+from packcheck.harness.contract.pad_poison import PadPoison
 from packcheck.harness.contract.parallel import SINGLE_PROCESS, ParallelPlan
 from packcheck.harness.contract.partition import Partition
 from packcheck.harness.contract.samples import Sample
@@ -39,6 +42,7 @@ class Case:
     device: str = "cpu"
     attention: str = "auto"
     optimizer: OptimizerSpec | None = None
+    pad_poison: PadPoison | None = None
     tags: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:
@@ -66,6 +70,12 @@ class Case:
         self.partition.check(len(self.samples), self.parallel.dp)
         if self.num_loss_tokens == 0:
             raise ContractError(f"case {self.name!r}: no sample has a target (every loss_mask is 0); the loss is undefined")
+        if self.pad_poison is not None:
+            self.pad_poison.check(self.samples, f"case {self.name!r}")
+            if self.loss.is_weighted:
+                raise ContractError(f"case {self.name!r}: pad_poison with a weighted_logprob_sum loss: that loss weights the prediction "
+                                    "of a sample's token 0 from whatever precedes it, padding included, which the poison makes NaN; "
+                                    "drop pad_poison or use another loss")
 
     @property
     def supervised(self) -> frozenset[tuple[int, int]]:
@@ -87,7 +97,8 @@ class Case:
         return (
             f"{self.name}: {self.model.family} {self.dtype} {self.device} {self.layout.describe()} "
             f"micro-batches {self.partition.describe()} {self.parallel.describe()} attention={self.attention}"
-        ) + (f" loss={self.loss.describe()}" if self.loss != SFT_TOKEN_MEAN else "")
+        ) + (f" loss={self.loss.describe()}" if self.loss != SFT_TOKEN_MEAN else "") + (
+            f" {self.pad_poison.describe()}" if self.pad_poison is not None else "")
 
     def to_json(self) -> dict:
         return {
@@ -104,7 +115,7 @@ class Case:
             "attention": self.attention,
             "optimizer": None if self.optimizer is None else self.optimizer.to_json(),
             "tags": list(self.tags),
-        }
+        } | ({} if self.pad_poison is None else {"pad_poison": self.pad_poison.to_json()})  # unset: older cases' JSON and digests unchanged
 
     @classmethod
     def from_json(cls, data: dict) -> Case:
@@ -122,6 +133,7 @@ class Case:
             device=data["device"],
             attention=data["attention"],
             optimizer=None if data["optimizer"] is None else OptimizerSpec.from_json(data["optimizer"]),
+            pad_poison=None if data.get("pad_poison") is None else PadPoison.from_json(data["pad_poison"]),
             tags=tuple(data["tags"]),
         )
 

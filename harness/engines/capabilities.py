@@ -11,6 +11,10 @@ from dataclasses import dataclass, field
 
 from packcheck.harness.contract import Aggregation, Case, LayoutKind, LossKind
 
+# why an engine without the capability cannot take a Case.pad_poison request, and what taking it means
+POISON_WHY = ("Case.pad_poison asks the engine to write NaN and +Inf into its own pad positions, which only the engine's "
+              "forward can reach; to take it, call harness/engines/pad_poison.py there and declare Capabilities(pad_poison=True)")
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Capabilities:
@@ -32,6 +36,9 @@ class Capabilities:
     # it reports its modules' activations when a localisation asks (harness/engines/capture.py); without it, the
     # harness says why it cannot locate where two arms part
     activations: bool = False
+    # it writes NaN and +Inf into its own pad positions when a case asks (Case.pad_poison), through
+    # harness/engines/pad_poison.py; without it, poisoned_pads is unsupported
+    pad_poison: bool = False
     # attention backend -> layouts it keeps documents apart for; "auto" must be a key
     attention: dict[str, frozenset[LayoutKind]] = field(default_factory=lambda: {"auto": frozenset(LayoutKind)})
 
@@ -50,6 +57,7 @@ class Capabilities:
             (case.parallel.dp_style is None or case.parallel.dp_style in self.dp_styles, f"dp_style {case.parallel.dp_style!r}"),
             (case.optimizer is None or self.optimizer_step, "an optimizer step"),
             (not case.has_images or self.images, "image inputs (samples with images; declare Capabilities(images=True))"),
+            (case.pad_poison is None or self.pad_poison, f"pad poisoning ({POISON_WHY})"),
             (case.attention in self.attention, f"attention backend {case.attention!r} (known: {sorted(self.attention)})"),
         )
         for ok, what in checks:
@@ -79,6 +87,7 @@ class Capabilities:
             "reports": sorted(self.reports),
             "images": self.images,
             "activations": self.activations,
+            "pad_poison": self.pad_poison,
             "attention": {name: sorted(k.value for k in kinds) for name, kinds in self.attention.items()},
         }
 
@@ -93,6 +102,6 @@ class Capabilities:
             max_dp=int(data["max_dp"]), max_cp=int(data["max_cp"]), cp_styles=words("cp_styles"),
             dp_styles=words("dp_styles") if "dp_styles" in data else frozenset({"replicate"}),
             optimizer_step=bool(data["optimizer_step"]), reports=words("reports"), images=bool(data.get("images", False)),
-            activations=bool(data.get("activations", False)),
+            activations=bool(data.get("activations", False)), pad_poison=bool(data.get("pad_poison", False)),
             attention={str(name): frozenset(LayoutKind(k) for k in kinds) for name, kinds in data["attention"].items()},
         )

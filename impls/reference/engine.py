@@ -68,6 +68,7 @@ class ReferenceEngine(Engine):
         reports=frozenset({"dloss_dlogprobs", "params_after", "aux_loss", "router_tokens_per_expert"}),
         images=True,
         activations=True,
+        pad_poison=True,
         attention={
             "auto": ALL_LAYOUTS,
             "sdpa": ALL_LAYOUTS,

@@ -16,7 +16,7 @@ from packcheck.harness.contract import Case, LossSpec, OptimizerSpec
 from packcheck.impls.reference.data import collate, layouts, packing, rows
 from packcheck.impls.reference.data.predictions import Predictions, label_logprobs
 from packcheck.impls.reference.data.rows import RowPlan
-from packcheck.impls.reference.loss import aggregation, policy_inputs, router_aux, token_mean
+from packcheck.impls.reference.loss import aggregation, masked_sum, policy_inputs, router_aux, token_mean
 from packcheck.impls.reference.loss.counts import Counts
 from packcheck.impls.reference.loss.policy_inputs import PolicyInputs
 from packcheck.impls.reference.loss.router_aux import RouterCounts
@@ -40,10 +40,13 @@ class Pipeline:
     # the loss
     label_logprobs: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # logits [B, T, V], labels [B, T] -> log p(label) [B, T]
     token_weight: Callable[[int, int, int], float]  # micro-batch targets, N, micro-steps -> weight of a token's loss
+    # per-position loss terms [B, T], the positions in the loss -> their sum (the others, NaN at a poisoned pad, add nothing)
+    loss_sum: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     policy_inputs: Callable[[Case, Predictions], PolicyInputs]  # per-token advantages and old/ref log-probs of rows
     aggregation_weights: Callable[[LossSpec, Predictions, Counts], torch.Tensor]  # a policy loss's per-token weights
     # MoE: a micro-batch's router counts, the global batch's -> the counts its load-balancing loss is normalised by
     router_balance_counts: Callable[[RouterCounts, RouterCounts], RouterCounts]
+    aux_prob_positions: Callable[[Predictions], torch.Tensor]  # a forward's rows -> the positions [N] whose router probabilities P sums
     # vision-language models: a micro-batch's forwards -> the image features each takes (the tower runs here)
     image_features: Callable[[torch.nn.Module, Sequence[Predictions]], list[torch.Tensor | None]]
     # the optimizer step (optimizer_step.py): after each micro-batch's backward, what happens to the accumulating
@@ -65,9 +68,11 @@ REFERENCE = Pipeline(
     global_sequence_count=mesh_steps.global_sequence_count,
     label_logprobs=label_logprobs,
     token_weight=token_mean.token_weight,
+    loss_sum=masked_sum.loss_sum,
     policy_inputs=policy_inputs.policy_inputs,
     aggregation_weights=aggregation.aggregation_weights,
     router_balance_counts=router_aux.balance_counts,
+    aux_prob_positions=router_aux.real_tokens_N,
     image_features=vision_step.encode_micro_batch,
     after_micro_batch=grad_clip.nothing_between_micro_batches,
     grad_norm=grad_clip.global_grad_norm,
