@@ -13,13 +13,15 @@ from packcheck.harness.scenarios.microbatch_invariance import MICROBATCH_INVARIA
 from packcheck.harness.scenarios.optimizer_step import OPTIMIZER_STEP
 from packcheck.harness.scenarios.oracle_agreement import ORACLE_AGREEMENT
 from packcheck.harness.scenarios.packed_vs_unpacked import PACKED_VS_UNPACKED
+from packcheck.harness.scenarios.poisoned_pads import POISONED_PADS
 from packcheck.harness.scenarios.registry import SCENARIOS, get_scenario, register_scenario
 from packcheck.harness.scenarios.rl_loss_aggregation import RL_LOSS_AGGREGATION
 from packcheck.harness.scenarios.rl_step0_ratio import RL_STEP0_RATIO
 from packcheck.harness.scenarios.token_conservation import TOKEN_CONSERVATION
 from packcheck.harness.scenarios.vlm_collective_symmetry import VLM_COLLECTIVE_SYMMETRY
 
-for _scenario in (PACKED_VS_UNPACKED, DOCUMENT_ISOLATION, MICROBATCH_INVARIANCE, MASK_ALIGNMENT, TOKEN_CONSERVATION, GOLDEN_REGRESSION,
+for _scenario in (PACKED_VS_UNPACKED, DOCUMENT_ISOLATION, MICROBATCH_INVARIANCE, MASK_ALIGNMENT, TOKEN_CONSERVATION, POISONED_PADS,
+                  GOLDEN_REGRESSION,
                   CP_VS_NOCP, DP_CP_REDUCTION, RL_LOSS_AGGREGATION, RL_STEP0_RATIO, LINEAR_ATTENTION_RESET,
                   VLM_COLLECTIVE_SYMMETRY, OPTIMIZER_STEP, GRADIENT_ORACLE, ORACLE_AGREEMENT):
     register_scenario(_scenario)
