@@ -90,7 +90,8 @@ def compare_canary(j: Judgement, name: str, canary: tuple[int, int]) -> Comparis
     reported, expected = float(j.results[name].logprobs[sample][token]), -math.log(vocab)
     return Comparison(arms=Arms(name, HARNESS), quantity="logprobs", item="canary", metric="max_abs", observed=abs(reported - expected),
                       **j.tolerance.by("logprobs"),
-                      where=f"{j.locate(name)(sample, token)}: reported {reported:.12g}, -log({vocab}) = {expected:.12g}")
+                      where=f"sample {sample} token {token} (the canary, outside the loss mask): reported {reported:.12g}, "
+                            f"-log({vocab}) = {expected:.12g}")
 
 
 def with_canary_of(result: StepResult, clean: StepResult, canary: tuple[int, int]) -> StepResult:
@@ -126,7 +127,7 @@ POISONED_PADS = Scenario(
     invariant="NaN and +Inf written into every pad position (and finite garbage into its embeddings and router logits) leave "
               "the log-probs, loss, count, per-token weights, every gradient and the router reports unchanged; the canary "
               "token's log-prob is exactly -log(vocab)",
-    catches=("pad-logits-mask-multiply", "router-probs-over-padding"),
+    catches=("pad-logits-mask-multiply", "router-probs-over-padding", "linear-attn-state-leak"),
     stages=(from_setting(build),),
     judge=judge,
     diagnose=diagnose,
