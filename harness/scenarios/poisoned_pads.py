@@ -10,10 +10,13 @@ log-prob against -log(vocab), the proof that the engine wrote the request at the
 engine that ignores it, or misplaces it, fails there). The canary sits outside the loss mask (so nothing the loss
 sees changes) in a document that does not start its row where there is one.
 
-The pads come from the three places layouts make them: packed rows' tail, unpacked rows padded on the left, and
-unpacked rows padded on the right under cp=2 (rows widened to even width, a shard of short rows all padding). The
-samples are mask_alignment's (masked tokens everywhere, for the canary). A loss masked by multiplication turns a pad's
-NaN into a NaN loss (an invalid result whose diagnosis names the poison); a statistic taken over padding moves.
+The pads come from the places layouts make them, in two pairs of arms: unpacked rows padded on the left, single
+process (pads before a document: what a real position must not read, and the loss must skip), and packed rows under
+ring cp=2 at an odd seq_len (their tail, the column the reference widens every row by for cp, shards that hold only
+padding). Left padding goes single-process because it is the one a causal engine can leak from, so an engine without
+CP is judged on it; a right-padded unpacked row pads as a packed row's tail does (after its documents). The samples are
+mask_alignment's (masked tokens everywhere, for the canary). A loss masked by multiplication turns a pad's NaN into a
+NaN loss (an invalid result whose diagnosis names the poison); a statistic taken over padding moves.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import dataclasses
 import math
 
 from packcheck.harness.compare import HARNESS, Arms, Comparison, compare_results
-from packcheck.harness.contract import UNPACKED, Case, Layout, LayoutKind, PadPoison, ParallelPlan, StepResult, packed
+from packcheck.harness.contract import Case, Layout, LayoutKind, PadPoison, ParallelPlan, StepResult, packed
 from packcheck.harness.contract.rows import layout_rows
 from packcheck.harness.data.samples import MASK_EDGE_CASES
 from packcheck.harness.engines import Capabilities
@@ -33,17 +36,18 @@ from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.scenarios.base import Scenario, from_setting
 from packcheck.harness.scenarios.building import failing
 
-SEQ_LEN = 40
-CLEAN = ("packed", "unpacked_left", "cp2")
+# mask_alignment's 40 less one: its rows hold the same documents (39, 33 and 8 tokens at every seed), they are odd, so
+# the reference widens each by a pad for cp=2, and the last row's second half, one rank's shard, is all padding
+SEQ_LEN = 39
+CLEAN = ("unpacked_left", "packed_cp2")
 POISONED = {name: f"{name}_poisoned" for name in CLEAN}
 
 
 def build(setting: Setting) -> dict:
     samples = samples_for(setting, MASK_EDGE_CASES)
     clean = {
-        "packed": arm(setting, "packed", samples, packed(SEQ_LEN)),
         "unpacked_left": arm(setting, "unpacked_left", samples, Layout(kind=LayoutKind.UNPACKED, padding_side="left")),
-        "cp2": arm(setting, "cp2", samples, UNPACKED, parallel=ParallelPlan(cp=2, cp_style="ring")),
+        "packed_cp2": arm(setting, "packed_cp2", samples, packed(SEQ_LEN), parallel=ParallelPlan(cp=2, cp_style="ring")),
     }
     arms = {}
     for name, case in clean.items():
@@ -132,8 +136,8 @@ POISONED_PADS = Scenario(
     judge=judge,
     diagnose=diagnose,
     applies=applies,
-    # each pair is judged on its own: an engine that never packs, never pads on the left or has no CP is judged on the rest
+    # each pair is judged on its own: an engine that never pads on the left, or has no CP, is judged on the other
     optional_arms=frozenset({*CLEAN, *POISONED.values()}),
     notes="the poison is the engine's to write (Case.pad_poison): an engine without Capabilities(pad_poison=True) is unsupported here",
-    disk_arms=6,
+    disk_arms=4,
 )
