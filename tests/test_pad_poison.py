@@ -1,6 +1,6 @@
 """Case.pad_poison (harness/contract/pad_poison.py) and the helper engines write it with (harness/engines/pad_poison.py):
 a malformed request is refused naming the field and the fix; cases without it serialise as before; the helper writes
-NaN / +Inf at pads, zeros at the canary and finite garbage upstream, each with an exact zero backward where it wrote;
+NaN / +Inf at pads, the canary's row and finite garbage upstream, each with an exact zero backward where it wrote;
 the chunked log-prob (reference.fast) applies it as the plain one does; an engine without the capability says why."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from packcheck.harness.contract import UNPACKED, Case, ContractError, LossSpec, PadPoison, Partition, Sample
+from packcheck.harness.contract import CANARY_LOGIT, UNPACKED, Case, ContractError, LossSpec, PadPoison, Partition, Sample, canary_logprob
 from packcheck.harness.engines import Capabilities
 from packcheck.harness.engines.pad_poison import GARBAGE, PadPoisoner
 from packcheck.harness.models import model_spec
@@ -70,15 +70,18 @@ CANARY_BT = torch.zeros_like(PAD_BT)
 CANARY_BT[0, 2] = True
 
 
-def test_logits_get_nan_and_inf_at_pads_zeros_at_the_canary_and_an_exact_zero_backward_there():
+def test_logits_get_nan_and_inf_at_pads_the_canary_row_and_an_exact_zero_backward_there():
     poisoner = PadPoisoner(PadPoison(canary=(0, 2)))
     logits_BTV = torch.randn(2, 5, 6, dtype=torch.float64, requires_grad=True)
     out = poisoner.logits(logits_BTV, SAMPLE_BT, TOKEN_BT)
     assert out[PAD_BT][:, 0::2].isnan().all() and (out[PAD_BT][:, 1::2] == math.inf).all()
-    assert (out[CANARY_BT] == 0).all() and torch.equal(out[~PAD_BT & ~CANARY_BT], logits_BTV[~PAD_BT & ~CANARY_BT])
+    assert out[CANARY_BT].tolist() == [[CANARY_LOGIT, 0, 0, 0, 0, 0]]
+    assert torch.equal(out[~PAD_BT & ~CANARY_BT], logits_BTV[~PAD_BT & ~CANARY_BT])
     assert torch.equal(poisoner.overwritten(SAMPLE_BT, TOKEN_BT), PAD_BT | CANARY_BT)
-    lp_BT = torch.log_softmax(out, -1)[..., 0]
-    assert lp_BT[0, 2].item() == pytest.approx(-math.log(6), abs=1e-15)
+    lp_BTV = torch.log_softmax(out, -1)
+    assert [lp_BTV[0, 2, v].item() for v in (0, 3)] == pytest.approx([canary_logprob(6, 0), canary_logprob(6, 3)], abs=1e-13)
+    assert canary_logprob(6, 3) == pytest.approx(-CANARY_LOGIT, abs=1e-11)
+    lp_BT = lp_BTV[..., 0]
     torch.where(PAD_BT, 0.0, lp_BT).sum().backward()
     assert logits_BTV.grad.isfinite().all() and (logits_BTV.grad[PAD_BT | CANARY_BT] == 0).all()
     assert (logits_BTV.grad[~PAD_BT & ~CANARY_BT] != 0).any()
@@ -108,7 +111,8 @@ def test_the_chunked_log_prob_applies_the_poison_as_the_plain_one_does(family):
     poisoned = SCENARIOS["poisoned_pads"].build(setting_for(family, "float64", "cpu"))["unpacked_left_poisoned"]
     plain, chunked = ReferenceEngine().run(poisoned), ReferenceFast().run(poisoned)
     sample, token = poisoned.pad_poison.canary
-    assert chunked.logprobs[sample][token].item() == pytest.approx(-math.log(poisoned.model.vocab_size), abs=1e-14)
+    label = poisoned.samples[sample].input_ids[token]
+    assert chunked.logprobs[sample][token].item() == pytest.approx(canary_logprob(poisoned.model.vocab_size, label), abs=1e-14)
     assert max((a - b).abs().max().item() for a, b in zip(plain.logprobs, chunked.logprobs)) < 1e-12
     for name, g in plain.grads.items():
         assert chunked.grads[name].isfinite().all() and (chunked.grads[name] - g).norm() <= 1e-12 * g.norm(), name

@@ -14,7 +14,7 @@ def test_an_engine_that_ignores_the_request_fails_at_the_canary_alone(verdict_of
     verdict = verdict_of("tests.engines.pad_poison:IgnoresPadPoison", "poisoned_pads", "llama")
     assert verdict.status == "fail" and verdict.worst.margin >= BUG_FLOAT64, verdict.message()
     assert {c.item for c in verdict.comparisons if not c.passed} == {"canary"}, verdict.message()
-    assert verdict.diagnosis.startswith("the canary's reported log-prob is not -log(vocab) while everything else agrees"), verdict.diagnosis
+    assert verdict.diagnosis.startswith("the canary's reported log-prob is not its row's while everything else agrees"), verdict.diagnosis
 
 
 @pytest.mark.parametrize(("bug", "family", "phrase"), [

@@ -7,7 +7,7 @@ An engine declares `Capabilities(pad_poison=True)` and, inside `run`:
     for each forward of the step, with sample_BT / token_BT saying which (sample, token) each position holds (-1: pad):
         x_BTC = poison.hidden(embed(input_ids_BT), sample_BT)            # the embeddings' output: finite garbage at pads
         router_logits_NE = poison.router_logits(router_logits_NE, sample_N)   # MoE, every sparse layer: the same
-        logits_BTV = poison.logits(logits_BTV, sample_BT, token_BT)     # NaN / +Inf at pads, zeros at the canary
+        logits_BTV = poison.logits(logits_BTV, sample_BT, token_BT)     # NaN / +Inf at pads, the canary's row
         ... the log-softmax and the loss, from these logits
 
 Each is `torch.where(overwritten, value, x)`, whose backward sends exactly 0 to x where it wrote. An engine whose
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from packcheck.harness.contract import Case, PadPoison
+from packcheck.harness.contract import CANARY_LOGIT, Case, PadPoison
 
 GARBAGE = 1e4  # the finite poison's scale: ~1e4 times an activation's, and finite after squaring in float32 and bfloat16
 
@@ -35,13 +35,13 @@ class PadPoisoner:
         self.canary_sample, self.canary_token = request.canary
 
     def logits(self, logits_XV: torch.Tensor, sample_X: torch.Tensor, token_X: torch.Tensor) -> torch.Tensor:
-        """Every pad position's row NaN at even vocabulary entries and +Inf at odd ones; the canary's row all zeros."""
-        V = logits_XV.shape[-1]
-        odd_V = torch.arange(V, device=logits_XV.device) % 2 == 1
-        poison_V = torch.where(odd_V, torch.inf, torch.nan).to(logits_XV.dtype)
-        pad_X1 = (sample_X < 0).to(logits_XV.device)[..., None]
-        poisoned = torch.where(pad_X1, poison_V, logits_XV)
-        return torch.where(self.canary_row(sample_X, token_X).to(logits_XV.device)[..., None], 0.0, poisoned)
+        """Every pad position's row NaN at even vocabulary entries and +Inf at odd ones; the canary's row CANARY_LOGIT at
+        entry 0 and zeros elsewhere (harness/contract/pad_poison.py)."""
+        vocab_V = torch.arange(logits_XV.shape[-1], device=logits_XV.device)
+        poison_V = torch.where(vocab_V % 2 == 1, torch.inf, torch.nan).to(logits_XV.dtype)
+        canary_V = torch.where(vocab_V == 0, CANARY_LOGIT, 0.0).to(logits_XV.dtype)
+        poisoned = torch.where((sample_X < 0).to(logits_XV.device)[..., None], poison_V, logits_XV)
+        return torch.where(self.canary_row(sample_X, token_X).to(logits_XV.device)[..., None], canary_V, poisoned)
 
     def overwritten(self, sample_X: torch.Tensor, token_X: torch.Tensor) -> torch.Tensor:
         """The rows `logits` replaces (pads and the canary's): a hand-written backward sends them no gradient."""

@@ -23,8 +23,9 @@ from packcheck.harness.run_dir.saved_arms import save_invalid_arm
 from packcheck.harness.scenarios import Scenario
 
 CONTRACT_SENTENCE = "the contract requires an engine to handle it (loss contribution 0, no division by zero)"
-POISON_REACHED = ("the poison of the pads reached what the engine reports: padding masked by multiplication (NaN x 0 = NaN; "
-                  "select with torch.where, Megatron-Bridge PR #3117) or a value taken over padding (poisoned_pads)")
+POISON_REACHED = ("the poison of the pads reached what the engine reports: padding masked out of the loss by multiplication "
+                  "(NaN x 0 = NaN; select with torch.where, Megatron-Bridge PR #3117), padding in the loss, or another value "
+                  "taken over padding (poisoned_pads)")
 
 
 def summarise(problems: list[Problem]) -> list[str]:

@@ -3,10 +3,10 @@ statistic unchanged.
 
 Pads are positions of the engine's own layout, which the harness cannot reach: each poisoned arm is its clean twin
 with a request (Case.pad_poison, harness/contract/pad_poison.py) that the engine write NaN and +Inf into the logits
-of every position holding no token, finite garbage into its embeddings' output and its router logits, and zeros
-into the logits row of one canary token. Judged: the poisoned arm against its twin on the log-probs (the canary's
+of every position holding no token, finite garbage into its embeddings' output and its router logits, and a known row
+(30 at entry 0) into the logits of one canary token. Judged: the poisoned arm against its twin on the log-probs (the canary's
 aside), loss, count, per-token weights, every gradient and the MoE router reports; and the canary's reported
-log-prob against -log(vocab), the proof that the engine wrote the request at the right positions of its layout (an
+log-prob against that row's (about -30 nats, far from any prediction of the model), the proof that the engine wrote the request at the right positions of its layout (an
 engine that ignores it, or misplaces it, fails there). The canary sits outside the loss mask (so nothing the loss
 sees changes) in a document that does not start its row where there is one.
 
@@ -22,10 +22,9 @@ NaN loss (an invalid result whose diagnosis names the poison); a statistic taken
 from __future__ import annotations
 
 import dataclasses
-import math
 
 from packcheck.harness.compare import HARNESS, Arms, Comparison, compare_results
-from packcheck.harness.contract import Case, Layout, LayoutKind, PadPoison, ParallelPlan, StepResult, packed
+from packcheck.harness.contract import Case, Layout, LayoutKind, PadPoison, ParallelPlan, StepResult, canary_logprob, packed
 from packcheck.harness.contract.rows import layout_rows
 from packcheck.harness.data.samples import MASK_EDGE_CASES
 from packcheck.harness.engines import Capabilities
@@ -88,14 +87,15 @@ def judge(j: Judgement) -> list:
 
 
 def compare_canary(j: Judgement, name: str, canary: tuple[int, int]) -> Comparison:
-    """The canary's reported log-prob against log_softmax of an all-zero row: -log(vocab size), exactly."""
+    """The canary's reported log-prob against the log-softmax of the row the request writes there (about -30 nats)."""
     sample, token = canary
-    vocab = j.cases[name].model.vocab_size
-    reported, expected = float(j.results[name].logprobs[sample][token]), -math.log(vocab)
+    case = j.cases[name]
+    vocab, label = case.model.vocab_size, case.samples[sample].input_ids[token]
+    reported, expected = float(j.results[name].logprobs[sample][token]), canary_logprob(vocab, label)
     return Comparison(arms=Arms(name, HARNESS), quantity="logprobs", item="canary", metric="max_abs", observed=abs(reported - expected),
                       **j.tolerance.by("logprobs"),
-                      where=f"sample {sample} token {token} (the canary, outside the loss mask): reported {reported:.12g}, "
-                            f"-log({vocab}) = {expected:.12g}")
+                      where=f"sample {sample} token {token} (the canary, outside the loss mask): reported {reported:.12g}, the "
+                            f"canary row's {expected:.12g}")
 
 
 def with_canary_of(result: StepResult, clean: StepResult, canary: tuple[int, int]) -> StepResult:
@@ -109,7 +109,7 @@ def with_canary_of(result: StepResult, clean: StepResult, canary: tuple[int, int
 
 def diagnose(j: Judgement, failed: list) -> str:
     if failing(failed) and all(c.item == "canary" for c in failed):
-        return ("the canary's reported log-prob is not -log(vocab) while everything else agrees: the engine did not write "
+        return ("the canary's reported log-prob is not its row's while everything else agrees: the engine did not write "
                 "Case.pad_poison where it asks (it ignores the request, or writes it at other positions of its rows: an offset "
                 "of its own layout taken wrongly), so its pads went unpoisoned too")
     if shared := shared_diagnosis(j, failed):
@@ -130,7 +130,7 @@ POISONED_PADS = Scenario(
     name="poisoned_pads",
     invariant="NaN and +Inf written into every pad position (and finite garbage into its embeddings and router logits) leave "
               "the log-probs, loss, count, per-token weights, every gradient and the router reports unchanged; the canary "
-              "token's log-prob is exactly -log(vocab)",
+              "token's log-prob is exactly that of the row written there",
     catches=("pad-logits-mask-multiply", "router-probs-over-padding", "linear-attn-state-leak"),
     stages=(from_setting(build),),
     judge=judge,

@@ -4,7 +4,7 @@ the reference computes them, at the positions of its own rows that hold no token
 `poisoned_pads` hooks every forward run inside it (a layer recomputed in backward too): the embeddings' output and
 every router's logits get the finite garbage (the router then routes the overwritten logits, and `record_routing`
 sees those, since this hook runs first).
-`poisoned_logits` overwrites the logits the forward returned (NaN / +Inf at pads, zeros at the canary), or hands the
+`poisoned_logits` overwrites the logits the forward returned (NaN / +Inf at pads, the canary's row), or hands the
 overwrite to the chunked log-prob (loss/chunked_logprobs.py) where the logits never exist whole.
 
 Shapes: B batch, T sequence, N = B*T positions, V vocab_size.
