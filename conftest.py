@@ -71,7 +71,8 @@ MUTANT_CELL_TESTS = {"test_scenario_flags_its_mutant": "bug", "test_diagnosis_na
                      "test_the_oracle_mutant_passes_mask_alignment": "bug", "test_the_oracle_names_the_class_of_what_it_flags": "bug",
                      "test_the_oracle_follows_a_boundary_weight_in_its_own_layout_and_names_it_elsewhere": "bug",
                      "test_float32_inside_names_no_logic_bug": "bug", "test_every_arm_is_saved_and_the_report_shows_the_invalid_one": "bug",
-                     "test_only_the_replica_row_sees_a_drift_whose_rank_0_is_exact": "bug"}
+                     "test_only_the_replica_row_sees_a_drift_whose_rank_0_is_exact": "bug",
+                     "test_poisoned_pads_names_what_reached_the_pads": "bug"}
 
 
 def engine_group(item) -> str | None:

@@ -9,11 +9,12 @@ from __future__ import annotations
 import itertools
 from dataclasses import replace
 
-from packcheck.harness.contract import Layout, LayoutKind, LossSpec, ModelSpec, Partition
+from packcheck.harness.contract import Layout, LayoutKind, LossSpec, ModelSpec, PadPoison, Partition
 from packcheck.harness.data.rl import rollout_samples
 from packcheck.harness.data.samples import MIXED_DOCUMENTS
 from packcheck.harness.judging.cases import arm, samples_for
 from packcheck.harness.run.scenario_runner import setting_for
+from packcheck.harness.scenarios.poisoned_pads import canary_of
 
 LAYOUTS = {
     "unpacked-right": Layout(kind=LayoutKind.UNPACKED),
@@ -46,6 +47,9 @@ def probe_cases(family: str):
         else:
             case = case.with_(dtype=probe)
         yield case
+    # one probe of the pad-poison request beside the matrix (an engine declines it or not whatever the layout)
+    packed_case = arm(setting, "packed-auto-pad_poison", samples, LAYOUTS["packed"], Partition.all_in_one(len(samples)))
+    yield packed_case.with_(pad_poison=PadPoison(canary=canary_of(packed_case)))
 
 
 def test_declared_unsupported_cases_are_rejected_loudly(engine, family, packcheck_pool):

@@ -22,8 +22,11 @@ def test_the_worked_example_passes(verdict_of, scenario):
 
 
 def test_the_worked_example_declares_the_rest_unsupported(verdict_of):
-    for scenario in ("golden_regression", "cp_vs_nocp", "rl_loss_aggregation"):
+    for scenario in ("golden_regression", "cp_vs_nocp", "rl_loss_aggregation", "poisoned_pads"):
         assert verdict_of("packcheck.impls.example.minimal_engine:MinimalEngine", scenario, "llama", dtype=DTYPE).status == "unsupported"
+    # a transformers model computes its logits inside its own forward: no pad_poison, and the verdict says what it would take
+    assert "declare Capabilities(pad_poison=True)" in verdict_of("packcheck.impls.example.minimal_engine:MinimalEngine", "poisoned_pads",
+                                                                 "llama", dtype=DTYPE).detail
 
 
 def test_a_mean_of_means_in_the_example_is_flagged(verdict_of):

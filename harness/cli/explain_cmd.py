@@ -84,10 +84,12 @@ def arm_rows(scenario, family: str, dtype: str) -> list[str]:
         arms = scenario.build(setting_for(family, dtype, "cpu"))
     except Exception as err:  # noqa: BLE001 - a scenario that does not build for this family says why
         return [_para(f"not built for {family} {dtype}: {err}")]
-    rows = [("arm", "layout", "samples", "samples per micro-batch (| between ranks)", "mesh", "loss")]
+    requests = any(case.pad_poison is not None for case in arms.values())  # a column only where some arm asks
+    rows = [("arm", "layout", "samples", "samples per micro-batch (| between ranks)", "mesh", "loss", *(("request",) * requests))]
     for name, case in arms.items():
+        request = (case.pad_poison.describe() if case.pad_poison is not None else "-",) * requests
         rows.append((name + (" *" if name in scenario.optional_arms else ""), case.layout.describe(), len(case.samples),
-                     micro_batches(case), case.parallel.describe(), case.loss.describe()))
+                     micro_batches(case), case.parallel.describe(), case.loss.describe(), *request))
     lines = _columns(rows)
     if scenario.optional_arms:
         lines.append(_para("* optional: an engine that cannot run it (no DP, no CP, no packing, ...) has it skipped, with the "

@@ -8,6 +8,7 @@ from packcheck.harness.contract.layout import UNPACKED, Layout, LayoutKind, pack
 from packcheck.harness.contract.loss import SFT_TOKEN_MEAN, Aggregation, LossKind, LossSpec
 from packcheck.harness.contract.model import ModelSpec
 from packcheck.harness.contract.optimizer import OptimizerSpec
+from packcheck.harness.contract.pad_poison import CANARY_LOGIT, PadPoison, canary_logprob
 from packcheck.harness.contract.parallel import SINGLE_PROCESS, ParallelPlan
 from packcheck.harness.contract.partition import Partition
 from packcheck.harness.contract.result import OPTIONAL_REPORTS, StepResult
@@ -15,7 +16,8 @@ from packcheck.harness.contract.samples import Sample
 from packcheck.harness.contract.token_budget import TokenBudget
 
 __all__ = [
-    "DTYPES", "OPTIONAL_REPORTS", "SFT_TOKEN_MEAN", "SINGLE_PROCESS", "UNPACKED",
+    "CANARY_LOGIT", "DTYPES", "OPTIONAL_REPORTS", "SFT_TOKEN_MEAN", "SINGLE_PROCESS", "UNPACKED",
     "AdvantageEstimator", "Aggregation", "Case", "ContractError", "Image", "Layout", "LayoutKind", "LossKind", "LossSpec", "ModelSpec",
-    "OptimizerSpec", "ParallelPlan", "Partition", "Sample", "StepResult", "TokenBudget", "VisionSpec", "packed",
+    "OptimizerSpec", "PadPoison", "ParallelPlan", "Partition", "Sample", "StepResult", "TokenBudget", "VisionSpec", "canary_logprob",
+    "packed",
 ]

@@ -6,6 +6,8 @@ of `partition` on the ranks of `parallel`, computes the loss of `loss` over the 
 samples and the engine cuts them into micro-steps itself (token_budget.py); absent from the JSON
 when unset, so older cases keep their digests. `attention` names a backend ("auto" lets the engine
 choose); an engine that cannot honour a field must raise UnsupportedCase, never guess.
+`pad_poison` (pad_poison.py) asks the engine to write NaN and +Inf into its own pad positions; absent from the
+JSON of every case without it, so older cases keep their digests.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from packcheck.harness.contract.layout import Layout, LayoutKind
 from packcheck.harness.contract.loss import SFT_TOKEN_MEAN, LossSpec
 from packcheck.harness.contract.model import ModelSpec
 from packcheck.harness.contract.optimizer import OptimizerSpec
+from packcheck.harness.contract.pad_poison import PadPoison
 from packcheck.harness.contract.parallel import SINGLE_PROCESS, ParallelPlan
 from packcheck.harness.contract.partition import Partition
 from packcheck.harness.contract.samples import Sample
@@ -42,6 +45,7 @@ class Case:
     device: str = "cpu"
     attention: str = "auto"
     optimizer: OptimizerSpec | None = None
+    pad_poison: PadPoison | None = None
     tags: tuple[str, ...] = field(default=())
     token_budget: TokenBudget | None = None
 
@@ -72,6 +76,12 @@ class Case:
             self.token_budget.check([len(s.input_ids) for s in self.samples], self.partition.per_rank, f"case {self.name!r}")
         if self.num_loss_tokens == 0:
             raise ContractError(f"case {self.name!r}: no sample has a target (every loss_mask is 0); the loss is undefined")
+        if self.pad_poison is not None:
+            self.pad_poison.check(self.samples, f"case {self.name!r}")
+            if self.loss.is_weighted:
+                raise ContractError(f"case {self.name!r}: pad_poison with a weighted_logprob_sum loss: that loss weights the prediction "
+                                    "of a sample's token 0 from whatever precedes it, padding included, which the poison makes NaN; "
+                                    "drop pad_poison or use another loss")
 
     @property
     def supervised(self) -> frozenset[tuple[int, int]]:
@@ -106,7 +116,8 @@ class Case:
         return (
             f"{self.name}: {self.model.family} {self.dtype} {self.device} {self.layout.describe()} "
             f"{steps} {self.parallel.describe()} attention={self.attention}"
-        ) + (f" loss={self.loss.describe()}" if self.loss != SFT_TOKEN_MEAN else "")
+        ) + (f" loss={self.loss.describe()}" if self.loss != SFT_TOKEN_MEAN else "") + (
+            f" {self.pad_poison.describe()}" if self.pad_poison is not None else "")
 
     def to_json(self) -> dict:
         budget = {} if self.token_budget is None else {"token_budget": self.token_budget.to_json()}  # unset: older digests unchanged
@@ -124,7 +135,7 @@ class Case:
             "attention": self.attention,
             "optimizer": None if self.optimizer is None else self.optimizer.to_json(),
             "tags": list(self.tags),
-        } | budget
+        } | budget | ({} if self.pad_poison is None else {"pad_poison": self.pad_poison.to_json()})  # unset: older cases' JSON and digests unchanged
 
     @classmethod
     def from_json(cls, data: dict) -> Case:
@@ -142,6 +153,7 @@ class Case:
             device=data["device"],
             attention=data["attention"],
             optimizer=None if data["optimizer"] is None else OptimizerSpec.from_json(data["optimizer"]),
+            pad_poison=None if data.get("pad_poison") is None else PadPoison.from_json(data["pad_poison"]),
             tags=tuple(data["tags"]),
             token_budget=None if data.get("token_budget") is None else TokenBudget.from_json(data["token_budget"]),
         )

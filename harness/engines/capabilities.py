@@ -11,6 +11,10 @@ from dataclasses import dataclass, field
 
 from packcheck.harness.contract import AdvantageEstimator, Aggregation, Case, LayoutKind, LossKind
 
+# why an engine without the capability cannot take a Case.pad_poison request, and what taking it means
+POISON_WHY = ("Case.pad_poison asks the engine to write NaN and +Inf into its own pad positions, which only the engine's "
+              "forward can reach; to take it, call harness/engines/pad_poison.py there and declare Capabilities(pad_poison=True)")
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Capabilities:
@@ -38,6 +42,9 @@ class Capabilities:
     # cuts each data-parallel rank's samples into micro-batches under Case.token_budget, equalising their number over
     # the data-parallel group (harness/contract/token_budget.py); without it, a case with a token budget is unsupported
     token_budget: bool = False
+    # it writes NaN and +Inf into its own pad positions when a case asks (Case.pad_poison), through
+    # harness/engines/pad_poison.py; without it, poisoned_pads is unsupported
+    pad_poison: bool = False
     # attention backend -> layouts it keeps documents apart for; "auto" must be a key
     attention: dict[str, frozenset[LayoutKind]] = field(default_factory=lambda: {"auto": frozenset(LayoutKind)})
 
@@ -62,6 +69,7 @@ class Capabilities:
             (case.token_budget is None or self.token_budget,
              "token-budget micro-batching (Case.token_budget: cut each rank's samples into micro-batches and equalise their "
              "number over the data-parallel group; declare Capabilities(token_budget=True))"),
+            (case.pad_poison is None or self.pad_poison, f"pad poisoning ({POISON_WHY})"),
             (case.attention in self.attention, f"attention backend {case.attention!r} (known: {sorted(self.attention)})"),
         )
         for ok, what in checks:
@@ -93,6 +101,7 @@ class Capabilities:
             "images": self.images,
             "activations": self.activations,
             "token_budget": self.token_budget,
+            "pad_poison": self.pad_poison,
             "attention": {name: sorted(k.value for k in kinds) for name, kinds in self.attention.items()},
         }
 
@@ -109,5 +118,6 @@ class Capabilities:
             dp_styles=words("dp_styles") if "dp_styles" in data else frozenset({"replicate"}),
             optimizer_step=bool(data["optimizer_step"]), reports=words("reports"), images=bool(data.get("images", False)),
             activations=bool(data.get("activations", False)), token_budget=bool(data.get("token_budget", False)),
+            activations=bool(data.get("activations", False)), pad_poison=bool(data.get("pad_poison", False)),
             attention={str(name): frozenset(LayoutKind(k) for k in kinds) for name, kinds in data["attention"].items()},
         )

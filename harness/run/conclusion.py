@@ -95,7 +95,7 @@ def conclude_pass(scenario: Scenario, run: Execution, judged: Judged | None, ope
         notes += [Note(text) for text in judged.notes]
         if judged.crashed:
             status, diagnosis = Status.ERROR, judged.diagnosis
-        elif not comparisons:  # every arm beyond the baseline was skipped: nothing was tested
+        elif not comparisons and not run.set_aside:  # every arm beyond the baseline was skipped: nothing was tested
             status, nothing = Status.UNSUPPORTED, True
         elif judged.failed:
             status, diagnosis = Status.FAIL, judged.diagnosis
@@ -119,6 +119,8 @@ def invalid_cause(scenario: Scenario, run: Execution, status: Status, diagnosis:
         return f"{cause}. Judging the valid arms went wrong too: {diagnosis}"
     if any(not c.passed for c in judged):
         return f"{cause}. The valid arms disagree too: {diagnosis}"
+    if not judged:  # every arm the valid ones are compared with is among the invalid
+        return f"{cause}. No valid arm was left with an arm to be compared with"
     return f"{cause}. The valid arms agree within tolerance ({len(judged)} comparisons)"
 
 

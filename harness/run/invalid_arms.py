@@ -24,6 +24,9 @@ from packcheck.harness.run_dir.saved_arms import save_invalid_arm
 from packcheck.harness.scenarios import Scenario
 
 CONTRACT_SENTENCE = "the contract requires an engine to handle it (loss contribution 0, no division by zero)"
+POISON_REACHED = ("the poison of the pads reached what the engine reports: padding masked out of the loss by multiplication "
+                  "(NaN x 0 = NaN; select with torch.where, Megatron-Bridge PR #3117), padding in the loss, or another value "
+                  "taken over padding (poisoned_pads)")
 
 
 def summarise(problems: list[Problem]) -> list[str]:
@@ -110,8 +113,8 @@ def empty_shards(case: Case) -> list[str]:
 
 
 def invalid_diagnosis(invalid: Iterable[ArmOutcome]) -> str:
-    """The likely cause of the invalid arms, most specific first: a NaN beside a micro-batch without loss tokens; arms
-    broken the same way are named together."""
+    """The likely cause of the invalid arms, most specific first: a NaN beside a micro-batch without loss tokens, or in
+    an arm whose pads were poisoned on request (Case.pad_poison); arms broken the same way are named together."""
     lines, alike = [], {}
     for outcome in invalid:
         nan = non_finite(outcome.problems)
@@ -125,12 +128,18 @@ def invalid_diagnosis(invalid: Iterable[ArmOutcome]) -> str:
                          f"the arm's result is not finite ({outcome.problems[0].sentence}): an empty shard must contribute exactly "
                          "0; a loss divided by the shard's own count is 0 / 0 there")
         else:
-            alike.setdefault((nan, outcome.problems[0].sentence), []).append(outcome.arm.local)
-    for (nan, problem), names in alike.items():
+            poisoned = nan and outcome.case.pad_poison is not None
+            alike.setdefault((nan, poisoned, outcome.problems[0].sentence), []).append(outcome.arm.local)
+    for (nan, poisoned, problem), names in alike.items():
         which = f"arm{'s' * (len(names) > 1)} {', '.join(map(repr, names))}"
-        lines.append(f"{which} returned non-finite values ({problem}) although every micro-batch has loss tokens: look for a "
-                     "division by a count that can be zero on a rank or shard, or an overflow" if nan
-                     else f"the engine broke the result contract on {which}: {problem}")
+        if poisoned:
+            lines.append(f"{which}, whose pad positions hold NaN and +Inf on request (Case.pad_poison), returned non-finite values "
+                         f"({problem}): {POISON_REACHED}")
+        elif nan:
+            lines.append(f"{which} returned non-finite values ({problem}) although every micro-batch has loss tokens: look for a "
+                         "division by a count that can be zero on a rank or shard, or an overflow")
+        else:
+            lines.append(f"the engine broke the result contract on {which}: {problem}")
     return "; ".join(lines)
 
 

@@ -70,6 +70,7 @@ class ReferenceEngine(Engine):
         images=True,
         activations=True,
         token_budget=True,
+        pad_poison=True,
         attention={
             "auto": ALL_LAYOUTS,
             "sdpa": ALL_LAYOUTS,

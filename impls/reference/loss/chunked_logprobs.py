@@ -10,6 +10,9 @@ With h the hidden states [N, C], W the lm_head weight [V, C], y the labels [N] a
                                      dz_c = g_c (onehot(y_c) - exp(z_c - lse_c))
                                      dh_c = dz_c W,   dW += dz_c^T h_c
 
+A pad-poisoned case (model/pad_poison.py) overwrites some rows of each z_c before the logsumexp; their dz_c is then
+exactly 0 (the backward of torch.where), whatever the recomputed row gives.
+
 Peak extra memory is one chunk's logits (chunk x V) instead of the whole batch's, which the plain
 path (lm_head, log_softmax, gather) keeps alive through backward together with the log-softmax
 output (two [N, V] tensors: 2 x 9.3 GiB at 32k tokens and vocab 151936 in bf16). The price is one
@@ -31,6 +34,7 @@ import torch
 
 from packcheck.impls.reference.data.predictions import label_logprobs
 from packcheck.impls.reference.model.lm_head_inputs import LmHeadInputs
+from packcheck.impls.reference.model.poisoned_rows import PoisonedRows
 
 CHUNK_ELEMENTS = 2**29  # logits per chunk (1 GiB in bf16): 3456 tokens at vocab 151936, 10 chunks for 32k tokens
 MIN_CHUNKS = 4  # at least this many chunks (tokens permitting): the suite's tiny cases cross chunk boundaries too
@@ -81,15 +85,19 @@ logit_grad = _CompiledOnCuda(_logit_grad)
 
 class ChunkedLabelLogprobs(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, h_NC: torch.Tensor, w_VC: torch.Tensor, y_N: torch.Tensor, chunk: int) -> torch.Tensor:
+    def forward(ctx, h_NC: torch.Tensor, w_VC: torch.Tensor, y_N: torch.Tensor, chunk: int,
+                overwrite: PoisonedRows | None = None) -> torch.Tensor:
         compute = torch.promote_types(h_NC.dtype, torch.float32)
         lse_N = torch.empty(h_NC.shape[0], dtype=compute, device=h_NC.device)
         lp_N = torch.empty_like(lse_N)
         for start in range(0, h_NC.shape[0], chunk):
             part = slice(start, start + chunk)
-            lse_N[part], lp_N[part] = lse_and_logprob(torch.nn.functional.linear(h_NC[part], w_VC), y_N[part], compute)
+            z_NV = torch.nn.functional.linear(h_NC[part], w_VC)
+            if overwrite is not None:
+                z_NV = overwrite.logits(z_NV, part)
+            lse_N[part], lp_N[part] = lse_and_logprob(z_NV, y_N[part], compute)
         ctx.save_for_backward(h_NC, w_VC, y_N, lse_N)
-        ctx.chunk = chunk
+        ctx.chunk, ctx.overwrite = chunk, overwrite
         return lp_N
 
     @staticmethod
@@ -102,11 +110,13 @@ class ChunkedLabelLogprobs(torch.autograd.Function):
         for start in range(0, h_NC.shape[0], ctx.chunk):
             part = slice(start, start + ctx.chunk)
             dz_NV = logit_grad(torch.nn.functional.linear(h_NC[part], w_VC), lse_N[part], y_N[part], g_N[part], h_NC.dtype)
+            if ctx.overwrite is not None:
+                dz_NV = torch.where(ctx.overwrite.overwritten(part).to(dz_NV.device)[:, None], 0.0, dz_NV)
             if dh_NC is not None:
                 dh_NC[part] = dz_NV @ w_VC
             if dw_VC is not None:
                 dw_VC += dz_NV.T @ h_NC[part] if dw_VC.dtype == h_NC.dtype else (dz_NV.T @ h_NC[part]).to(dw_VC.dtype)
-        return dh_NC, None if dw_VC is None else dw_VC.to(w_VC.dtype), None, None
+        return dh_NC, None if dw_VC is None else dw_VC.to(w_VC.dtype), None, None, None
 
 
 def chunked_label_logprobs(head: LmHeadInputs | torch.Tensor, label_BT: torch.Tensor, chunk: int | None = None) -> torch.Tensor:
@@ -114,8 +124,8 @@ def chunked_label_logprobs(head: LmHeadInputs | torch.Tensor, label_BT: torch.Te
     Given full logits (a model that returns them: the vision-language one) it is the plain path."""
     if isinstance(head, torch.Tensor):
         return label_logprobs(head, label_BT)
-    hidden_BTC, weight_VC = head
+    hidden_BTC, weight_VC, overwrite = head
     B, T, C = hidden_BTC.shape
     chunk = min(chunk_tokens(weight_VC.shape[0]), max(1, -(-B * T // MIN_CHUNKS))) if chunk is None else chunk
-    lp_N = ChunkedLabelLogprobs.apply(hidden_BTC.reshape(B * T, C), weight_VC, label_BT.reshape(B * T), chunk)
+    lp_N = ChunkedLabelLogprobs.apply(hidden_BTC.reshape(B * T, C), weight_VC, label_BT.reshape(B * T), chunk, overwrite)
     return lp_N.view(B, T)

@@ -27,7 +27,8 @@ CHUNK_ELEMENTS = 2**28  # logits per chunk: 1 GiB of float32, 1766 positions at 
 def prediction_entropy(logits_BTV: torch.Tensor | LmHeadInputs) -> torch.Tensor:
     """H[b, p] (every logit needed: from reference.fast's LmHeadInputs they are computed here, a chunk at a time)."""
     if isinstance(logits_BTV, LmHeadInputs):
-        hidden_BTC, weight_VC = logits_BTV
+        # chunk by chunk the logits a pad-poisoned case overwrites are left as computed: those rows are never in the loss
+        hidden_BTC, weight_VC, _ = logits_BTV
         B, T, V = *hidden_BTC.shape[:2], weight_VC.shape[0]
         if B * T * V <= CHUNK_ELEMENTS:
             return row_entropy(logits_BTV.logits())

@@ -34,7 +34,9 @@ from typing import Sequence
 import torch
 
 from packcheck.impls.reference.data.predictions import Predictions
+from packcheck.harness.engines.pad_poison import PadPoisoner
 from packcheck.impls.reference.model.moe import Routing, record_routing, router_probabilities
+from packcheck.impls.reference.model.pad_poison import poisoned_pads
 from packcheck.impls.reference.parallel.mesh import Mesh
 
 
@@ -56,9 +58,10 @@ def count_routes(routing: Sequence[Routing], real_N: torch.Tensor, num_experts: 
 
 
 def routing_prepass(model: torch.nn.Module, shards: Sequence[Sequence[Predictions]], attention, mesh: Mesh,
-                    num_experts: int) -> tuple[list[RouterCounts], RouterCounts]:
+                    num_experts: int, poisoner: PadPoisoner | None = None) -> tuple[list[RouterCounts], RouterCounts]:
     """Every forward of this rank once, without gradients: each micro-batch's counts (its whole rows, summed over
-    the CP group) and the global batch's (summed over every micro-batch and the data-parallel group)."""
+    the CP group) and the global batch's (summed over every micro-batch and the data-parallel group). `poisoner`: a
+    pad-poisoned case's, written into these forwards as into the step's (model/pad_poison.py)."""
     device = next(model.parameters()).device
     per_micro_MLE, real_M = [], []
     with torch.no_grad():
@@ -66,7 +69,7 @@ def routing_prepass(model: torch.nn.Module, shards: Sequence[Sequence[Prediction
             tokens_LE, real = 0, 0
             for predictions in forwards:
                 p = predictions.to(device)
-                with record_routing(model) as routing:
+                with record_routing(model) as routing, poisoned_pads(model, poisoner, p.sample_BT):
                     model(p.input_ids_BT, p.position_ids_BT, p.segment_ids_BT, attention)
                 tokens_LE = tokens_LE + count_routes(routing, real_tokens_N(p), num_experts)
                 real += int(real_tokens_N(p).sum())

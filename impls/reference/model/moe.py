@@ -36,12 +36,15 @@ class TopKRouter(nn.Module):
 
     def forward(self, x_NC: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Router logits [N, E], the chosen experts' weights [N, K] and their indices [N, K]."""
-        router_logits_NE = F.linear(x_NC, self.weight)
+        return self.route(F.linear(x_NC, self.weight))
+
+    def route(self, router_logits_NE: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """forward's outputs from given router logits (a pad-poisoning hook routes its overwritten logits through it)."""
         probs_NE = router_probabilities(router_logits_NE)
         top_p_NK, top_e_NK = torch.topk(probs_NE, self.top_k, dim=-1)
         if self.norm_topk_prob:
             top_p_NK = top_p_NK / top_p_NK.sum(dim=-1, keepdim=True)
-        return router_logits_NE, top_p_NK.to(x_NC.dtype), top_e_NK
+        return router_logits_NE, top_p_NK.to(router_logits_NE.dtype), top_e_NK
 
 
 def router_probabilities(router_logits_NE: torch.Tensor) -> torch.Tensor:

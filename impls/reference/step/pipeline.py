@@ -16,7 +16,7 @@ from packcheck.harness.contract import Case, LossSpec, OptimizerSpec
 from packcheck.impls.reference.data import collate, layouts, packing, rows
 from packcheck.impls.reference.data.predictions import Predictions, label_logprobs
 from packcheck.impls.reference.data.rows import RowPlan
-from packcheck.impls.reference.loss import advantages, aggregation, policy_inputs, router_aux, token_mean
+from packcheck.impls.reference.loss import advantages, aggregation, masked_sum, policy_inputs, router_aux, token_mean
 from packcheck.impls.reference.loss.counts import Counts
 from packcheck.impls.reference.loss.policy_inputs import PolicyInputs
 from packcheck.impls.reference.loss.router_aux import RouterCounts
@@ -43,12 +43,15 @@ class Pipeline:
     # the loss
     label_logprobs: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # logits [B, T, V], labels [B, T] -> log p(label) [B, T]
     token_weight: Callable[[Counts], float]  # a micro-batch's counts (its own, its shard's, the global N) -> weight of a token's loss
+    # per-position loss terms [B, T], the positions in the loss -> their sum (the others, NaN at a poisoned pad, add nothing)
+    loss_sum: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     policy_inputs: Callable[[Case, Predictions], PolicyInputs]  # per-token advantages and old/ref log-probs of rows
     # an advantage estimator's case, this rank's samples -> the advantage of every sample of the global batch [N]
     group_advantages: Callable[[Case, Sequence[int], Mesh], torch.Tensor]
     aggregation_weights: Callable[[LossSpec, Predictions, Counts], torch.Tensor]  # a policy loss's per-token weights
     # MoE: a micro-batch's router counts, the global batch's -> the counts its load-balancing loss is normalised by
     router_balance_counts: Callable[[RouterCounts, RouterCounts], RouterCounts]
+    aux_prob_positions: Callable[[Predictions], torch.Tensor]  # a forward's rows -> the positions [N] whose router probabilities P sums
     # MoE: a forward's loss, its aux-loss share, router_aux_loss_coef, its counts -> what the backward differentiates
     with_aux_loss: Callable[[torch.Tensor, torch.Tensor, float, Counts], torch.Tensor]
     # vision-language models: a micro-batch's forwards -> the image features each takes (the tower runs here)
@@ -76,10 +79,12 @@ REFERENCE = Pipeline(
     micro_steps=mesh_steps.equal_micro_steps,
     label_logprobs=label_logprobs,
     token_weight=token_mean.token_weight,
+    loss_sum=masked_sum.loss_sum,
     policy_inputs=policy_inputs.policy_inputs,
     group_advantages=advantages.group_advantages,
     aggregation_weights=aggregation.aggregation_weights,
     router_balance_counts=router_aux.balance_counts,
+    aux_prob_positions=router_aux.real_tokens_N,
     with_aux_loss=router_aux.with_aux_loss,
     image_features=vision_step.encode_micro_batch,
     gradient_sync=mesh_steps.gradient_sync,

@@ -15,7 +15,8 @@ mutant replaces exactly one. The counts the loss is normalised by are the engine
 it built, over every micro-batch of every data-parallel rank, before the first backward, as a
 real trainer must. A MoE model's load-balancing loss (loss/router_aux.py) is added to the loss it
 backpropagates, normalised by the global routing counts of a no-grad pre-pass, likewise before the
-first backward; the reported loss stays the loss spec's, the aux loss is reported beside it.
+first backward; the reported loss stays the loss spec's, the aux loss is reported beside it. A case that poisons its
+pads (Case.pad_poison) gets the poison in every forward, the routing pre-pass's too (model/pad_poison.py).
 """
 
 from __future__ import annotations
@@ -26,15 +27,17 @@ import torch
 
 from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.engines.capture import ActivationRecorder
+from packcheck.harness.engines.pad_poison import pad_poison
 from packcheck.impls.reference.data.layouts import empty_forwards, plan_forwards
 from packcheck.impls.reference.data.predictions import Predictions
 from packcheck.impls.reference.data.rows import build_rows
 from packcheck.impls.reference.data.scatter import SampleScatter
 from packcheck.impls.reference.data.vision_rows import attach_images
 from packcheck.impls.reference.loss.counts import count_targets
-from packcheck.impls.reference.loss.router_aux import aux_loss_share, real_tokens_N, routing_prepass
+from packcheck.impls.reference.loss.router_aux import aux_loss_share, routing_prepass
 from packcheck.impls.reference.model import CausalLM
 from packcheck.impls.reference.model.moe import record_routing
+from packcheck.impls.reference.model.pad_poison import poisoned_logits, poisoned_pads
 from packcheck.impls.reference.optim.parameters import full_tensor, trainable
 from packcheck.impls.reference.parallel.mesh import Mesh
 from packcheck.impls.reference.step.estimated_advantages import with_estimated_advantages
@@ -75,8 +78,9 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention,
                                   shard_tokens=sum(int(p.label_mask_BT.sum()) for p in forwards))
               for c, forwards in zip(local_counts, shards)]
     moe = model.config.num_experts > 0
+    poisoner = pad_poison(case)
     if moe:
-        micro_router, global_router = routing_prepass(model, shards, attention, mesh, model.config.num_experts)
+        micro_router, global_router = routing_prepass(model, shards, attention, mesh, model.config.num_experts, poisoner)
     model.zero_grad(set_to_none=True)
     sync = pipe.gradient_sync(model, mesh)
     last = (len(shards) - 1, len(shards[-1]) - 1)
@@ -88,15 +92,18 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention,
             images = () if image_features[f] is None else (image_features[f], p.image_index_BT)
             if recorder is not None:
                 recorder.place(p.sample_BT, p.token_BT)
-            with sync.backward_context(last=(m, f) == last, micro_batch_ends=f == len(forwards) - 1), record_routing(model) as routing:
+            # the poison's hooks stay through the backward: a layer recomputed there (memory_plan) routes its pads alike
+            with (sync.backward_context(last=(m, f) == last, micro_batch_ends=f == len(forwards) - 1), record_routing(model) as routing,
+                  poisoned_pads(model, poisoner, p.sample_BT)):
                 logits_BTV = sync.forward_module(p.input_ids_BT, p.position_ids_BT, p.segment_ids_BT, attention, *images)
+                logits_BTV = poisoned_logits(logits_BTV, poisoner, p.sample_BT, p.token_BT)
                 lp_BT = pipe.label_logprobs(logits_BTV, p.label_BT)
                 lp_BT.retain_grad()
                 loss = forward_loss(case, pipe, p, logits_BTV, lp_BT, micro_counts)
                 objective = loss
                 if moe:
                     balance = pipe.router_balance_counts(micro_router[m], global_router)
-                    aux = aux_loss_share(routing, real_tokens_N(p), balance, global_router.real_tokens)
+                    aux = aux_loss_share(routing, pipe.aux_prob_positions(p), balance, global_router.real_tokens)
                     objective = pipe.with_aux_loss(loss, aux, model.config.router_aux_loss_coef, micro_counts)
                     local_aux += aux.item()
                 objective.backward()
