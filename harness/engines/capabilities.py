@@ -118,6 +118,6 @@ class Capabilities:
             dp_styles=words("dp_styles") if "dp_styles" in data else frozenset({"replicate"}),
             optimizer_step=bool(data["optimizer_step"]), reports=words("reports"), images=bool(data.get("images", False)),
             activations=bool(data.get("activations", False)), token_budget=bool(data.get("token_budget", False)),
-            activations=bool(data.get("activations", False)), pad_poison=bool(data.get("pad_poison", False)),
+            pad_poison=bool(data.get("pad_poison", False)),
             attention={str(name): frozenset(LayoutKind(k) for k in kinds) for name, kinds in data["attention"].items()},
         )
