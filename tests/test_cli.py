@@ -31,7 +31,7 @@ def test_run_mutant_fails_with_the_reproduce_command(tmp_path, capsys):
 
 
 def test_engine_patterns_expand(tmp_path):
-    code = main(["run", "--engine", "mutant.pad-*", "--family", "llama", "--scenario", "token_conservation", "--out", str(tmp_path), "--no-report"])
+    code = main(["run", "--engine", "mutant.pad-in-*", "--family", "llama", "--scenario", "token_conservation", "--out", str(tmp_path), "--no-report"])
     data = json.loads((tmp_path / "results.json").read_text())
     assert code == 1 and [v["engine"] for v in data["verdicts"]] == ["mutant.pad-in-loss"]
 
