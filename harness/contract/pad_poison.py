@@ -8,9 +8,9 @@ writes, at every position of every forward that holds no token of any sample:
 - (MoE) its router logits: a large finite value;
 and the canary's logits row (the row that predicts `samples[sample].input_ids[token]`) becomes CANARY_LOGIT at
 vocabulary entry 0 and zeros elsewhere, so the engine must report exactly `canary_logprob(vocab_size, label)` as that
-token's log-prob: about -30 nats (0 if the label is token 0), where a model's own prediction never is (all zeros would
-give -log(vocab), which a tiny random model's near-uniform prediction comes within tenths of a nat of, 2.5e-3 on llama). harness/engines/pad_poison.py
-writes them.
+token's log-prob: about -30 nats (0 if the label is token 0), where a model's own prediction never is (all zeros
+would give -log(vocab), which a tiny random model's near-uniform prediction comes within tenths of a nat of, 2.5e-3
+on llama). harness/engines/pad_poison.py writes them.
 
 A correct engine's loss, count, log-probs (the canary's aside), per-token weights, gradients and router reports are
 then exactly what they are without the request: no real position reads a pad, nothing in the loss or in a statistic

@@ -3,12 +3,13 @@ statistic unchanged.
 
 Pads are positions of the engine's own layout, which the harness cannot reach: each poisoned arm is its clean twin
 with a request (Case.pad_poison, harness/contract/pad_poison.py) that the engine write NaN and +Inf into the logits
-of every position holding no token, finite garbage into its embeddings' output and its router logits, and a known row
-(30 at entry 0) into the logits of one canary token. Judged: the poisoned arm against its twin on the log-probs (the canary's
-aside), loss, count, per-token weights, every gradient and the MoE router reports; and the canary's reported
-log-prob against that row's (about -30 nats, far from any prediction of the model), the proof that the engine wrote the request at the right positions of its layout (an
-engine that ignores it, or misplaces it, fails there). The canary sits outside the loss mask (so nothing the loss
-sees changes) in a document that does not start its row where there is one.
+of every position holding no token, finite garbage into its embeddings' output and its router logits, and a known
+row (30 at entry 0) into the logits of one canary token. Judged: the poisoned arm against its twin on the log-probs
+(the canary's aside), loss, count, per-token weights, every gradient and the MoE router reports; and the canary's
+reported log-prob against that row's (about -30 nats, far from any prediction of the model), the proof that the
+engine wrote the request at the right positions of its layout (an engine that ignores it, or misplaces it, fails
+there). The canary sits outside the loss mask (so nothing the loss sees changes) in a document that does not start
+its row where there is one.
 
 The pads come from the places layouts make them, in two pairs of arms: unpacked rows padded on the left, single
 process (pads before a document: what a real position must not read, and the loss must skip), and packed rows under

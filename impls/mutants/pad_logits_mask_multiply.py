@@ -1,6 +1,6 @@
 """mutant.pad-logits-mask-multiply: the loss masked by multiplication, so a NaN at a pad position reaches it.
 
-Where it happened: Megatron-Bridge PR #3117 (NVIDIA-NeMo/Megatron-Bridge, fix for #2914): under context parallelism
+Where it happened: Megatron-Bridge PR #3117 (NVIDIA-NeMo/Megatron-Bridge): under context parallelism
 `pad_seq_to_mult` adds padding with loss_mask = 0; where the model produced NaN/Inf at those positions,
 `(losses * loss_mask).sum()` was NaN (IEEE 754: NaN x 0 = NaN) and poisoned the total loss. The fix selects with
 torch.where before the sum. Here the reference's `loss_sum` step multiplies by the mask instead: with finite logits at
