@@ -39,7 +39,7 @@ class LastAfterReduce(GradientSync):
         super().__init__(model, mesh)
         self.mesh = mesh
 
-    def backward_context(self, last: bool):
+    def backward_context(self, last: bool, micro_batch_ends: bool = False):
         if self.ddp is None:
             return contextlib.nullcontext()
         if last:  # the bug: the reduction runs here, and the last backward adds this rank's gradient after it
