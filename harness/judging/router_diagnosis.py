@@ -15,11 +15,11 @@ def aux_gradient_diagnosis(failed: list[Comparison]) -> str | None:
     """The load-balancing loss's gradient is missing or scaled: only gradients upstream of a router differ (a router's
     among them), while log-probs, loss, count, the aux loss's value and those past the last router agree."""
     grads = {c.item for c in failed if c.quantity == "grad"}
-    if {c.quantity for c in failed} != {"grad"} or not any(name.endswith(ROUTER_SUFFIXES) for name in grads):
+    if {c.quantity for c in failed} != {"grad"} or not any(parameter.endswith(ROUTER_SUFFIXES) for parameter in grads):
         return None
     if grads & set(PAST_THE_ROUTERS):
         return None
-    router = next(name for name in sorted(grads) if name.endswith(ROUTER_SUFFIXES))
+    router = next(parameter for parameter in sorted(grads) if parameter.endswith(ROUTER_SUFFIXES))
     return ("only gradients the MoE load-balancing loss reaches differ (the routers and what feeds them, e.g. "
             f"{router}; lm_head and the final norm agree) while the log-probs, the loss and the aux loss's value agree: the "
             "aux loss's gradient is not d(coef x aux)/d theta: dropped (a value logged but not backpropagated) or scaled "
