@@ -46,12 +46,28 @@ def definition(lp: float, weight: float, slope: float) -> Definition:
 
 
 def test_a_policy_weight_may_move_by_one_spacing_of_its_log_prob():
-    """-A r w: its slope is |w|; one spacing at -11.9 is exp(0.0625) - 1 = 6.45% of it, plus half a spacing of the
-    reported weight's own rounding."""
+    """-A r w: its slope is |w|; one spacing at -11.9 is exp(0.0625) - 1 = 6.45% of it, plus two spacings of the
+    reported weight's own rounding (WEIGHT_ULPS)."""
     w = 0.0322581
     derived = definition(-LN_V, w, w).weights_term([[torch.tensor([0.0, w])]], scale=w)
-    assert derived.threshold == pytest.approx(math.expm1(0.0625) + 2.0**-5 * 2.0**-7 / 2 / w)
+    assert derived.threshold == pytest.approx(math.expm1(0.0625) + 2 * 2.0**-5 * 2.0**-7 / w)
     assert derived.term == "bf16 spacing at |logp| = 11.9: 6.45%"
+
+
+def test_an_sft_weight_carried_back_through_the_engines_loss_may_be_a_spacing_off():
+    """transformers 5.24's Trainer reports a 65-token mean's float32 weight one spacing from -1/65 (the reference rounds it
+    once): against the float64 golden, whose weight is exact, that is within the bound (CI, 2026-12-06), and an
+    off-by-one count (-1/64) is 25,000 times outside it."""
+    exact = -1 / 65
+    engine = torch.tensor([0.0, exact], dtype=torch.float32)
+    engine[1] = torch.nextafter(engine[1], torch.tensor(0.0))  # one spacing toward zero
+    lp_T = torch.tensor([0.0, -5.0], dtype=torch.float64)
+    sft = Definition(rounding_of("float32"), [lp_T], Expected(loss=exact * -5.0, dloss_dlogprobs=[torch.tensor([0.0, exact], dtype=torch.float64)],
+                                                             token_losses=None, weight_slopes=None))
+    truth = [torch.tensor([0.0, exact], dtype=torch.float64)]
+    allowed = sft.weights_term([[engine], truth], scale=1 / 65, apart=[lp_T]).threshold
+    assert abs(float(engine[1]) - exact) * 65 < allowed
+    assert abs(-1 / 64 - exact) * 65 > 25_000 * allowed
 
 
 def test_a_kl_weight_moves_by_its_own_slope_where_it_cancels():

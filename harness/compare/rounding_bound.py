@@ -12,12 +12,15 @@ max(table, derived) (`at_least`): never looser than the larger of the two, never
 A reported log-prob lies within half a spacing of the value the engine computed its loss with (round to nearest); the
 bound allows ULPS = 1 spacing: the other half is headroom, so that the worst of a large run's millions of tokens does
 not sit on the bound, and it covers an engine whose loss and report take the log-prob through different kernels of its
-dtype. A reported weight or loss is a value rounded once: half its spacing. Every term of a policy token's weight is
+dtype. A reported loss is a value rounded once: half its spacing. A reported weight is what autograd carried back through
+the engine's loss (the count's reciprocal, a scale for the accumulation steps, a cast, each rounding once): WEIGHT_ULPS
+= 2 spacings (measured: transformers 5.24's Trainer reports the float32 weight of a 65-token mean 1.02 spacings from
+-1/65, where the reference rounds it once). Every term of a policy token's weight is
 c exp(+-logp) (harness/losses/policy.py, `slope`), so a log-prob moved by d moves the weight by at most
 slope (exp(|d|) - 1), and the loss, whose derivative is the weight, by at most |d| (|w| + slope (exp(|d|) - 1)):
 
-    a token's weight against the definition:   slope (exp(d) - 1) + spacing(w) / 2,   d = spacing(logp)
-    against another arm's, at its log-probs:   slope (exp(d) - 1) + both spacing(w) / 2,
+    a token's weight against the definition:   slope (exp(d) - 1) + 2 spacing(w),   d = spacing(logp)
+    against another arm's, at its log-probs:   slope (exp(d) - 1) + both 2 spacing(w),
                                                d = |logp_a - logp_b| + spacing(logp_a) + spacing(logp_b)
     the ratio exp(logp - old), both reported:  exp(spacing(logp) + spacing(old)) - 1
     a loss, sum over tokens:                   sum_t d_t (|w_t| + slope_t (exp(d_t) - 1)) + spacing(loss) / 2 per reported loss
@@ -42,6 +45,7 @@ from packcheck.harness.contract import Case, StepResult
 from packcheck.harness.losses import Expected, expected_loss
 
 ULPS = 1.0  # spacings between a reported log-prob and the one the engine computed with (the module docstring)
+WEIGHT_ULPS = 2.0  # spacings between a reported weight and its exact value (the module docstring)
 SHORT = {torch.float32: "fp32", torch.bfloat16: "bf16"}
 
 
@@ -116,7 +120,7 @@ class Definition:
         bounds, gaps = [], []
         for i in range(len(self.logprobs)):
             gap = self._gap(i, apart)
-            own = sum(self.rounding.spacing(weights[i]) / 2 for weights in reported)
+            own = sum(WEIGHT_ULPS * self.rounding.spacing(weights[i]) for weights in reported)
             bounds.append(self._slopes(i) * torch.expm1(gap) + own)
             gaps.append(gap)
         i, t = _argmax(bounds)

@@ -34,7 +34,7 @@ from packcheck.harness.compare import (
     compare_supervised_set,
 )
 from packcheck.harness.compare.arm_id import ArmId
-from packcheck.harness.compare.rounding_bound import between_arms
+from packcheck.harness.compare.rounding_bound import between_arms, definition_at
 from packcheck.harness.contract import Case, LossKind, Sample, StepResult
 from packcheck.harness.golden import GoldenProblem, load_golden
 from packcheck.harness.judging.golden_case import golden_case
@@ -62,7 +62,8 @@ def quantities(j: Judgement, failed: list[Comparison]) -> Quantities:
             rows = compare_results(pair, j.result(pair.arm), j.result(pair.against), j.tolerance, j.locate(pair.arm),
                                    optimizer=j.case(pair.against).optimizer, definition=between_arms(j.case(pair.against), j.result(pair.against)))
         elif golden is not None and same_case(golden[0], j.case(pair.arm)):
-            rows = compare_results(pair, j.result(pair.arm), golden[1], golden[2], j.locate(pair.arm), optimizer=golden[0].optimizer)
+            rows = compare_results(pair, j.result(pair.arm), golden[1], golden[2], j.locate(pair.arm), optimizer=golden[0].optimizer,
+                                   definition=definition_at(golden[0], golden[1]))
         else:
             rows = [c for c in failed if c.arms == pair]
         failing_q |= {c.quantity for c in rows if not c.passed}

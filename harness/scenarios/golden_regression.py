@@ -9,6 +9,7 @@ needs no reference run.
 from __future__ import annotations
 
 from packcheck.harness.compare import GOLDEN, Arms, Comparison, compare_results
+from packcheck.harness.compare.rounding_bound import definition_at
 from packcheck.harness.engines import Capabilities
 from packcheck.harness.golden import GoldenProblem, load_golden
 from packcheck.harness.judging.diagnoses import shared_diagnosis
@@ -44,7 +45,8 @@ def judge(j: Judgement) -> list:
     except GoldenProblem as problem:
         return [Comparison(arms=Arms(ARM, GOLDEN), quantity="golden", item=family, metric="available", observed=1.0, threshold=0.0,
                            where=str(problem))]
-    return compare_results(Arms(ARM, GOLDEN), result, golden, tolerance, j.locate(ARM), optimizer=case.optimizer)
+    return compare_results(Arms(ARM, GOLDEN), result, golden, tolerance, j.locate(ARM), optimizer=case.optimizer,
+                           definition=definition_at(case, golden))
 
 
 def diagnose(j: Judgement, failed: list) -> str:
