@@ -30,9 +30,11 @@ def install(session: nox.Session, extras: str = "test") -> None:
     session.run("python", "-m", "compileall", "-q", "harness", "impls", "conformance", "tests", silent=True)
 
 
-# pytest-xdist over the cores (at most 4 workers: each holds torch, and distributed tests start ranks of
-# their own); loadgroup keeps each reference cell's tests on one worker, which runs the cell once (conftest.py).
-PARALLEL = ("--numprocesses", "auto", "--maxprocesses", "4", "--dist", "loadgroup")
+# pytest-xdist over the cores, one worker more than there are (at most 4: each holds torch, and distributed tests start
+# ranks of their own): the tests wait too (hangs waited out, processes starting), and on 2 cores 2 workers kept 1.3 of
+# them busy; 3 workers took the default run from 785 s to 725 s (2026-12-07, idle). loadgroup keeps each reference
+# cell's tests on one worker, which runs the cell once (conftest.py).
+PARALLEL = ("--numprocesses", str(min(4, (os.cpu_count() or 1) + 1)), "--dist", "loadgroup")
 
 
 @nox.session
@@ -43,7 +45,11 @@ def tests(session: nox.Session) -> None:
 
 
 def run_tests(session: nox.Session) -> None:
-    session.run("pytest", *PARALLEL, "-m", "not slow", "--durations=25", *session.posargs)  # the slowest, for the CI budget
+    session.run(*tests_command(session))
+
+
+def tests_command(session: nox.Session) -> list[str]:
+    return ["pytest", *PARALLEL, "-m", "not slow", "--durations=25", *session.posargs]  # the slowest, for the CI budget
 
 
 @nox.session(default=False)
@@ -198,7 +204,7 @@ def ci_extras() -> str:
 
 def run_engines(session: nox.Session, families: tuple[str, ...] = (), also: list[list[str]] = ()) -> None:
     """The commands `also`, then the CI adapters' tests and their conformance runs on `families` (default: every family
-    each engine declares), two at a time: `also` first, since the wheel check is the longest of them."""
+    each engine declares), two at a time: `also` first, the longest of them."""
     engines = {engine: dtype for adapter in CI_ADAPTERS for engine, dtype in adapter_engines(adapter, variants=False).items()}
     # two at a time: arms wait on each other's cores, hence the longer arm timeout
     run_two_at_a_time(session, [*also, ["pytest", *(f"tests/adapters/{name}" for name in engines), *session.posargs],
@@ -212,14 +218,15 @@ CI_FAMILIES = ("llama",)
 
 @nox.session
 def ci(session: nox.Session) -> None:
-    """What CI runs: the tests session, then the engines session on CI_FAMILIES, in one environment (the CI adapters'
+    """What CI runs: the tests session and the engines session on CI_FAMILIES, in one environment (the CI adapters'
     extras pin the transformers the tests run on too: one venv of torch and transformers fewer to install), with the
-    package session's wheel check, on CI_FAMILIES too, among the engines' commands (two at a time, it first: the
-    longest of them)."""
+    package session's wheel check, on CI_FAMILIES too, among the engines' commands. The tests run beside the engines'
+    commands, which take the other slot one after another, the wheel check first: each alone left a core idle a third
+    of the time (waits for hangs and process start-ups), and their sum was over the 15-minute budget (1303 s on
+    2026-12-06)."""
     install(session, ci_extras())
-    run_tests(session)
     # the wheel's claims each on one family (CI_FAMILIES); on every family in `nox -s package`
-    run_engines(session, families=CI_FAMILIES, also=[wheel_check(session, "--family", CI_FAMILIES[0])])
+    run_engines(session, families=CI_FAMILIES, also=[tests_command(session), wheel_check(session, "--family", CI_FAMILIES[0])])
 
 
 @nox.session(default=False)
