@@ -16,6 +16,7 @@ import pytest
 from hypothesis import settings
 
 from packcheck.conformance.plugin import POOL, hypothesis_profile
+from tests.default_proofs import reference_cell_is_slow
 from tests.forked import SERVER, ForkServer
 
 # Each third-party adapter's own tests need its pinned extra (a separate environment): its nox
@@ -86,17 +87,14 @@ def engine_group(item) -> str | None:
     return None
 
 
-# Scenarios whose cells cost a world 1, 2 and 4 launch's worth of arms per family: llama in the default run, every
-# other family in nox -s slow (optimizer_step: qwen2_5_vl 43 s, qwen3_5 28 s on 2 cores; docs/margins.md). And
-# rl_group_advantages, whose invariant (advantages from rewards and groups) no family's layers take part in: another
-# family's arms judge again only what packed_vs_unpacked and rl_loss_aggregation judge there (qwen3_5 ~2 s of CPU).
-SLOW_BEYOND_LLAMA = frozenset({"optimizer_step", "rl_group_advantages"})
-
-
 def slow_cell(item) -> bool:
+    """A reference cell the default run leaves to nox -s slow (tests/default_proofs.py: beyond llama, only the positive
+    controls of the default mutant cells)."""
     params = getattr(getattr(item, "callspec", None), "params", {})
     scenario = params.get("scenario_name", getattr(params.get("scenario"), "name", None))
-    return scenario in SLOW_BEYOND_LLAMA and params.get("family", "llama") != "llama"
+    if scenario is None or "family" not in params or getattr(item, "originalname", "") not in REFERENCE_CELL_TESTS:
+        return False
+    return item.config.getoption("--engine") == "reference" and reference_cell_is_slow(scenario, params["family"])
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which turns xdist_group marks into groups: later marks are lost

@@ -218,15 +218,15 @@ CI_FAMILIES = ("llama",)
 
 @nox.session
 def ci(session: nox.Session) -> None:
-    """What CI runs: the tests session and the engines session on CI_FAMILIES, in one environment (the CI adapters'
+    """What CI runs: the tests session, then the engines session on CI_FAMILIES, in one environment (the CI adapters'
     extras pin the transformers the tests run on too: one venv of torch and transformers fewer to install), with the
-    package session's wheel check, on CI_FAMILIES too, among the engines' commands. The tests run beside the engines'
-    commands, which take the other slot one after another, the wheel check first: each alone left a core idle a third
-    of the time (waits for hangs and process start-ups), and their sum was over the 15-minute budget (1303 s on
-    2026-12-06)."""
+    package session's wheel check, on CI_FAMILIES too, among the engines' commands (two at a time, it first: the
+    longest of them). Not the tests beside the engines' commands: on 2 cores that ran at a load of 6 and took longer
+    (1348 s against about 1200 s one after the other, 2026-12-07)."""
     install(session, ci_extras())
+    run_tests(session)
     # the wheel's claims each on one family (CI_FAMILIES); on every family in `nox -s package`
-    run_engines(session, families=CI_FAMILIES, also=[tests_command(session), wheel_check(session, "--family", CI_FAMILIES[0])])
+    run_engines(session, families=CI_FAMILIES, also=[wheel_check(session, "--family", CI_FAMILIES[0])])
 
 
 @nox.session(default=False)

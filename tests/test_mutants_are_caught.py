@@ -11,13 +11,9 @@ from packcheck.harness.compare.bands import BUG_FLOAT64
 from packcheck.harness.engines import mutant_names, resolve_engine
 from packcheck.harness.golden.portability import PORTABLE_MARGIN
 from packcheck.harness.scenarios import SCENARIOS
+from tests.default_proofs import PROVEN_BY_DEFAULT, mutant_families
 from tests.machine_load import stretched
 
-# A mutant of a bug every family can have (a pipeline step: counts, masks, packing, reductions) is proven on
-# llama in the default run and on every other family in the slow run (nox -s slow); a mutant that declares
-# fewer families than the reference (its bug lives in one family's layers, e.g. the GatedDeltaNet state) is
-# proven on exactly those, in the default run.
-PROVEN_BY_DEFAULT = "llama"
 # In float64 a clean engine sits ~1e-5 of the tolerance and a bug at least this many times above it (docs/margins.md;
 # the float64 bug band the report prints): a signal below it would be one CPU's rounding away from being missed.
 LOUD = BUG_FLOAT64
@@ -25,9 +21,9 @@ CLAIMS = [(scenario.name, bug) for scenario in SCENARIOS.values() for bug in sce
 
 
 def proof_cells(scenario: str, bug: str) -> list:
-    """The (scenario, bug, family) cells that prove `scenario` flags the mutant, the slow ones marked."""
-    declared, every = resolve_engine(f"mutant.{bug}").capabilities.families, resolve_engine("reference").capabilities.families
-    slow = () if declared < every else (pytest.mark.slow,)
+    """The (scenario, bug, family) cells that prove `scenario` flags the mutant, the slow ones marked (tests/default_proofs.py)."""
+    declared, all_default = mutant_families(bug)
+    slow = () if all_default else (pytest.mark.slow,)
     return [pytest.param(scenario, bug, family, id=f"{family}-{scenario}-{bug}", marks=() if family == PROVEN_BY_DEFAULT else slow)
             for family in sorted(declared)]
 
