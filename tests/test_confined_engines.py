@@ -28,7 +28,8 @@ from tests.machine_load import stretched
 TESTS = Path(__file__).parent
 BEYOND = "tests.engines.beyond_launch:"
 FAILING_MUTANT = "mutant.cross-doc-attention"  # fails packed_vs_unpacked on llama: its arms are saved
-MODES = ["auto", pytest.param("userns", marks=pytest.mark.slow), "off"]
+# auto is what a run takes; userns and off (no confinement: the run's own watch of the files alone) are nox -s slow's
+MODES = ["auto", pytest.param("userns", marks=pytest.mark.slow), pytest.param("off", marks=pytest.mark.slow)]
 
 
 @pytest.fixture
