@@ -10,18 +10,15 @@ followed by another is exact, so only data with that edge shape shows it.
 from dataclasses import replace
 from typing import Sequence
 
-from packcheck.impls.reference.data.rows import positions_and_segments
+from packcheck.impls.reference.data.rows import positions_and_segments, segment_ids
 from packcheck.impls.reference.engine import ReferenceEngine
 from packcheck.impls.reference.step.pipeline import REFERENCE
 
 
 def segments_from_position_drops(segment_lengths: Sequence[int]) -> tuple[list[int], list[int]]:
     positions, _ = positions_and_segments(segment_lengths)
-    segments, current = [], -1
-    for t, position in enumerate(positions):
-        current += t == 0 or position < positions[t - 1]  # the bug: a reset after a 0 is no drop
-        segments.append(current)
-    return positions, segments
+    # the bug: a reset after a 0 is no drop
+    return positions, segment_ids(t == 0 or position < positions[t - 1] for t, position in enumerate(positions))
 
 
 class OneTokenDocMerged(ReferenceEngine):

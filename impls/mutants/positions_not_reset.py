@@ -11,17 +11,14 @@ from typing import Sequence
 
 from dataclasses import replace
 
+from packcheck.impls.reference.data.rows import segment_ids
 from packcheck.impls.reference.engine import ReferenceEngine
 from packcheck.impls.reference.step.pipeline import REFERENCE
 
 
 def positions_running_on(segment_lengths: Sequence[int]) -> tuple[list[int], list[int]]:
     positions = list(range(sum(segment_lengths)))  # the bug: no reset per segment
-    segments, current = [], -1
-    for position in positions:
-        current += position == 0  # a document starts where the position resets to 0
-        segments.append(current)
-    return positions, segments
+    return positions, segment_ids(position == 0 for position in positions)  # a document starts where the position resets to 0
 
 
 class PositionsNotReset(ReferenceEngine):

@@ -10,8 +10,9 @@ Shapes: B rows, T tokens per row.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import torch
 
@@ -51,6 +52,12 @@ def positions_and_segments(segment_lengths: Sequence[int]) -> tuple[list[int], l
         positions += range(length)
         segments += [index] * length
     return positions, segments
+
+
+def segment_ids(starts: Iterable[bool]) -> list[int]:
+    """Each token's segment id, from whether each token starts a segment (the way engines read documents off position
+    ids: the mutants that model them say which positions start one)."""
+    return [count - 1 for count in itertools.accumulate(int(start) for start in starts)]
 
 
 def target_mask(plan: RowPlan) -> list[int]:
