@@ -50,7 +50,7 @@ def handle(args) -> int:
                     unloadable += 1
                     continue
                 print(f"{name:12} families {','.join(sorted(caps.families))}; layouts {','.join(sorted(caps.layouts))}; "
-                      f"dtypes {','.join(sorted(caps.dtypes))}; dp<={caps.max_dp} cp<={caps.max_cp}; "
+                      f"dtypes {','.join(sorted(caps.dtypes))}; dp<={caps.max_dp} cp<={caps.max_cp} tp<={caps.max_tp} pp<={caps.max_pp} ep<={caps.max_ep}; "
                       f"devices {','.join(sorted(caps.devices))}; losses {','.join(sorted(caps.losses))}; "
                       + (f"advantages {','.join(sorted(caps.advantage_estimators))}; " if caps.advantage_estimators else "")
                       + f"reports {','.join(sorted(caps.reports)) or '-'}")

@@ -7,7 +7,7 @@ something with the other ranks of the context-parallel group (all-to-all, all-ga
 send/receive), so each rank must have issued at least one collective per attention layer that
 reaches another member of its CP group; under data parallelism each rank must exchange at least
 once with a data-parallel peer (the loss-token count, the gradients). Ranks are laid out as the
-contract says: rank = dp_rank x cp + cp_rank (docs/distributed.md).
+contract says (ParallelPlan.group_ranks; docs/distributed.md).
 """
 
 from __future__ import annotations
@@ -31,9 +31,8 @@ def unused_mesh(plan: ParallelPlan, attention_layers: int, logs: list[list[dict]
     """Every way the ranks' logs show the mesh was not used; empty for an arm that ran distributed."""
     problems = []
     for rank, log in enumerate(logs):
-        dp_rank, cp_rank = divmod(rank, plan.cp)
-        cp_peers = {dp_rank * plan.cp + c for c in range(plan.cp)} - {rank}
-        dp_peers = {d * plan.cp + cp_rank for d in range(plan.dp)} - {rank}
+        cp_peers = set(plan.group_ranks("cp", rank)) - {rank}
+        dp_peers = set(plan.group_ranks("dp", rank)) - {rank}
         if plan.cp > 1:
             with_cp = sum(1 for entry in log if partners(entry, rank) & cp_peers)
             if with_cp < attention_layers:

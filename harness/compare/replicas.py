@@ -7,7 +7,7 @@ report the same bytes (harness/compare/param_digest.py). Where a copy can drift 
 position would look: under FSDP2 on a dp x cp mesh (HSDP) the data-parallel ranks of one cp position gather the same
 shards and cannot differ, while the cp ranks of one data-parallel rank each hold and step their own copy of a shard.
 So every rank is compared with rank 0, whose result every other comparison judges, and a rank that differs is named
-with its place in the mesh (rank = dp_rank x cp + cp_rank).
+with its place in the mesh (ParallelPlan.position).
 
 The row (quantity `replica_params`, metric `differing_ranks`, an exact rule: threshold 0) counts the ranks whose
 parameters differ from rank 0's and says how: bytes that differ (the replica drifted), another shape or dtype (a shard
@@ -38,11 +38,6 @@ class RankDifference:
     @property
     def any(self) -> bool:
         return self.unreported or bool(self.drifted or self.reshaped or self.missing)
-
-
-def position(plan: ParallelPlan, rank: int) -> str:
-    dp_rank, cp_rank = divmod(rank, plan.cp)
-    return f"dp {dp_rank}, cp {cp_rank}"
 
 
 def differences(digests: list[dict | None] | None) -> list[RankDifference] | None:
@@ -92,7 +87,7 @@ def _form(entry: dict) -> tuple:
 
 
 def _describe(d: RankDifference, plan: ParallelPlan, digests: list[dict | None]) -> str:
-    head, first = f"rank {d.rank} ({position(plan, d.rank)})", digests[0]
+    head, first = f"rank {d.rank} ({plan.position(d.rank)})", digests[0]
     if d.unreported:
         return f"{head} returned no parameters while other ranks did"
     parts = []

@@ -31,6 +31,10 @@ class Capabilities:
     advantage_estimators: frozenset[AdvantageEstimator] = frozenset()
     max_dp: int = 1
     max_cp: int = 1
+    # tensor, pipeline and expert parallel degrees it runs (ParallelPlan.tp, .pp, .ep); 1: it has no such layout
+    max_tp: int = 1
+    max_pp: int = 1
+    max_ep: int = 1
     cp_styles: frozenset[str] = frozenset()
     dp_styles: frozenset[str] = frozenset({"replicate"})  # parallel.dp_style values it honours (None always is)
     optimizer_step: bool = True
@@ -62,6 +66,9 @@ class Capabilities:
              "Capabilities(advantage_estimators=...))"),
             (case.parallel.dp <= self.max_dp, f"dp={case.parallel.dp} (max {self.max_dp})"),
             (case.parallel.cp <= self.max_cp, f"cp={case.parallel.cp} (max {self.max_cp})"),
+            (case.parallel.tp <= self.max_tp, f"tp={case.parallel.tp} (max {self.max_tp}; tensor parallel)"),
+            (case.parallel.pp <= self.max_pp, f"pp={case.parallel.pp} (max {self.max_pp}; pipeline parallel)"),
+            (case.parallel.ep <= self.max_ep, f"ep={case.parallel.ep} (max {self.max_ep}; expert parallel)"),
             (case.parallel.cp == 1 or case.parallel.cp_style in self.cp_styles, f"cp_style {case.parallel.cp_style!r}"),
             (case.parallel.dp_style is None or case.parallel.dp_style in self.dp_styles, f"dp_style {case.parallel.dp_style!r}"),
             (case.optimizer is None or self.optimizer_step, "an optimizer step"),
@@ -94,6 +101,9 @@ class Capabilities:
             "advantage_estimators": sorted(map(str, self.advantage_estimators)),
             "max_dp": self.max_dp,
             "max_cp": self.max_cp,
+            "max_tp": self.max_tp,
+            "max_pp": self.max_pp,
+            "max_ep": self.max_ep,
             "cp_styles": sorted(self.cp_styles),
             "dp_styles": sorted(self.dp_styles),
             "optimizer_step": self.optimizer_step,
@@ -114,7 +124,8 @@ class Capabilities:
             devices=words("devices"), losses=frozenset(LossKind(k) for k in data["losses"]),
             aggregations=frozenset(Aggregation(k) for k in data["aggregations"]), loss_terms=words("loss_terms"),
             advantage_estimators=frozenset(AdvantageEstimator(k) for k in data.get("advantage_estimators", ())),
-            max_dp=int(data["max_dp"]), max_cp=int(data["max_cp"]), cp_styles=words("cp_styles"),
+            max_dp=int(data["max_dp"]), max_cp=int(data["max_cp"]),
+            max_tp=int(data.get("max_tp", 1)), max_pp=int(data.get("max_pp", 1)), max_ep=int(data.get("max_ep", 1)), cp_styles=words("cp_styles"),
             dp_styles=words("dp_styles") if "dp_styles" in data else frozenset({"replicate"}),
             optimizer_step=bool(data["optimizer_step"]), reports=words("reports"), images=bool(data.get("images", False)),
             activations=bool(data.get("activations", False)), token_budget=bool(data.get("token_budget", False)),

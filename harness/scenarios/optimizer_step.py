@@ -51,7 +51,7 @@ from packcheck.harness.compare.arms import compare_all_but_tensors, compare_grad
 from packcheck.harness.compare.conditioning import error_weights
 from packcheck.harness.compare.metrics import Float64Buffers, error_sums, sums_to_host
 from packcheck.harness.compare.replicas import QUANTITY as REPLICAS
-from packcheck.harness.compare.replicas import compare_replicas, differences, position
+from packcheck.harness.compare.replicas import compare_replicas, differences
 from packcheck.harness.contract import OptimizerSpec, ParallelPlan, Partition, StepResult, packed
 from packcheck.harness.data.samples import SKEWED_LENGTHS
 from packcheck.harness.judging.cases import arm, samples_for
@@ -316,7 +316,7 @@ def replica_diagnosis(j: Judgement, drift: list, failed: list) -> str:
     """Ranks of a distributed arm that hold other parameters than its rank 0: drifted replicas, or a report that is not
     the whole parameters."""
     found = {c.arms.arm.name: [d for d in differences(j.results[c.arms.arm.name].param_digests) if d.any] for c in drift}
-    ranks = "; ".join(f"{arm}: rank {', '.join(f'{d.rank} ({position(j.cases[arm].parallel, d.rank)})' for d in ds)}"
+    ranks = "; ".join(f"{arm}: rank {', '.join(f'{d.rank} ({j.cases[arm].parallel.position(d.rank)})' for d in ds)}"
                       for arm, ds in found.items())
     if not any(d.drifted for ds in found.values() for d in ds):
         return (f"replicas cannot be compared on {ranks}: the rank returned parameters that are not the whole tensors rank 0 "

@@ -3,7 +3,8 @@
 Each rank backpropagates its own share of the global loss (its tokens' terms over the global
 count), so the gradient of the global loss is the sum of the ranks' gradients, not their mean:
 a communication hook replaces DDP's averaging all-reduce by a summing one (over every rank of the
-dp x cp mesh: context-parallel ranks hold different tokens of the same rows). Ranks may run
+dp x cp group: context-parallel ranks hold different tokens of the same rows; under tensor or
+pipeline parallelism that group holds one layer slice, and the other slices reduce apart). Ranks may run
 different numbers of forwards (rows and buckets differ per rank): all but a rank's last backward
 run under `no_sync`, so DDP reduces exactly once per step on every rank.
 """
@@ -17,8 +18,8 @@ from torch.nn.parallel import DistributedDataParallel
 from packcheck.impls.reference.parallel.mesh import Mesh
 
 
-def _sum_over_world(state, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-    return dist.all_reduce(bucket.buffer(), async_op=True).get_future().then(lambda done: done.value()[0])
+def _sum_over_group(group, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    return dist.all_reduce(bucket.buffer(), group=group, async_op=True).get_future().then(lambda done: done.value()[0])
 
 
 class GradientSync:  # no `from __future__ import annotations`: DDP checks the hook's annotations at run time
@@ -28,10 +29,12 @@ class GradientSync:  # no `from __future__ import annotations`: DDP checks the h
     def __init__(self, model: torch.nn.Module, mesh: Mesh):
         self.model = model
         self.ddp = None
-        if mesh.distributed:
+        if len(mesh.data_ranks) > 1:
             device_ids = [torch.device(mesh.device).index] if mesh.device.startswith("cuda") else None
-            self.ddp = DistributedDataParallel(model, device_ids=device_ids, broadcast_buffers=False, init_sync=False)
-            self.ddp.register_comm_hook(None, _sum_over_world)
+            group = mesh.group("world")
+            self.ddp = DistributedDataParallel(model, device_ids=device_ids, broadcast_buffers=False, init_sync=False,
+                                               process_group=group)
+            self.ddp.register_comm_hook(group, _sum_over_group)
 
     @property
     def forward_module(self) -> torch.nn.Module:

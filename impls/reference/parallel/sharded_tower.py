@@ -19,8 +19,8 @@ from packcheck.impls.reference.parallel.mesh import Mesh, group_of
 
 
 def shard_tower(tower: nn.Module, mesh: Mesh) -> nn.Module:
-    """`tower` sharded over every rank (every rank must call this, in the same order)."""
-    group = group_of(list(range(mesh.world_size)))
+    """`tower` sharded over the dp x cp ranks of this layer slice (every rank must call this, in the same order)."""
+    group = group_of(mesh.data_ranks)
     device_type = "cuda" if mesh.device.startswith("cuda") else "cpu"
     from torch.distributed.device_mesh import DeviceMesh  # with FSDP2, only where a tower is sharded (fully_sharded.py)
     from torch.distributed.fsdp import fully_shard
