@@ -7,7 +7,8 @@ positions that run on across them, moves log-probs and gradients by O(1). Each r
 schedule interleaves stages and micro-batches; pp2 x dp2 gives its data-parallel ranks uneven token counts (4 ranks).
 pp 3 and 4 have middle stages that hold decoder layers (tiny models have at least 4 units: embedding, 2 layers,
 head); pp2 has none, so a bug confined to middle stages (Megatron-Bridge #2952: they never received the packed rows'
-boundaries) fails pp3 and pp4 only, which the diagnosis reads.
+boundaries) fails pp3 and pp4 only, which the diagnosis reads. Every arm takes optimizer_step's AdamW step with
+clipping, so the global gradient norm and the parameters after the step (whole on every stage) are compared too.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from packcheck.harness.judging.diagnoses import shared_diagnosis
 from packcheck.harness.judging.judgement import Judgement, Setting
 from packcheck.harness.scenarios.base import Scenario, from_setting
 from packcheck.harness.scenarios.building import every_arm_against, failing
+from packcheck.harness.scenarios.optimizer_step import OPTIMIZER
 
 SEQ_LEN = 48
 SINGLE = "single"
@@ -36,9 +38,9 @@ WITH_MIDDLE_STAGES = frozenset(name for name, (plan, _) in MESHES.items() if pla
 
 def build(setting: Setting) -> dict:
     samples = samples_for(setting, SKEWED_LENGTHS)
-    arms = {SINGLE: arm(setting, SINGLE, samples, packed(SEQ_LEN))}
+    arms = {SINGLE: arm(setting, SINGLE, samples, packed(SEQ_LEN), optimizer=OPTIMIZER)}
     for name, (plan, partition) in MESHES.items():
-        arms[name] = arm(setting, name, samples, packed(SEQ_LEN), partition, parallel=plan)
+        arms[name] = arm(setting, name, samples, packed(SEQ_LEN), partition, parallel=plan, optimizer=OPTIMIZER)
     return arms
 
 
@@ -69,7 +71,7 @@ def diagnose(j: Judgement, failed: list) -> str:
 
 PP_VS_NOPP = Scenario(
     name="pp_vs_nopp",
-    invariant="pp 2, 3, 4 and pp2 x dp2 (two micro-batches per rank, multi-document rows) give the single-process log-probs, loss, count and every gradient",
+    invariant="pp 2, 3, 4 and pp2 x dp2 (two micro-batches per rank, multi-document rows) give the single-process log-probs, loss, count, every gradient and the parameters after a clipped AdamW step",
     catches=("pp-middle-stage-boundaries",),
     stages=(from_setting(build),),
     judge=judge,

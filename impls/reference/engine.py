@@ -78,7 +78,7 @@ class ReferenceEngine(Engine):
         devices=frozenset({"cpu", "cuda"}),
         max_dp=8,
         max_cp=8,
-        max_pp=4,
+        max_pp=8,
         cp_styles=frozenset(CONTEXT_PARALLEL),
         dp_styles=frozenset({"replicate", "shard"}),
         losses=frozenset(LossKind),
