@@ -19,7 +19,7 @@ Shapes: B rows, T tokens, C hidden_size, D head_dim (R rotary dims on the hybrid
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -27,6 +27,7 @@ from torch import nn
 from packcheck.impls.reference.model.attention import AttentionBackend, get_attention_backend
 from packcheck.impls.reference.model.hybrid import HybridCausalLM
 from packcheck.impls.reference.model.linear_attention import get_linear_attention_backend
+from packcheck.impls.reference.model.lm_head_inputs import LmHeadInputs
 from packcheck.impls.reference.model.moe import SparseMoeBlock
 from packcheck.impls.reference.model.mrope import mrope_cos_sin
 from packcheck.impls.reference.model.rope import rope_cos_sin
@@ -94,13 +95,18 @@ class LayerUnit(nn.Module):
 
 
 class HeadUnit(nn.Module):
-    """x_BTC -> logits_BTV: the final norm and the lm_head (the embedding's weight where they are tied)."""
+    """x_BTC -> logits_BTV: the final norm and the lm_head (the embedding's weight where they are tied). Where the model
+    asks for them (`lm_head_inputs`: reference.fast, a memory plan's chunked log-probs), the normed hidden states and
+    the lm_head weight instead, as its own forward returns them."""
 
-    def __init__(self, norm: nn.Module, lm_head: nn.Linear):
+    def __init__(self, norm: nn.Module, lm_head: nn.Linear, wants_lm_head_inputs: Callable[[], bool]):
         super().__init__()
         self.norm, self.lm_head = norm, lm_head
+        self.wants_lm_head_inputs = wants_lm_head_inputs
 
-    def forward(self, x_BTC, inputs: LayerInputs, images=()) -> torch.Tensor:
+    def forward(self, x_BTC, inputs: LayerInputs, images=()) -> torch.Tensor | LmHeadInputs:
+        if self.wants_lm_head_inputs():
+            return LmHeadInputs(self.norm(x_BTC), self.lm_head.weight)
         return self.lm_head(self.norm(x_BTC))
 
 
@@ -108,7 +114,7 @@ def pipeline_units(model: nn.Module) -> list[nn.Module]:
     """`model` as its units, in forward order: embedding, each decoder layer, head."""
     stack = text_stack(model)
     hybrid = isinstance(model, HybridCausalLM)
-    return [EmbeddingUnit(stack.embed_tokens), *(LayerUnit(layer, hybrid) for layer in stack.layers), HeadUnit(stack.norm, model.lm_head)]
+    return [EmbeddingUnit(stack.embed_tokens), *(LayerUnit(layer, hybrid) for layer in stack.layers), HeadUnit(stack.norm, model.lm_head, lambda: getattr(model, "lm_head_inputs", False))]
 
 
 def stage_bounds(units: int, pp: int) -> list[range]:
