@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from packcheck.harness.collectives.mesh_use import unused_pipeline
-from packcheck.harness.contract import ParallelPlan
+from packcheck.harness.compare import Arms, compare_results, tolerance_for
+from packcheck.harness.contract import Layout, LayoutKind, ParallelPlan
 from packcheck.harness.run.scenario_runner import setting_for
 from packcheck.harness.scenarios.pp_vs_nopp import SINGLE, build
 from packcheck.impls.reference.engine import ReferenceEngine
@@ -87,3 +88,15 @@ def test_a_pipeline_arm_whose_stages_never_exchanged_is_flagged():
     problems = unused_pipeline(plan, alone)
     assert len(problems) == 3 and "did not run pipeline-parallel" in problems[1] and "[0, 2]" in problems[1], problems
     assert unused_pipeline(dataclasses.replace(plan, pp=1), alone) == []
+
+
+@pytest.mark.slow
+def test_a_micro_batch_of_several_forwards_runs_each_through_the_stages(run_arm):
+    """Stacked layout: length buckets make a micro-batch several forwards of different shapes, each sent through pp3."""
+    cases = build(setting_for("llama", "float64", "cpu"))
+    stacked = cases["pp3"].with_(layout=Layout(kind=LayoutKind.STACKED))
+    single, pp3 = run_arm("reference", cases[SINGLE]), run_arm("reference", stacked)
+    rows = compare_results(Arms("pp3_stacked", SINGLE), pp3, single, tolerance_for("float64"), lambda i, t: f"{i}:{t}",
+                           optimizer=cases[SINGLE].optimizer)
+    worst = max(rows, key=lambda c: c.margin)
+    assert worst.margin <= CLEAN, worst.headline()
