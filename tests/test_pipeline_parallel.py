@@ -35,7 +35,10 @@ def test_stages_are_consecutive_units_as_even_as_possible():
         stage_bounds(4, 5)
 
 
-@pytest.mark.parametrize("family", ["llama", pytest.param("qwen3_5", marks=pytest.mark.slow), pytest.param("qwen2_5_vl", marks=pytest.mark.slow)])
+SLOW_FAMILIES = [pytest.param(family, marks=pytest.mark.slow) for family in ("qwen3_5", "qwen2_5_vl")]
+
+
+@pytest.mark.parametrize("family", ["llama", *SLOW_FAMILIES])
 def test_stages_composed_are_the_unsplit_model(family):
     """Embedding, layers and head run stage after stage give the unsplit forward's logits and gradients exactly."""
     case = build(setting_for(family, "float64", "cpu"))[SINGLE]

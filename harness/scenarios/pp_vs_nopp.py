@@ -71,7 +71,8 @@ def diagnose(j: Judgement, failed: list) -> str:
 
 PP_VS_NOPP = Scenario(
     name="pp_vs_nopp",
-    invariant="pp 2, 3, 4 and pp2 x dp2 (two micro-batches per rank, multi-document rows) give the single-process log-probs, loss, count, every gradient and the parameters after a clipped AdamW step",
+    invariant="pp 2, 3, 4 and pp2 x dp2 (two micro-batches per rank, multi-document rows) give the single-process log-probs, loss, "
+              "count, every gradient and the parameters after a clipped AdamW step",
     catches=("pp-middle-stage-boundaries",),
     stages=(from_setting(build),),
     judge=judge,

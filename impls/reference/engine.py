@@ -61,7 +61,8 @@ def pipeline_unsupported(case: Case) -> str | None:
         return (f"{plan.describe()}: the reference's pipeline parallelism runs with dp only (parallel.pp={plan.pp} with cp, tp or ep "
                 "above 1 is not composed); set cp=tp=ep=1, or compose them in impls/reference/parallel/pipeline_schedule.py")
     if plan.dp_style == "shard":
-        return "pipeline parallel with dp_style='shard' (FSDP2) is not implemented in the reference: use dp_style 'replicate' (DDP per stage)"
+        return ("pipeline parallel with dp_style='shard' (FSDP2) is not implemented in the reference: "
+                "use dp_style 'replicate' (DDP per stage)")
     config = json.loads((Path(case.model.checkpoint) / "config.json").read_text())
     units = config.get("text_config", config)["num_hidden_layers"] + 2  # embedding, each decoder layer, head
     if plan.pp > units:

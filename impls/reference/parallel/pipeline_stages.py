@@ -114,7 +114,8 @@ def pipeline_units(model: nn.Module) -> list[nn.Module]:
     """`model` as its units, in forward order: embedding, each decoder layer, head."""
     stack = text_stack(model)
     hybrid = isinstance(model, HybridCausalLM)
-    return [EmbeddingUnit(stack.embed_tokens), *(LayerUnit(layer, hybrid) for layer in stack.layers), HeadUnit(stack.norm, model.lm_head, lambda: getattr(model, "lm_head_inputs", False))]
+    head = HeadUnit(stack.norm, model.lm_head, lambda: getattr(model, "lm_head_inputs", False))
+    return [EmbeddingUnit(stack.embed_tokens), *(LayerUnit(layer, hybrid) for layer in stack.layers), head]
 
 
 def stage_bounds(units: int, pp: int) -> list[range]:
