@@ -5,7 +5,8 @@ alone) returns the single-process numbers, and every comparison of its distribut
 The collective trace tells: under context parallelism every attention layer must exchange
 something with the other ranks of the context-parallel group (all-to-all, all-gather, ring
 send/receive), so each rank must have issued at least one collective per attention layer that
-reaches another member of its CP group; under data parallelism each rank must exchange at least
+reaches another member of its CP group; under pipeline parallelism each stage must exchange point-to-point with
+its neighbouring stages (`unused_pipeline`); under data parallelism each rank must exchange at least
 once with a data-parallel peer (the loss-token count, the gradients). Ranks are laid out as the
 contract says (ParallelPlan.group_ranks; docs/distributed.md).
 """
@@ -42,4 +43,24 @@ def unused_mesh(plan: ParallelPlan, attention_layers: int, logs: list[list[dict]
         if plan.dp > 1 and not any(partners(entry, rank) & dp_peers for entry in log):
             problems.append(f"rank {rank} exchanged nothing with its data-parallel peers {sorted(dp_peers)}: no count or gradient "
                             "was reduced over the data-parallel group (every rank computed the whole batch?)")
+    return problems + unused_pipeline(plan, logs)
+
+
+POINT_TO_POINT_OPS = frozenset({"send", "recv", "isend", "irecv", "batch_isend_irecv"})
+
+
+def unused_pipeline(plan: ParallelPlan, logs: list[list[dict]]) -> list[str]:
+    """Under pipeline parallelism every stage must exchange point-to-point with each neighbouring stage (the activations
+    forward, their gradients back): a rank that never did ran its units alone (or every rank ran the whole model)."""
+    if plan.pp == 1:
+        return []
+    problems = []
+    for rank, log in enumerate(logs):
+        stages, at = plan.group_ranks("pp", rank), plan.coordinates(rank)["pp"]
+        neighbours = {stages[s] for s in (at - 1, at + 1) if 0 <= s < plan.pp}
+        reached = {peer for entry in log if entry.get("op") in POINT_TO_POINT_OPS for peer in partners(entry, rank)}
+        if missing := sorted(neighbours - reached):
+            problems.append(f"rank {rank} (pipeline stage {at} of {plan.pp}) sent or received nothing point-to-point with its "
+                            f"neighbouring stage(s) on rank(s) {missing}: the arm did not run pipeline-parallel (every rank "
+                            "computed the whole model?)")
     return problems

@@ -13,6 +13,7 @@ from packcheck.harness.scenarios.microbatch_invariance import MICROBATCH_INVARIA
 from packcheck.harness.scenarios.optimizer_step import OPTIMIZER_STEP
 from packcheck.harness.scenarios.oracle_agreement import ORACLE_AGREEMENT
 from packcheck.harness.scenarios.packed_vs_unpacked import PACKED_VS_UNPACKED
+from packcheck.harness.scenarios.pp_vs_nopp import PP_VS_NOPP
 from packcheck.harness.scenarios.poisoned_pads import POISONED_PADS
 from packcheck.harness.scenarios.registry import SCENARIOS, get_scenario, register_scenario
 from packcheck.harness.scenarios.rl_group_advantages import RL_GROUP_ADVANTAGES
@@ -23,7 +24,7 @@ from packcheck.harness.scenarios.token_skew_collectives import TOKEN_SKEW_COLLEC
 from packcheck.harness.scenarios.vlm_collective_symmetry import VLM_COLLECTIVE_SYMMETRY
 
 for _scenario in (PACKED_VS_UNPACKED, DOCUMENT_ISOLATION, MICROBATCH_INVARIANCE, MASK_ALIGNMENT, TOKEN_CONSERVATION, POISONED_PADS,
-                  GOLDEN_REGRESSION, CP_VS_NOCP, DP_CP_REDUCTION, RL_LOSS_AGGREGATION, RL_STEP0_RATIO, RL_GROUP_ADVANTAGES,
+                  GOLDEN_REGRESSION, CP_VS_NOCP, DP_CP_REDUCTION, PP_VS_NOPP, RL_LOSS_AGGREGATION, RL_STEP0_RATIO, RL_GROUP_ADVANTAGES,
                   LINEAR_ATTENTION_RESET, VLM_COLLECTIVE_SYMMETRY, TOKEN_SKEW_COLLECTIVES, OPTIMIZER_STEP, GRADIENT_ORACLE,
                   ORACLE_AGREEMENT):
     register_scenario(_scenario)

@@ -54,6 +54,23 @@ def kernel_attention_missing(case: Case) -> str | None:
     return None
 
 
+def pipeline_unsupported(case: Case) -> str | None:
+    """Why the reference cannot run `case`'s pipeline-parallel plan (parallel/pipeline_schedule.py), or None."""
+    plan = case.parallel
+    if plan.cp > 1 or plan.tp > 1 or plan.ep > 1:
+        return (f"{plan.describe()}: the reference's pipeline parallelism runs with dp only (parallel.pp={plan.pp} with cp, tp or ep "
+                "above 1 is not composed); set cp=tp=ep=1, or compose them in impls/reference/parallel/pipeline_schedule.py")
+    if plan.dp_style == "shard":
+        return ("pipeline parallel with dp_style='shard' (FSDP2) is not implemented in the reference: "
+                "use dp_style 'replicate' (DDP per stage)")
+    config = json.loads((Path(case.model.checkpoint) / "config.json").read_text())
+    units = config.get("text_config", config)["num_hidden_layers"] + 2  # embedding, each decoder layer, head
+    if plan.pp > units:
+        return (f"parallel.pp={plan.pp} stages need a unit each; this model has {units} (embedding, "
+                f"{units - 2} decoder layers, final norm with lm_head): lower pp to at most {units}")
+    return None
+
+
 class ReferenceEngine(Engine):
     name = "reference"
     capabilities = Capabilities(
@@ -62,6 +79,7 @@ class ReferenceEngine(Engine):
         devices=frozenset({"cpu", "cuda"}),
         max_dp=8,
         max_cp=8,
+        max_pp=8,
         cp_styles=frozenset(CONTEXT_PARALLEL),
         dp_styles=frozenset({"replicate", "shard"}),
         losses=frozenset(LossKind),
@@ -114,6 +132,8 @@ class ReferenceEngine(Engine):
             return missing
         if case.model.vision is not None and not case.model.is_frozen("model.visual."):
             return "the reference trains vision-language models with a frozen vision tower only: ModelSpec.frozen must cover 'model.visual.'"
+        if case.parallel.pp > 1 and (reason := pipeline_unsupported(case)) is not None:
+            return reason
         if case.parallel.cp > 1:
             if case.attention != "auto":
                 return f"under context parallelism the cp_style ({case.parallel.cp_style}) is the attention; attention must be 'auto'"

@@ -24,7 +24,7 @@ from packcheck.impls.reference.optim import grad_clip, parameters
 from packcheck.impls.reference.parallel.data_parallel import GradientSync
 from packcheck.impls.reference.parallel.fully_sharded import ShardedGradientSync
 from packcheck.impls.reference.parallel.mesh import Mesh
-from packcheck.impls.reference.step import mesh_steps, vision_step
+from packcheck.impls.reference.step import mesh_steps, stage_boundaries, vision_step
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -40,6 +40,8 @@ class Pipeline:
     global_token_count: Callable[[list[int], int, Mesh], int]  # micro-batch targets, shard targets -> N
     global_sequence_count: Callable[[int, Mesh], int]  # this rank's samples with targets -> G
     micro_steps: Callable[[int, Mesh], int]  # a token budget's cut of this rank: its micro-batches -> the micro-steps it runs
+    # pipeline parallel: a forward's rows, a stage, pp -> the (position ids, segment ids) that stage masks and rotates by
+    stage_boundaries: Callable[[Predictions, int, int], tuple[torch.Tensor, torch.Tensor]]
     # the loss
     label_logprobs: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # logits [B, T, V], labels [B, T] -> log p(label) [B, T]
     token_weight: Callable[[Counts], float]  # a micro-batch's counts (its own, its shard's, the global N) -> weight of a token's loss
@@ -77,6 +79,7 @@ REFERENCE = Pipeline(
     global_token_count=mesh_steps.global_token_count,
     global_sequence_count=mesh_steps.global_sequence_count,
     micro_steps=mesh_steps.equal_micro_steps,
+    stage_boundaries=stage_boundaries.every_stage,
     label_logprobs=label_logprobs,
     token_weight=token_mean.token_weight,
     loss_sum=masked_sum.loss_sum,
