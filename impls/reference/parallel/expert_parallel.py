@@ -155,7 +155,8 @@ def expert_parallel_missing(case: Case) -> str | None:
     """Why the reference cannot run `case`'s expert parallelism, or None."""
     plan = case.parallel
     config = json.loads((Path(case.model.checkpoint) / "config.json").read_text())
-    experts = config.get("text_config", config).get("num_experts") or 0
+    text = config.get("text_config", config)
+    experts = text.get("num_experts") or text.get("num_local_experts") or 0  # transformers 5 writes num_local_experts
     where = "(impls/reference/parallel/expert_parallel.py)"
     if not experts:
         return f"parallel.ep={plan.ep} spreads experts over ranks, and {case.model.family} has none: use ep=1"
