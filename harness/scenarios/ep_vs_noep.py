@@ -22,6 +22,7 @@ import torch
 
 from packcheck.harness.compare import Arms
 from packcheck.harness.compare.arms import compare_grad_norm
+from packcheck.harness.compare.replicas import QUANTITY as REPLICAS
 from packcheck.harness.compare.replicas import compare_replicas
 from packcheck.harness.contract import ParallelPlan, Partition, packed
 from packcheck.harness.data.samples import SKEWED_LENGTHS
@@ -80,9 +81,14 @@ def expert_grad_ratios(j: Judgement, name: str) -> list[float]:
 
 
 def diagnose(j: Judgement, failed: list) -> str:
+    layout = lambda name: f"{name} ({j.cases[name].parallel.ep} EP ranks, {j.cases[name].parallel.expert_dp} per expert)"  # noqa: E731
+    # only the stepped arm has a step to compare: the shared rules would read the others' agreement as the baseline's fault
+    if {c.quantity for c in failed} <= {"grad_norm", "params_after", REPLICAS} and all(c.arms.arm.name == STEPPED for c in failed):
+        return (f"gradients agree but the pre-clip norm or the parameters after the step differ on {layout(STEPPED)}: the global "
+                "gradient norm misses experts (their squares not summed over the EP group, Megatron-LM PR #5916), so clipping is weaker"
+                + (", and each EP rank clips by the norm of its own experts, so the replicas drift" if failing(failed, REPLICAS) else ""))
     if shared := shared_diagnosis(j, failed, baseline=SINGLE):
         return shared
-    layout = lambda name: f"{name} ({j.cases[name].parallel.ep} EP ranks, {j.cases[name].parallel.expert_dp} per expert)"  # noqa: E731
     grads = sorted({c.arms.arm.name for c in failing(failed, "grad")})
     scaled = [n for n in grads if (ratios := expert_grad_ratios(j, n)) and all(abs(r / j.cases[n].parallel.ep - 1) < 1e-6 for r in ratios)]
     if scaled:
@@ -99,9 +105,6 @@ def diagnose(j: Judgement, failed: list) -> str:
                 "in the backward, so the router gets gradient for slots it never routed (transformers #48687): mask the weight itself")
     if grads:
         return f"gradients differ on {', '.join(map(layout, grads))} with the forward exact: the expert gradient reduction is wrong"
-    if failing(failed, "grad_norm") or failing(failed, "params_after"):
-        return (f"gradients agree but the pre-clip norm or the parameters after the step differ on {layout(STEPPED)}: the global "
-                "gradient norm misses experts (their squares not summed over the EP group, Megatron-LM PR #5916), so clipping is weaker")
     return "the expert-parallel arms differ from the single process: see the failing rows"
 
 
