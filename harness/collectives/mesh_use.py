@@ -6,8 +6,9 @@ The collective trace tells: under context parallelism every attention layer must
 something with the other ranks of the context-parallel group (all-to-all, all-gather, ring
 send/receive), so each rank must have issued at least one collective per attention layer that
 reaches another member of its CP group; under data parallelism each rank must exchange at least
-once with a data-parallel peer (the loss-token count, the gradients). Ranks are laid out as the
-contract says (ParallelPlan.group_ranks; docs/distributed.md).
+once with a data-parallel peer (the loss-token count, the gradients). Under expert parallelism each
+rank must exchange tokens with its expert-parallel peers (`unused_expert_parallel`). Ranks are laid out
+as the contract says (ParallelPlan.group_ranks; docs/distributed.md).
 """
 
 from __future__ import annotations
@@ -42,4 +43,24 @@ def unused_mesh(plan: ParallelPlan, attention_layers: int, logs: list[list[dict]
         if plan.dp > 1 and not any(partners(entry, rank) & dp_peers for entry in log):
             problems.append(f"rank {rank} exchanged nothing with its data-parallel peers {sorted(dp_peers)}: no count or gradient "
                             "was reduced over the data-parallel group (every rank computed the whole batch?)")
+    return problems + unused_expert_parallel(plan, logs)
+
+
+# what sends tokens to an expert's rank and back: all-to-alls and point-to-point. Not all-gathers or reductions: a
+# data-parallel engine that ignores EP issues those with the same peers (FSDP's parameter all-gathers, DDP's all-reduce)
+TOKEN_EXCHANGES = ("all_to_all", "all_to_all_single", "send", "recv", "isend", "irecv", "batch_isend_irecv")
+
+
+def unused_expert_parallel(plan: ParallelPlan, logs: list[list[dict]]) -> list[str]:
+    """Under ep > 1, each rank whose log holds no token exchange (TOKEN_EXCHANGES) with its expert-parallel peers: its MoE
+    layers computed every expert locally (the experts replicated, not spread), whatever the arm's numbers say."""
+    if plan.ep == 1:
+        return []
+    problems = []
+    for rank, log in enumerate(logs):
+        ep_peers = set(plan.group_ranks("ep", rank)) - {rank}
+        if not any(entry.get("op") in TOKEN_EXCHANGES and partners(entry, rank) & ep_peers for entry in log):
+            problems.append(f"rank {rank} sent no token to its expert-parallel peers {sorted(ep_peers)} (no all-to-all or send/receive "
+                            f"with them): under ep={plan.ep} its MoE layers did not dispatch tokens to the ranks holding their experts "
+                            "(every rank computed every expert?)")
     return problems
