@@ -157,3 +157,20 @@ def test_each_group_is_compared_among_its_own_members_and_the_earliest_divergenc
     assert first_divergence(logs).startswith("group [1, 3], collective #0")
     logs[2] = [cp23]  # rank 2 also skips its dp all_reduce (seq 1), which rank 0 issued at seq 1
     assert first_divergence(logs).startswith("group [1, 3], collective #0"), "rank 1's seq 0 comes before rank 0's seq 1"
+
+
+# -- unused_mesh under expert parallelism ------------------------------------------------------
+
+def test_an_expert_parallel_rank_without_an_all_to_all_with_its_ep_peers_is_flagged():
+    from packcheck.harness.collectives import unused_mesh
+    from packcheck.harness.contract import ParallelPlan
+
+    plan = ParallelPlan(dp=4, ep=2)  # EP groups [0, 1], [2, 3]; expert-dp groups [0, 2], [1, 3]
+    reduce_all = lambda rank: entry(0, "all_reduce", [0, 1, 2, 3], [4])  # noqa: E731
+    dispatch = {0: [0, 1], 1: [0, 1], 2: [2, 3], 3: [2, 3]}
+    logs = [[reduce_all(r), entry(1, "all_to_all_single", dispatch[r], [6], arg="output")] for r in range(4)]
+    assert unused_mesh(plan, 2, logs) == []
+    logs[3] = [reduce_all(3), entry(1, "all_to_all_single", [1, 3], [6], arg="output")]  # an all-to-all, but with an expert-dp peer
+    problems = unused_mesh(plan, 2, logs)
+    assert len(problems) == 1 and problems[0].startswith("rank 3 sent no token to its expert-parallel peers [2]")
+    assert unused_mesh(ParallelPlan(dp=4), 2, [[reduce_all(r)] for r in range(4)]) == [], "no EP: no token exchange is needed"

@@ -7,7 +7,7 @@ import pytest
 
 from packcheck.harness.scenarios import SCENARIOS
 
-DISTRIBUTED_ONLY = {"cp_vs_nocp", "dp_cp_reduction", "vlm_collective_symmetry", "token_skew_collectives"}
+DISTRIBUTED_ONLY = {"cp_vs_nocp", "dp_cp_reduction", "ep_vs_noep", "vlm_collective_symmetry", "token_skew_collectives"}
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))

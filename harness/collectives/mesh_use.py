@@ -6,7 +6,8 @@ The collective trace tells: under context parallelism every attention layer must
 something with the other ranks of the context-parallel group (all-to-all, all-gather, ring
 send/receive), so each rank must have issued at least one collective per attention layer that
 reaches another member of its CP group; under pipeline parallelism each stage must exchange point-to-point with
-its neighbouring stages (`unused_pipeline`); under data parallelism each rank must exchange at least
+its neighbouring stages (`unused_pipeline`); under expert parallelism each rank must exchange tokens with its
+expert-parallel peers (`unused_expert_parallel`); under data parallelism each rank must exchange at least
 once with a data-parallel peer (the loss-token count, the gradients). Ranks are laid out as the
 contract says (ParallelPlan.group_ranks; docs/distributed.md).
 """
@@ -43,7 +44,7 @@ def unused_mesh(plan: ParallelPlan, attention_layers: int, logs: list[list[dict]
         if plan.dp > 1 and not any(partners(entry, rank) & dp_peers for entry in log):
             problems.append(f"rank {rank} exchanged nothing with its data-parallel peers {sorted(dp_peers)}: no count or gradient "
                             "was reduced over the data-parallel group (every rank computed the whole batch?)")
-    return problems + unused_pipeline(plan, logs)
+    return problems + unused_pipeline(plan, logs) + unused_expert_parallel(plan, logs)
 
 
 POINT_TO_POINT_OPS = frozenset({"send", "recv", "isend", "irecv", "batch_isend_irecv"})
@@ -63,4 +64,24 @@ def unused_pipeline(plan: ParallelPlan, logs: list[list[dict]]) -> list[str]:
             problems.append(f"rank {rank} (pipeline stage {at} of {plan.pp}) sent or received nothing point-to-point with its "
                             f"neighbouring stage(s) on rank(s) {missing}: the arm did not run pipeline-parallel (every rank "
                             "computed the whole model?)")
+    return problems
+
+
+# what sends tokens to an expert's rank and back: all-to-alls and point-to-point. Not all-gathers or reductions: a
+# data-parallel engine that ignores EP issues those with the same peers (FSDP's parameter all-gathers, DDP's all-reduce)
+TOKEN_EXCHANGES = frozenset({"all_to_all", "all_to_all_single"}) | POINT_TO_POINT_OPS
+
+
+def unused_expert_parallel(plan: ParallelPlan, logs: list[list[dict]]) -> list[str]:
+    """Under ep > 1, each rank whose log holds no token exchange (TOKEN_EXCHANGES) with its expert-parallel peers: its MoE
+    layers computed every expert locally (the experts replicated, not spread), whatever the arm's numbers say."""
+    if plan.ep == 1:
+        return []
+    problems = []
+    for rank, log in enumerate(logs):
+        ep_peers = set(plan.group_ranks("ep", rank)) - {rank}
+        if not any(entry.get("op") in TOKEN_EXCHANGES and partners(entry, rank) & ep_peers for entry in log):
+            problems.append(f"rank {rank} sent no token to its expert-parallel peers {sorted(ep_peers)} (no all-to-all or send/receive "
+                            f"with them): under ep={plan.ep} its MoE layers did not dispatch tokens to the ranks holding their experts "
+                            "(every rank computed every expert?)")
     return problems

@@ -16,6 +16,7 @@ sample by its index in its full sample set (a partition's constants, a perturbed
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -91,7 +92,8 @@ class Smaller:
 
     def parallel(self, plan: ParallelPlan) -> ParallelPlan:
         dp, cp = min(plan.dp, self.dp or plan.dp), min(plan.cp, self.cp or plan.cp)
-        return dataclasses.replace(plan, dp=dp, cp=cp, cp_style=plan.cp_style if cp > 1 else None)
+        # expert parallelism divides dp: fewer data-parallel ranks keep as many EP ranks as still divide them
+        return dataclasses.replace(plan, dp=dp, cp=cp, cp_style=plan.cp_style if cp > 1 else None, ep=math.gcd(plan.ep, dp))
 
     def row_length(self, seq_len: int) -> int:
         return min(seq_len, self.row or seq_len)

@@ -5,6 +5,7 @@ from packcheck.harness.scenarios.base import Scenario
 from packcheck.harness.scenarios.cp_vs_nocp import CP_VS_NOCP
 from packcheck.harness.scenarios.document_isolation import DOCUMENT_ISOLATION
 from packcheck.harness.scenarios.dp_cp_reduction import DP_CP_REDUCTION
+from packcheck.harness.scenarios.ep_vs_noep import EP_VS_NOEP
 from packcheck.harness.scenarios.golden_regression import GOLDEN_REGRESSION
 from packcheck.harness.scenarios.gradient_oracle import GRADIENT_ORACLE
 from packcheck.harness.scenarios.linear_attention_reset import LINEAR_ATTENTION_RESET
@@ -24,7 +25,7 @@ from packcheck.harness.scenarios.token_skew_collectives import TOKEN_SKEW_COLLEC
 from packcheck.harness.scenarios.vlm_collective_symmetry import VLM_COLLECTIVE_SYMMETRY
 
 for _scenario in (PACKED_VS_UNPACKED, DOCUMENT_ISOLATION, MICROBATCH_INVARIANCE, MASK_ALIGNMENT, TOKEN_CONSERVATION, POISONED_PADS,
-                  GOLDEN_REGRESSION, CP_VS_NOCP, DP_CP_REDUCTION, PP_VS_NOPP, RL_LOSS_AGGREGATION, RL_STEP0_RATIO, RL_GROUP_ADVANTAGES,
+                  GOLDEN_REGRESSION, CP_VS_NOCP, DP_CP_REDUCTION, PP_VS_NOPP, EP_VS_NOEP, RL_LOSS_AGGREGATION, RL_STEP0_RATIO, RL_GROUP_ADVANTAGES,
                   LINEAR_ATTENTION_RESET, VLM_COLLECTIVE_SYMMETRY, TOKEN_SKEW_COLLECTIVES, OPTIMIZER_STEP, GRADIENT_ORACLE,
                   ORACLE_AGREEMENT):
     register_scenario(_scenario)

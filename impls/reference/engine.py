@@ -24,6 +24,7 @@ from packcheck.impls.reference.model.flash_attention import flash_backend
 from packcheck.impls.reference.model.linear_attention import LinearAttentionBackend, default_linear_attention
 from packcheck.impls.reference.model.loading import load_model
 from packcheck.impls.reference.model.varlen_attention import varlen_backend
+from packcheck.impls.reference.parallel.expert_parallel import expert_parallel_missing, require_equal_forwards, shard_experts
 from packcheck.impls.reference.parallel.fully_sharded import missing_fsdp2_feature, shard_model
 from packcheck.impls.reference.parallel.mesh import Mesh
 from packcheck.impls.reference.parallel.ring import ring_backend
@@ -80,6 +81,7 @@ class ReferenceEngine(Engine):
         max_dp=8,
         max_cp=8,
         max_pp=8,
+        max_ep=4,
         cp_styles=frozenset(CONTEXT_PARALLEL),
         dp_styles=frozenset({"replicate", "shard"}),
         losses=frozenset(LossKind),
@@ -130,6 +132,8 @@ class ReferenceEngine(Engine):
             return f"{case.parallel.describe()} needs {case.parallel.world_size} GPUs (one per rank); this machine has {torch.cuda.device_count()}"
         if case.parallel.dp_style == "shard" and (missing := missing_fsdp2_feature()) is not None:
             return missing
+        if case.parallel.ep > 1 and (reason := expert_parallel_missing(case)) is not None:
+            return reason
         if case.model.vision is not None and not case.model.is_frozen("model.visual."):
             return "the reference trains vision-language models with a frozen vision tower only: ModelSpec.frozen must cover 'model.visual.'"
         if case.parallel.pp > 1 and (reason := pipeline_unsupported(case)) is not None:
@@ -169,7 +173,10 @@ class ReferenceEngine(Engine):
         if case.parallel.dp_style == "shard" and mesh.dp > 1:  # FSDP2; "replicate" and None: DDP
             shard_model(model, mesh)
         attention = CONTEXT_PARALLEL[case.parallel.cp_style](mesh) if case.parallel.cp > 1 else self.attention_backend(case)
+        if case.parallel.ep > 1:  # the sparse layers' experts spread over the EP group, DDP kept off them
+            shard_experts(model, mesh, self.pipeline.expert_slot_weights)
         micro_batches = build_micro_batches(case, self.pipeline, mesh)
+        require_equal_forwards(sum(len(forwards) for forwards in micro_batches), mesh)
         # a localisation's capture records each module's output as it runs: a layer recomputed in backward would record twice
         plan = NONE if recorder is not None else self.memory_plan(model, case, mesh, micro_batches)
         result = train_step(model, case, plan.apply(model, self.pipeline), attention, mesh, recorder, micro_batches)

@@ -6,8 +6,10 @@ the reduced gradient whole, so the rank's own squared sum is the global one; und
 data-parallel rank holds 1/dp of every gradient (a DTensor), so each rank sums the squares of its
 shard and the sums are all-reduced over the data-parallel group, as torchtitan and torch's own
 `clip_grad_norm_` on DTensors do. The context-parallel ranks of one data-parallel rank hold the
-same shard: summing over WORLD instead would count every square cp times. The squares are summed
-in float64 whatever the dtype.
+same shard: summing over WORLD instead would count every square cp times. Under expert parallelism
+each rank holds its experts' slices of the reduced expert gradients: their squares are summed over
+the expert-parallel group (each expert counted once), the dense squares are the rank's own. The
+squares are summed in float64 whatever the dtype.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ import math
 from typing import Sequence
 
 import torch
+import torch.distributed as dist
 
 from packcheck.harness.contract import OptimizerSpec
 from packcheck.impls.reference.optim.parameters import is_sharded, local_part
+from packcheck.impls.reference.parallel.expert_shard import expert_shard_of
 from packcheck.impls.reference.parallel.mesh import Mesh
 
 
@@ -32,10 +36,21 @@ def local_squares(grads: Sequence[torch.Tensor]) -> torch.Tensor:
 
 def global_grad_norm(grads: Sequence[torch.Tensor], mesh: Mesh) -> float:
     """The global L2 norm of the trainable gradients, after the data-parallel reduction."""
-    squares = local_squares(grads)
-    if any(is_sharded(g) for g in grads):
+    dense = [g for g in grads if expert_shard_of(g) is None]
+    squares = local_squares(dense)
+    if any(is_sharded(g) for g in dense):
         mesh.all_reduce(squares, "dp")
-    return math.sqrt(squares.item())
+    return math.sqrt(squares.item() + expert_squares(grads, mesh))
+
+
+def expert_squares(grads: Sequence[torch.Tensor], mesh: Mesh) -> float:
+    """The squares of the expert-parallel slices among `grads`, summed over each one's EP group (0 without EP)."""
+    slices = [g for g in grads if expert_shard_of(g) is not None]
+    if not slices:
+        return 0.0
+    squares = local_squares(slices).to(slices[0].device)
+    dist.all_reduce(squares, group=expert_shard_of(slices[0]).group)
+    return squares.item()
 
 
 def clip_(grads: Sequence[torch.Tensor], spec: OptimizerSpec, grad_norm: float) -> None:

@@ -2,7 +2,8 @@
 
 Frozen parameters (ModelSpec.frozen) have requires_grad False: no gradient, not in the optimizer.
 Under FSDP2 (parallel/fully_sharded.py) every parameter and gradient is a DTensor holding this
-rank's shard; `full_tensor` all-gathers it (a collective: every rank calls it, in the same order).
+rank's shard; `full_tensor` all-gathers it (a collective: every rank calls it, in the same order), as it does an expert
+parallel rank's slice of the experts (parallel/expert_shard.py).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import sys
 
 import torch
+
+from packcheck.impls.reference.parallel.expert_shard import expert_shard_of
 
 
 def trainable(model: torch.nn.Module) -> list[torch.nn.Parameter]:
@@ -25,7 +28,9 @@ def is_sharded(tensor: torch.Tensor) -> bool:
 
 
 def full_tensor(parameter: torch.Tensor) -> torch.Tensor:
-    """A parameter whole: an FSDP-sharded one (a DTensor) all-gathered."""
+    """A parameter whole: an FSDP-sharded one (a DTensor) all-gathered, an expert slice all-gathered over its EP group."""
+    if (experts := expert_shard_of(parameter)) is not None:
+        return experts.whole(parameter)
     return parameter.full_tensor() if is_sharded(parameter) else parameter
 
 

@@ -21,6 +21,7 @@ from packcheck.impls.reference.loss.counts import Counts
 from packcheck.impls.reference.loss.policy_inputs import PolicyInputs
 from packcheck.impls.reference.loss.router_aux import RouterCounts
 from packcheck.impls.reference.optim import grad_clip, parameters
+from packcheck.impls.reference.parallel import expert_parallel
 from packcheck.impls.reference.parallel.data_parallel import GradientSync
 from packcheck.impls.reference.parallel.fully_sharded import ShardedGradientSync
 from packcheck.impls.reference.parallel.mesh import Mesh
@@ -67,6 +68,11 @@ class Pipeline:
     after_micro_batch: Callable[[Sequence[torch.nn.Parameter], OptimizerSpec | None, Mesh], None]
     grad_norm: Callable[[Sequence[torch.Tensor], Mesh], float]
     optimizer_parameters: Callable[[torch.nn.Module], list[torch.nn.Parameter]]
+    # expert parallelism (MoE under ep > 1: parallel/expert_parallel.py): a rank's routing weights [N, K] and which slots
+    # go to another rank's experts -> the weights its local path multiplies expert outputs by; after the step's last
+    # backward, what reduces the expert slices' gradients (over the expert-data-parallel group only)
+    expert_slot_weights: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    reduce_expert_grads: Callable[[torch.nn.Module, Mesh], None]
 
 
 REFERENCE = Pipeline(
@@ -94,4 +100,6 @@ REFERENCE = Pipeline(
     after_micro_batch=grad_clip.nothing_between_micro_batches,
     grad_norm=grad_clip.global_grad_norm,
     optimizer_parameters=parameters.trainable,
+    expert_slot_weights=expert_parallel.masked_slot_weights,
+    reduce_expert_grads=expert_parallel.reduce_expert_grads,
 )

@@ -117,6 +117,7 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention,
     for parameter in trainable(model):  # a rank whose rows reach no parameter still contributes zeros
         if parameter.grad is None:
             parameter.grad = torch.zeros_like(parameter)
+    pipe.reduce_expert_grads(model, mesh)  # expert parallelism: the expert slices, over expert-dp (DDP leaves them)
     total_loss = mesh.all_reduce(torch.tensor([local_loss], dtype=torch.float64)).item()
     if not moe:
         return total_loss, global_tokens, None
