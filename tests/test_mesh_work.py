@@ -16,6 +16,7 @@ from collections import Counter
 import pytest
 import torch
 
+from packcheck.harness.contract import ParallelPlan
 from packcheck.harness.launch.token_meter import MAX_PADDING, TokenMeter
 from packcheck.harness.run.inputs import Inputs
 from packcheck.harness.run.scenario_runner import RunOptions, run_scenario
@@ -71,6 +72,21 @@ def test_a_data_parallel_rank_that_computes_the_others_micro_batches_is_named(ti
     everything = shares[0] + shares[1]
     problems = overworked(case, [meter(everything), meter(everything)])
     assert len(problems) == 2 and all("computed the other data-parallel ranks' micro-batches" in p for p in problems), problems
+
+
+def test_tensor_and_pipeline_ranks_are_judged_where_the_embedding_runs(tiny_case_dp2):
+    """dp2 x tp2: every tensor-parallel rank embeds its data-parallel rank's share (rank = dp x tp + tp); pp2 x dp2: the
+    first stage's ranks (0, 1) embed, the last stage's (2, 3) embed nothing, rightly."""
+    shares = [[t for mb in rank for i in mb for t in tiny_case_dp2.samples[i].input_ids]
+              for rank in tiny_case_dp2.partition.per_rank]
+    tp2 = tiny_case_dp2.with_(parallel=ParallelPlan(dp=2, tp=2))
+    assert overworked(tp2, [meter(shares[0]), meter(shares[0]), meter(shares[1]), meter(shares[1])]) == []
+    idle = overworked(tp2, [meter(shares[0]), meter([]), meter(shares[1]), meter(shares[1])])
+    assert len(idle) == 1 and "rank 1 embedded no token" in idle[0], idle
+    pp2 = tiny_case_dp2.with_(parallel=ParallelPlan(dp=2, pp=2))
+    assert overworked(pp2, [meter(shares[0]), meter(shares[1]), meter([]), meter([])]) == []
+    everything = shares[0] + shares[1]
+    assert len(overworked(pp2, [meter(everything), meter(everything), meter([]), meter([])])) == 2
 
 
 def test_no_lookup_seen_on_any_rank_is_said_not_judged(tiny_case_cp2):

@@ -13,6 +13,10 @@ numbers, so every numeric comparison passes. What each rank embedded tells (laun
   micro-batches; a group that embedded more than halfway from its share to all of the batch computed
   the other data-parallel ranks' micro-batches too.
 
+The embedding runs on the first pipeline stage, and on every tensor-parallel rank of it (each sees
+the same tokens): each (data-parallel rank, tensor-parallel rank) of stage 0 has its CP group judged
+so; the later stages embed nothing, rightly.
+
 Shares are counted as multisets of token ids, so padding, an engine's own pad id and the order of
 the lookups do not matter: `overlap(looked up, share)` counts each looked-up id at most as often as
 the share holds it, which for a rank's own shard is its count of real tokens, and for the whole
@@ -62,10 +66,10 @@ def overworked(case: Case, work: list[dict | None] | None) -> list[str]:
     batch = sum(shares, Counter())
     total = sum(batch.values())
     problems = []
-    for dp_rank, share in enumerate(shares):
+    for (dp_rank, share), tp_rank in ((d, t) for d in enumerate(shares) for t in range(plan.tp)):
         own = sum(share.values())
-        group = range(dp_rank * plan.cp, (dp_rank + 1) * plan.cp)
-        ranks = f"rank {group[0]}" if plan.cp == 1 else f"ranks {group[0]}-{group[-1]}"
+        group = [plan.rank_at(dp=dp_rank, cp=c, tp=tp_rank) for c in range(plan.cp)]
+        ranks = f"rank {group[0]}" if plan.cp == 1 else f"ranks {', '.join(map(str, group))}"
         problems += [f"rank {rank} embedded no token, while its data-parallel rank's micro-batches hold {own}: another rank computed "
                      "its share (the mesh ignored)" for rank in group if own and not seen[rank]]
         covered = sum(overlap(seen[rank], share) for rank in group)
