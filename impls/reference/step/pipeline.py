@@ -23,6 +23,7 @@ from packcheck.impls.reference.loss.router_aux import RouterCounts
 from packcheck.impls.reference.optim import grad_clip, parameters
 from packcheck.impls.reference.parallel.data_parallel import GradientSync
 from packcheck.impls.reference.parallel.fully_sharded import ShardedGradientSync
+from packcheck.impls.reference.parallel import vocab_parallel
 from packcheck.impls.reference.parallel.mesh import Mesh
 from packcheck.impls.reference.step import mesh_steps, vision_step
 
@@ -42,6 +43,8 @@ class Pipeline:
     micro_steps: Callable[[int, Mesh], int]  # a token budget's cut of this rank: its micro-batches -> the micro-steps it runs
     # the loss
     label_logprobs: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # logits [B, T, V], labels [B, T] -> log p(label) [B, T]
+    # tensor parallel: this rank's vocabulary slice of the logits -> what the vocab-parallel log-probs receive
+    vocab_logits: Callable[[torch.Tensor, Mesh], torch.Tensor]
     token_weight: Callable[[Counts], float]  # a micro-batch's counts (its own, its shard's, the global N) -> weight of a token's loss
     # per-position loss terms [B, T], the positions in the loss -> their sum (the others, NaN at a poisoned pad, add nothing)
     loss_sum: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -78,6 +81,7 @@ REFERENCE = Pipeline(
     global_sequence_count=mesh_steps.global_sequence_count,
     micro_steps=mesh_steps.equal_micro_steps,
     label_logprobs=label_logprobs,
+    vocab_logits=vocab_parallel.vocab_slice,
     token_weight=token_mean.token_weight,
     loss_sum=masked_sum.loss_sum,
     policy_inputs=policy_inputs.policy_inputs,
