@@ -6,8 +6,9 @@ The collective trace tells: under context parallelism every attention layer must
 something with the other ranks of the context-parallel group (all-to-all, all-gather, ring
 send/receive), so each rank must have issued at least one collective per attention layer that
 reaches another member of its CP group; under data parallelism each rank must exchange at least
-once with a data-parallel peer (the loss-token count, the gradients). Ranks are laid out as the
-contract says (ParallelPlan.group_ranks; docs/distributed.md).
+once with a data-parallel peer (the loss-token count, the gradients); under tensor parallelism every
+attention layer's split heads must be summed over the tensor-parallel group (`unused_tensor_parallel`).
+Ranks are laid out as the contract says (ParallelPlan.group_ranks; docs/distributed.md).
 """
 
 from __future__ import annotations
@@ -42,4 +43,20 @@ def unused_mesh(plan: ParallelPlan, attention_layers: int, logs: list[list[dict]
         if plan.dp > 1 and not any(partners(entry, rank) & dp_peers for entry in log):
             problems.append(f"rank {rank} exchanged nothing with its data-parallel peers {sorted(dp_peers)}: no count or gradient "
                             "was reduced over the data-parallel group (every rank computed the whole batch?)")
+    return problems + unused_tensor_parallel(plan, attention_layers, logs)
+
+
+def unused_tensor_parallel(plan: ParallelPlan, attention_layers: int, logs: list[list[dict]]) -> list[str]:
+    """The ranks of a tp > 1 arm that exchanged with their TP peers fewer times than the model has attention layers: each
+    layer's heads are split over the TP group, so its output is summed (or gathered) over the group at least once."""
+    if plan.tp == 1:
+        return []
+    problems = []
+    for rank, log in enumerate(logs):
+        tp_peers = set(plan.group_ranks("tp", rank)) - {rank}
+        with_tp = sum(1 for entry in log if partners(entry, rank) & tp_peers)
+        if with_tp < attention_layers:
+            problems.append(f"rank {rank} issued {with_tp} collective(s) reaching the other ranks of its tensor-parallel group "
+                            f"{sorted(tp_peers | {rank})}, fewer than the model's {attention_layers} attention layers: the arm "
+                            "did not run tensor-parallel (every rank computed the whole layers?)")
     return problems

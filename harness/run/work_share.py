@@ -64,7 +64,8 @@ def overworked(case: Case, work: list[dict | None] | None) -> list[str]:
     problems = []
     for dp_rank, share in enumerate(shares):
         own = sum(share.values())
-        group = range(dp_rank * plan.cp, (dp_rank + 1) * plan.cp)
+        # its context-parallel ranks of the first tensor/pipeline slice (that slice embeds every token; the others alike)
+        group = [plan.rank_at(dp=dp_rank, cp=cp_rank) for cp_rank in range(plan.cp)]
         ranks = f"rank {group[0]}" if plan.cp == 1 else f"ranks {group[0]}-{group[-1]}"
         problems += [f"rank {rank} embedded no token, while its data-parallel rank's micro-batches hold {own}: another rank computed "
                      "its share (the mesh ignored)" for rank in group if own and not seen[rank]]
