@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from packcheck.harness.contract import Case
+from packcheck.impls.reference.model.hybrid_config import is_hybrid_checkpoint
 from packcheck.impls.reference.model.layers import SelfAttention, SwiGLU
 from packcheck.impls.reference.parallel.comm import all_gather_no_grad
 from packcheck.impls.reference.parallel.mesh import Mesh
@@ -43,7 +44,7 @@ def tensor_parallel_unsupported(case: Case, exact_label_logprobs: bool) -> str |
     config = json.loads((Path(case.model.checkpoint) / "config.json").read_text())
     text = config.get("text_config", config)  # a VLM's decoder config is nested
     heads, kv_heads, vocab = text["num_attention_heads"], text.get("num_key_value_heads", text["num_attention_heads"]), text["vocab_size"]
-    if "layer_types" in text:
+    if is_hybrid_checkpoint(case.model.checkpoint):
         return ("tensor parallel: the reference does not split the GatedDeltaNet layers of a hybrid family (their key and "
                 "value heads, short convolutions and gates): run tp=1, or split them in parallel/tensor_parallel.py")
     if heads % tp or kv_heads % tp:
