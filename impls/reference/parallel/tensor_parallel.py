@@ -8,7 +8,9 @@ activations. The lm_head is vocab-parallel (rank r holds vocabulary rows [r V/tp
 the vocab-parallel log-probs (parallel/vocab_parallel.py). Replicated: the embedding, every RMSNorm, qk-norm
 weights (their gradients, partial per head slice, are summed over the group as computed), a MoE block whole (router
 and experts: it runs on the replicated activations, so its gradients and its load-balancing loss are every rank's
-whole), the vision tower of a vision-language model.
+whole), the vision tower of a vision-language model, and a hybrid family's (qwen3_5) GatedDeltaNet and gated
+full-attention layers (not split: only its MLPs and lm_head are; their key/value/gate heads could be split like
+SelfAttention's).
 
 Parameters keep their checkpoint names: each split one is replaced by its slice after loading and carries the
 dimension it is split along (SPLIT_DIM, copied onto its gradient); `whole` all-gathers such a tensor (a gradient, a
@@ -27,7 +29,6 @@ import torch
 from torch import nn
 
 from packcheck.harness.contract import Case
-from packcheck.impls.reference.model.hybrid_config import is_hybrid_checkpoint
 from packcheck.impls.reference.model.layers import SelfAttention, SwiGLU
 from packcheck.impls.reference.parallel.comm import all_gather_no_grad
 from packcheck.impls.reference.parallel.mesh import Mesh
@@ -44,9 +45,6 @@ def tensor_parallel_unsupported(case: Case, exact_label_logprobs: bool) -> str |
     config = json.loads((Path(case.model.checkpoint) / "config.json").read_text())
     text = config.get("text_config", config)  # a VLM's decoder config is nested
     heads, kv_heads, vocab = text["num_attention_heads"], text.get("num_key_value_heads", text["num_attention_heads"]), text["vocab_size"]
-    if is_hybrid_checkpoint(case.model.checkpoint):
-        return ("tensor parallel: the reference does not split the GatedDeltaNet layers of a hybrid family (their key and "
-                "value heads, short convolutions and gates): run tp=1, or split them in parallel/tensor_parallel.py")
     if heads % tp or kv_heads % tp:
         return f"tensor parallel splits the {heads} query heads and {kv_heads} kv heads over tp={tp} ranks: tp must divide both"
     if vocab % tp:
