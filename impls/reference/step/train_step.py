@@ -5,6 +5,10 @@ FSDP2 (parallel/fully_sharded.py), an optional optimizer step (clipping by the g
 optimizer_step.py), and the StepResult (on every rank: rank 0's is the arm's). A case whose loss estimates its own
 advantages gets them first, from the rewards and groups of the whole global batch (estimated_advantages.py).
 
+Under tensor parallelism (parallel/tensor_parallel.py) each forward's logits are this rank's vocabulary slice: the
+pipeline's `vocab_logits` hands them to the vocab-parallel log-probs (parallel/vocab_parallel.py), and the reported
+gradients and parameters are gathered whole over the TP group.
+
 `accumulate_gradients` is the forward/backward half on its own, so that `packcheck.impls.reference.train`
 runs many steps through exactly this code with its own model and optimizer persisting.
 
