@@ -5,11 +5,12 @@ alone) returns the single-process numbers, and every comparison of its distribut
 The collective trace tells: under context parallelism every attention layer must exchange
 something with the other ranks of the context-parallel group (all-to-all, all-gather, ring
 send/receive), so each rank must have issued at least one collective per attention layer that
-reaches another member of its CP group; under pipeline parallelism each stage must exchange point-to-point with
-its neighbouring stages (`unused_pipeline`); under expert parallelism each rank must exchange tokens with its
-expert-parallel peers (`unused_expert_parallel`); under data parallelism each rank must exchange at least
-once with a data-parallel peer (the loss-token count, the gradients). Ranks are laid out as the
-contract says (ParallelPlan.group_ranks; docs/distributed.md).
+reaches another member of its CP group; under tensor parallelism every attention layer's split heads must be
+summed over the tensor-parallel group (`unused_tensor_parallel`); under pipeline parallelism each stage must exchange
+point-to-point with its neighbouring stages (`unused_pipeline`); under expert parallelism each rank must exchange
+tokens with its expert-parallel peers (`unused_expert_parallel`); under data parallelism each rank must exchange at
+least once with a data-parallel peer (the loss-token count, the gradients). Ranks are laid out as the contract says
+(ParallelPlan.group_ranks; docs/distributed.md).
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ def unused_mesh(plan: ParallelPlan, attention_layers: int, logs: list[list[dict]
         if plan.dp > 1 and not any(partners(entry, rank) & dp_peers for entry in log):
             problems.append(f"rank {rank} exchanged nothing with its data-parallel peers {sorted(dp_peers)}: no count or gradient "
                             "was reduced over the data-parallel group (every rank computed the whole batch?)")
-    return problems + unused_pipeline(plan, logs) + unused_expert_parallel(plan, logs)
+    return (problems + unused_tensor_parallel(plan, attention_layers, logs) + unused_pipeline(plan, logs)
+            + unused_expert_parallel(plan, logs))
 
 
 POINT_TO_POINT_OPS = frozenset({"send", "recv", "isend", "irecv", "batch_isend_irecv"})
@@ -84,4 +86,20 @@ def unused_expert_parallel(plan: ParallelPlan, logs: list[list[dict]]) -> list[s
             problems.append(f"rank {rank} sent no token to its expert-parallel peers {sorted(ep_peers)} (no all-to-all or send/receive "
                             f"with them): under ep={plan.ep} its MoE layers did not dispatch tokens to the ranks holding their experts "
                             "(every rank computed every expert?)")
+    return problems
+
+
+def unused_tensor_parallel(plan: ParallelPlan, attention_layers: int, logs: list[list[dict]]) -> list[str]:
+    """The ranks of a tp > 1 arm that exchanged with their TP peers fewer times than the model has attention layers: each
+    layer's heads are split over the TP group, so its output is summed (or gathered) over the group at least once."""
+    if plan.tp == 1:
+        return []
+    problems = []
+    for rank, log in enumerate(logs):
+        tp_peers = set(plan.group_ranks("tp", rank)) - {rank}
+        with_tp = sum(1 for entry in log if partners(entry, rank) & tp_peers)
+        if with_tp < attention_layers:
+            problems.append(f"rank {rank} issued {with_tp} collective(s) reaching the other ranks of its tensor-parallel group "
+                            f"{sorted(tp_peers | {rank})}, fewer than the model's {attention_layers} attention layers: the arm "
+                            "did not run tensor-parallel (every rank computed the whole layers?)")
     return problems

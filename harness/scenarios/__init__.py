@@ -22,10 +22,11 @@ from packcheck.harness.scenarios.rl_loss_aggregation import RL_LOSS_AGGREGATION
 from packcheck.harness.scenarios.rl_step0_ratio import RL_STEP0_RATIO
 from packcheck.harness.scenarios.token_conservation import TOKEN_CONSERVATION
 from packcheck.harness.scenarios.token_skew_collectives import TOKEN_SKEW_COLLECTIVES
+from packcheck.harness.scenarios.tp_vs_notp import TP_VS_NOTP
 from packcheck.harness.scenarios.vlm_collective_symmetry import VLM_COLLECTIVE_SYMMETRY
 
 for _scenario in (PACKED_VS_UNPACKED, DOCUMENT_ISOLATION, MICROBATCH_INVARIANCE, MASK_ALIGNMENT, TOKEN_CONSERVATION, POISONED_PADS,
-                  GOLDEN_REGRESSION, CP_VS_NOCP, DP_CP_REDUCTION, PP_VS_NOPP, EP_VS_NOEP, RL_LOSS_AGGREGATION, RL_STEP0_RATIO, RL_GROUP_ADVANTAGES,
+                  GOLDEN_REGRESSION, CP_VS_NOCP, DP_CP_REDUCTION, TP_VS_NOTP, PP_VS_NOPP, EP_VS_NOEP, RL_LOSS_AGGREGATION, RL_STEP0_RATIO, RL_GROUP_ADVANTAGES,
                   LINEAR_ATTENTION_RESET, VLM_COLLECTIVE_SYMMETRY, TOKEN_SKEW_COLLECTIVES, OPTIMIZER_STEP, GRADIENT_ORACLE,
                   ORACLE_AGREEMENT):
     register_scenario(_scenario)

@@ -18,6 +18,7 @@ import torch
 from packcheck.harness.contract import AdvantageEstimator, Case, LayoutKind, LossKind, StepResult
 from packcheck.harness.engines import Capabilities, Engine, device_missing
 from packcheck.harness.engines.capture import active_recorder
+from packcheck.impls.reference.data.predictions import label_logprobs
 from packcheck.impls.reference.model import HybridCausalLM
 from packcheck.impls.reference.model.attention import AttentionBackend
 from packcheck.impls.reference.model.flash_attention import flash_backend
@@ -29,6 +30,7 @@ from packcheck.impls.reference.parallel.fully_sharded import missing_fsdp2_featu
 from packcheck.impls.reference.parallel.mesh import Mesh
 from packcheck.impls.reference.parallel.ring import ring_backend
 from packcheck.impls.reference.parallel.sharded_tower import shard_tower
+from packcheck.impls.reference.parallel.tensor_parallel import split_for_tensor_parallel, tensor_parallel_unsupported
 from packcheck.impls.reference.parallel.ulysses import ulysses_backend
 from packcheck.impls.reference.step.pipeline import REFERENCE, Pipeline
 from packcheck.impls.reference.step.memory_plan import NONE, MemoryPlan, device_bytes, memory_plan, plannable
@@ -80,6 +82,7 @@ class ReferenceEngine(Engine):
         devices=frozenset({"cpu", "cuda"}),
         max_dp=8,
         max_cp=8,
+        max_tp=4,
         max_pp=8,
         max_ep=4,
         cp_styles=frozenset(CONTEXT_PARALLEL),
@@ -137,6 +140,7 @@ class ReferenceEngine(Engine):
         if case.model.vision is not None and not case.model.is_frozen("model.visual."):
             return "the reference trains vision-language models with a frozen vision tower only: ModelSpec.frozen must cover 'model.visual.'"
         if case.parallel.pp > 1 and (reason := pipeline_unsupported(case)) is not None:
+        if case.parallel.tp > 1 and (reason := tensor_parallel_unsupported(case, self.pipeline.label_logprobs is label_logprobs)):
             return reason
         if case.parallel.cp > 1:
             if case.attention != "auto":
@@ -161,6 +165,8 @@ class ReferenceEngine(Engine):
         model = load_model(case.model.checkpoint, DTYPES[case.dtype], device)
         loaded = time.perf_counter()
         self.prepare_model(model, case)
+        if mesh.tp > 1:  # this rank's slices replace the split parameters (names unchanged) before anything else sees them
+            split_for_tensor_parallel(model, mesh)
         if isinstance(model, HybridCausalLM):
             model.linear_attention = self.linear_attention_backend(case)
         for name, parameter in model.named_parameters():

@@ -6,10 +6,11 @@ the reduced gradient whole, so the rank's own squared sum is the global one; und
 data-parallel rank holds 1/dp of every gradient (a DTensor), so each rank sums the squares of its
 shard and the sums are all-reduced over the data-parallel group, as torchtitan and torch's own
 `clip_grad_norm_` on DTensors do. The context-parallel ranks of one data-parallel rank hold the
-same shard: summing over WORLD instead would count every square cp times. Under expert parallelism
-each rank holds its experts' slices of the reduced expert gradients: their squares are summed over
-the expert-parallel group (each expert counted once), the dense squares are the rank's own. The
-squares are summed in float64 whatever the dtype.
+same shard: summing over WORLD instead would count every square cp times. Under tensor parallelism
+(parallel/tensor_parallel.py) a split gradient's slices are summed over the TP group, and a replicated one, the same
+on every TP rank, is counted once. Under expert parallelism each rank holds its experts' slices of the reduced expert
+gradients: their squares are summed over the expert-parallel group (each expert counted once). The squares are summed
+in float64 whatever the dtype.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from packcheck.harness.contract import OptimizerSpec
 from packcheck.impls.reference.optim.parameters import is_sharded, local_part
 from packcheck.impls.reference.parallel.expert_shard import expert_shard_of
 from packcheck.impls.reference.parallel.mesh import Mesh
+from packcheck.impls.reference.parallel.tensor_parallel import is_split
 
 
 def local_squares(grads: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -37,9 +39,11 @@ def local_squares(grads: Sequence[torch.Tensor]) -> torch.Tensor:
 def global_grad_norm(grads: Sequence[torch.Tensor], mesh: Mesh) -> float:
     """The global L2 norm of the trainable gradients, after the data-parallel reduction."""
     dense = [g for g in grads if expert_shard_of(g) is None]
-    squares = local_squares(dense)
+    squares = local_squares([g for g in dense if not is_split(g)])
     if any(is_sharded(g) for g in dense):
         mesh.all_reduce(squares, "dp")
+    if mesh.tp > 1:
+        squares += mesh.all_reduce(local_squares([g for g in dense if is_split(g)]), "tp")
     return math.sqrt(squares.item() + expert_squares(grads, mesh))
 
 

@@ -24,6 +24,7 @@ from packcheck.impls.reference.optim import grad_clip, parameters
 from packcheck.impls.reference.parallel import expert_parallel
 from packcheck.impls.reference.parallel.data_parallel import GradientSync
 from packcheck.impls.reference.parallel.fully_sharded import ShardedGradientSync
+from packcheck.impls.reference.parallel import vocab_parallel
 from packcheck.impls.reference.parallel.mesh import Mesh
 from packcheck.impls.reference.step import mesh_steps, stage_boundaries, vision_step
 
@@ -45,6 +46,8 @@ class Pipeline:
     stage_boundaries: Callable[[Predictions, int, int], tuple[torch.Tensor, torch.Tensor]]
     # the loss
     label_logprobs: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # logits [B, T, V], labels [B, T] -> log p(label) [B, T]
+    # tensor parallel: this rank's vocabulary slice of the logits -> what the vocab-parallel log-probs receive
+    vocab_logits: Callable[[torch.Tensor, Mesh], torch.Tensor]
     token_weight: Callable[[Counts], float]  # a micro-batch's counts (its own, its shard's, the global N) -> weight of a token's loss
     # per-position loss terms [B, T], the positions in the loss -> their sum (the others, NaN at a poisoned pad, add nothing)
     loss_sum: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -87,6 +90,7 @@ REFERENCE = Pipeline(
     micro_steps=mesh_steps.equal_micro_steps,
     stage_boundaries=stage_boundaries.every_stage,
     label_logprobs=label_logprobs,
+    vocab_logits=vocab_parallel.vocab_slice,
     token_weight=token_mean.token_weight,
     loss_sum=masked_sum.loss_sum,
     policy_inputs=policy_inputs.policy_inputs,

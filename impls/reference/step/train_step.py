@@ -5,6 +5,10 @@ FSDP2 (parallel/fully_sharded.py), an optional optimizer step (clipping by the g
 optimizer_step.py), and the StepResult (on every rank: rank 0's is the arm's). A case whose loss estimates its own
 advantages gets them first, from the rewards and groups of the whole global batch (estimated_advantages.py).
 
+Under tensor parallelism (parallel/tensor_parallel.py) each forward's logits are this rank's vocabulary slice: the
+pipeline's `vocab_logits` hands them to the vocab-parallel log-probs (parallel/vocab_parallel.py), and the reported
+gradients and parameters are gathered whole over the TP group.
+
 `accumulate_gradients` is the forward/backward half on its own, so that `packcheck.impls.reference.train`
 runs many steps through exactly this code with its own model and optimizer persisting.
 
@@ -41,6 +45,8 @@ from packcheck.impls.reference.model.pad_poison import poisoned_logits, poisoned
 from packcheck.impls.reference.optim.parameters import full_tensor, trainable
 from packcheck.impls.reference.parallel.mesh import Mesh
 from packcheck.impls.reference.parallel.pipeline_schedule import pipelined_gradients
+from packcheck.impls.reference.parallel.tensor_parallel import whole
+from packcheck.impls.reference.parallel.vocab_parallel import vocab_parallel_label_logprobs
 from packcheck.impls.reference.step.estimated_advantages import with_estimated_advantages
 from packcheck.impls.reference.step.objective import forward_loss
 from packcheck.impls.reference.step.optimizer_step import take_optimizer_step
@@ -100,7 +106,8 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention,
                   poisoned_pads(model, poisoner, p.sample_BT)):
                 logits_BTV = sync.forward_module(p.input_ids_BT, p.position_ids_BT, p.segment_ids_BT, attention, *images)
                 logits_BTV = poisoned_logits(logits_BTV, poisoner, p.sample_BT, p.token_BT)
-                lp_BT = pipe.label_logprobs(logits_BTV, p.label_BT)
+                lp_BT = (pipe.label_logprobs(logits_BTV, p.label_BT) if mesh.tp == 1 else  # tensor parallel: a vocabulary slice
+                         vocab_parallel_label_logprobs(pipe.vocab_logits(logits_BTV, mesh), p.label_BT, mesh.group("tp")))
                 lp_BT.retain_grad()
                 loss = forward_loss(case, pipe, p, logits_BTV, lp_BT, micro_counts)
                 objective = loss
@@ -134,11 +141,11 @@ def train_step(model: CausalLM, case: Case, pipe: Pipeline, attention, mesh: Mes
     # kept on the device: the harness takes a GPU result from there (harness/launch/device_result.py). Copied only where
     # the optimizer step would change them (clipping scales them in place): at 8B a copy is 16 GB of the GPU
     own = (lambda g: g.clone()) if case.optimizer is not None else (lambda g: g)
-    grads = {name: own(full_tensor(p.grad).detach()) for name, p in model.named_parameters() if p.requires_grad}
+    grads = {name: own(whole(p, full_tensor(p.grad), mesh).detach()) for name, p in model.named_parameters() if p.requires_grad}
     params_after, grad_norm = None, None
     if case.optimizer is not None:
         grad_norm = take_optimizer_step(model, case.optimizer, pipe, mesh)
-        params_after = {name: full_tensor(p).detach().clone() for name, p in model.named_parameters()}
+        params_after = {name: whole(p, full_tensor(p), mesh).detach().clone() for name, p in model.named_parameters()}
     # every rank returns its own result (the scatter's all-reduce gave each every sample): rank 0's is the arm's, and the
     # harness digests each rank's params_after to compare the replicas (harness/compare/param_digest.py)
     return StepResult(
