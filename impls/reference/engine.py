@@ -140,6 +140,7 @@ class ReferenceEngine(Engine):
         if case.model.vision is not None and not case.model.is_frozen("model.visual."):
             return "the reference trains vision-language models with a frozen vision tower only: ModelSpec.frozen must cover 'model.visual.'"
         if case.parallel.pp > 1 and (reason := pipeline_unsupported(case)) is not None:
+            return reason
         if case.parallel.tp > 1 and (reason := tensor_parallel_unsupported(case, self.pipeline.label_logprobs is label_logprobs)):
             return reason
         if case.parallel.cp > 1:
