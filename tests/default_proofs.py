@@ -41,3 +41,13 @@ def controls_beyond_llama() -> frozenset[tuple[str, str]]:
 
 def reference_cell_is_slow(scenario: str, family: str) -> bool:
     return family != PROVEN_BY_DEFAULT and (scenario, family) not in controls_beyond_llama()
+
+
+def not_applicable(scenario: str, family: str) -> str | None:
+    """Why `scenario` cannot judge `family` on the reference (ep_vs_noep on a family without experts), or None: a run
+    must report such a cell unsupported with this reason, not pass or skip it."""
+    from packcheck.harness.engines import resolve_engine
+    from packcheck.harness.run.inputs import Inputs
+    from packcheck.harness.scenarios import SCENARIOS
+
+    return SCENARIOS[scenario].applies(Inputs().setting(family, "float64", "cpu"), resolve_engine("reference").capabilities)

@@ -11,7 +11,7 @@ from packcheck.harness.compare.bands import BUG_FLOAT64
 from packcheck.harness.engines import mutant_names, resolve_engine
 from packcheck.harness.golden.portability import PORTABLE_MARGIN
 from packcheck.harness.scenarios import SCENARIOS
-from tests.default_proofs import PROVEN_BY_DEFAULT, mutant_families
+from tests.default_proofs import PROVEN_BY_DEFAULT, mutant_families, not_applicable
 from tests.machine_load import stretched
 
 # In float64 a clean engine sits ~1e-5 of the tolerance and a bug at least this many times above it (docs/margins.md;
@@ -65,9 +65,8 @@ def test_scenario_flags_its_mutant(verdict_of, packcheck_inputs, packcheck_floor
 @pytest.mark.parametrize("family", sorted(resolve_engine("reference").capabilities.families))
 @pytest.mark.parametrize("scenario_name", list(SCENARIOS))
 def test_reference_passes_with_a_wide_margin(verdict_of, packcheck_inputs, scenario_name, family):
-    why = SCENARIOS[scenario_name].applies(packcheck_inputs.setting(family, "float64", "cpu"), resolve_engine("reference").capabilities)
     verdict = verdict_of("reference", scenario_name, family)
-    if why:  # e.g. ep_vs_noep on a dense family: the run says so and judges nothing
+    if why := not_applicable(scenario_name, family):  # e.g. ep_vs_noep on a dense family: the run says so and judges nothing
         assert verdict.status == "unsupported" and why in verdict.message(), verdict.message()
         return
     assert verdict.status == "pass", verdict.message()

@@ -58,11 +58,11 @@ def kernel_attention_missing(case: Case) -> str | None:
 
 
 def pipeline_unsupported(case: Case) -> str | None:
-    """Why the reference cannot run `case`'s pipeline-parallel plan (parallel/pipeline_schedule.py), or None."""
+    """Why the reference cannot run `case`'s pipeline-parallel plan (step/pipeline_schedule.py), or None."""
     plan = case.parallel
     if plan.cp > 1 or plan.tp > 1 or plan.ep > 1:
         return (f"{plan.describe()}: the reference's pipeline parallelism runs with dp only (parallel.pp={plan.pp} with cp, tp or ep "
-                "above 1 is not composed); set cp=tp=ep=1, or compose them in impls/reference/parallel/pipeline_schedule.py")
+                "above 1 is not composed); set cp=tp=ep=1, or compose them in impls/reference/step/pipeline_schedule.py")
     if plan.dp_style == "shard":
         return ("pipeline parallel with dp_style='shard' (FSDP2) is not implemented in the reference: "
                 "use dp_style 'replicate' (DDP per stage)")

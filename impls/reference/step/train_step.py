@@ -44,7 +44,7 @@ from packcheck.impls.reference.model.moe import record_routing
 from packcheck.impls.reference.model.pad_poison import poisoned_logits, poisoned_pads
 from packcheck.impls.reference.optim.parameters import full_tensor, trainable
 from packcheck.impls.reference.parallel.mesh import Mesh
-from packcheck.impls.reference.parallel.pipeline_schedule import pipelined_gradients
+from packcheck.impls.reference.step.pipeline_schedule import pipelined_gradients
 from packcheck.impls.reference.parallel.tensor_parallel import whole
 from packcheck.impls.reference.parallel.vocab_parallel import vocab_parallel_label_logprobs
 from packcheck.impls.reference.step.estimated_advantages import with_estimated_advantages
@@ -86,7 +86,7 @@ def accumulate_gradients(model: CausalLM, case: Case, pipe: Pipeline, attention,
               for c, forwards in zip(local_counts, shards)]
     moe = model.config.num_experts > 0
     poisoner = pad_poison(case)
-    if mesh.pp > 1:  # the same forwards and losses, stage by stage (parallel/pipeline_schedule.py)
+    if mesh.pp > 1:  # the same forwards and losses, stage by stage (step/pipeline_schedule.py)
         return pipelined_gradients(model, case, pipe, attention, scatter, mesh, shards, counts, global_tokens, poisoner)
     if moe:
         micro_router, global_router = routing_prepass(model, shards, attention, mesh, model.config.num_experts, poisoner)

@@ -47,6 +47,7 @@ from packcheck.impls.reference.optim.parameters import trainable
 from packcheck.impls.reference.parallel.mesh import Mesh
 from packcheck.impls.reference.parallel.p2p import receive_activation, send_activation
 from packcheck.impls.reference.parallel.pipeline_stages import PipelineStage, build_stage, layer_inputs, sparse_layer_indices, text_stack
+from packcheck.impls.reference.step.objective import forward_loss
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,8 +132,6 @@ def forward_context(sync):
 def pipelined_gradients(model, case: Case, pipe, attention, scatter: SampleScatter | None, mesh: Mesh,
                         shards: list[list[Predictions]], counts: list[Counts], global_tokens: int, poisoner):
     """step/train_step.accumulate_gradients' loop, stage by stage; returns what it returns (loss, count, router)."""
-    from packcheck.impls.reference.step.objective import forward_loss  # the step's own loss (step/ imports parallel/)
-
     place = StagePlace.of(model, mesh)
     device = next(model.parameters()).device
     moe = model.config.num_experts > 0
