@@ -44,13 +44,13 @@ from packcheck.impls.reference.model.moe import record_routing
 from packcheck.impls.reference.model.pad_poison import poisoned_logits, poisoned_pads
 from packcheck.impls.reference.optim.parameters import full_tensor, trainable
 from packcheck.impls.reference.parallel.mesh import Mesh
-from packcheck.impls.reference.step.pipeline_schedule import pipelined_gradients
 from packcheck.impls.reference.parallel.tensor_parallel import whole
 from packcheck.impls.reference.parallel.vocab_parallel import vocab_parallel_label_logprobs
 from packcheck.impls.reference.step.estimated_advantages import with_estimated_advantages
 from packcheck.impls.reference.step.objective import forward_loss
 from packcheck.impls.reference.step.optimizer_step import take_optimizer_step
 from packcheck.impls.reference.step.pipeline import Pipeline
+from packcheck.impls.reference.step.pipeline_schedule import pipelined_gradients
 
 SINGLE_PROCESS = Mesh.single()
 
