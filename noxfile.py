@@ -32,9 +32,10 @@ def install(session: nox.Session, extras: str = "test") -> None:
 
 # pytest-xdist over the cores, two workers more than there are (at most 4: each holds torch, and distributed tests start
 # ranks of their own): the tests wait too (hangs waited out, processes starting), and on 2 cores 2 workers kept 1.3 of
-# them busy; 3 workers took the default run from 785 s to 725 s (2026-12-07, idle), and 4 from 565 s to 533 s (the
-# tests after issue 42, same day, same environment). loadgroup keeps each reference cell's tests on one worker, which
-# runs the cell once (conftest.py).
+# them busy; 3 workers took the default run from 785 s to 725 s (2026-12-07, idle); 4 took the tests after issue 42
+# from 565 s to 533 s in the same environment, and 581 s in the next fresh clone (this machine varies by +-30 s between
+# runs: within its noise, and no test slower or flakier). loadgroup keeps each reference cell's tests on one worker,
+# which runs the cell once (conftest.py).
 PARALLEL = ("--numprocesses", str(min(4, (os.cpu_count() or 1) + 2)), "--dist", "loadgroup")
 
 
