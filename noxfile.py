@@ -30,13 +30,12 @@ def install(session: nox.Session, extras: str = "test") -> None:
     session.run("python", "-m", "compileall", "-q", "harness", "impls", "conformance", "tests", silent=True)
 
 
-# pytest-xdist over the cores, two workers more than there are (at most 4: each holds torch, and distributed tests start
+# pytest-xdist over the cores, one worker more than there are (at most 4: each holds torch, and distributed tests start
 # ranks of their own): the tests wait too (hangs waited out, processes starting), and on 2 cores 2 workers kept 1.3 of
-# them busy; 3 workers took the default run from 785 s to 725 s (2026-12-07, idle); 4 took the tests after issue 42
-# from 565 s to 533 s in the same environment, and 581 s in the next fresh clone (this machine varies by +-30 s between
-# runs: within its noise, and no test slower or flakier). loadgroup keeps each reference cell's tests on one worker,
-# which runs the cell once (conftest.py).
-PARALLEL = ("--numprocesses", str(min(4, (os.cpu_count() or 1) + 2)), "--dist", "loadgroup")
+# them busy; 3 workers took the default run from 785 s to 725 s (2026-12-07, idle). 4 workers were tried after issue 42:
+# 533 s against 565 s back to back, but 581 s in the next fresh clone, within this machine's run-to-run spread, so 3
+# stay. loadgroup keeps each reference cell's tests on one worker, which runs the cell once (conftest.py).
+PARALLEL = ("--numprocesses", str(min(4, (os.cpu_count() or 1) + 1)), "--dist", "loadgroup")
 
 
 @nox.session
