@@ -62,3 +62,18 @@ def test_a_class_path_resolves_from_the_current_directory(tmp_path, monkeypatch)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("sys.path", [p for p in __import__("sys").path if p not in ("", str(tmp_path))])
     assert resolve_engine("my_adapter_in_cwd:MyEngine").name == "mine"
+
+
+def test_a_package_installed_while_the_process_runs_is_found_by_the_next_lookup(tmp_path, monkeypatch):
+    """The entry points are read once per installed state (registry._scan): a distribution that appears on sys.path
+    afterwards, as `pip install` writes one, is seen at once, and gone again once it is removed."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert "late_engine" not in engine_names()  # read with the folder on sys.path: the install below changes its state
+    (tmp_path / "late_engine.py").write_text("from packcheck.impls.reference.engine import ReferenceEngine as LateEngine\n")
+    info = tmp_path / "late_engine-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: late-engine\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[packcheck.engines]\nlate_engine = late_engine:LateEngine\n")
+    assert "late_engine" in engine_names() and isinstance(resolve_engine("late_engine"), ReferenceEngine)
+    monkeypatch.undo()
+    assert "late_engine" not in engine_names()

@@ -4,6 +4,8 @@ qwen2_5_vl, seed 1, found by `packcheck calibrate` on an H200), a case the contr
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from packcheck.harness.engines import resolve_engine
@@ -17,8 +19,11 @@ SEEDS = range(20)
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_every_seed_builds_cases_the_contract_accepts(family):
     checked = 0
+    # the seed's cases over seed 0's checkpoint: its weights are no part of what the contract checks, and each seed's own
+    # checkpoint cost a build (100 of them, 80 s of the CI budget); the seed's documents, micro-batches and images are these
+    model_of_seed_0 = Inputs(seed=0).setting(family, "float64", "cpu")
     for seed in SEEDS:
-        setting = Inputs(seed=seed).setting(family, "float64", "cpu")
+        setting = dataclasses.replace(model_of_seed_0, seed=seed)
         for scenario in SCENARIOS.values():
             if scenario.applies(setting, resolve_engine("reference").capabilities):
                 continue

@@ -8,6 +8,7 @@ Names are unique across both; an unknown name gets near-match suggestions.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import os
@@ -28,6 +29,25 @@ class EngineNotFound(LookupError):
 
 
 def _entry_points(groups: tuple[str, ...] = (ENTRY_POINT_GROUP, MUTANT_GROUP)) -> dict:
+    return dict(_scan(groups, _installed_state()))
+
+
+def _installed_state() -> tuple[tuple[str, float], ...]:
+    """sys.path with each folder's modification time: installing or removing a package changes its folder's (a new
+    dist-info or .pth in site-packages), so a scan is redone exactly when what it read may have changed."""
+    state = []
+    for entry in sys.path:
+        try:
+            state.append((entry, os.stat(entry or ".").st_mtime))
+        except OSError:
+            state.append((entry, -1.0))
+    return tuple(state)
+
+
+@functools.lru_cache(maxsize=4)
+def _scan(groups: tuple[str, ...], _state: tuple) -> dict:
+    """Every entry point of `groups` by name, read once per installed state: `entry_points()` reads the metadata of every
+    installed distribution (25-50 ms here), and a run resolves engines hundreds of times (each mutant, each scenario)."""
     found: dict = {}
     for ep in (ep for group in groups for ep in entry_points(group=group)):
         if ep.name in found and found[ep.name].value != ep.value:
