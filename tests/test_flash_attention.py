@@ -148,3 +148,26 @@ def test_the_reference_names_the_torch_that_varlen_needs(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch.nn.attention.varlen", None)
     reason = ReferenceEngine().unsupported_reason(kernel_case("cuda", "bfloat16", "varlen"))
     assert reason is not None and "torch >= 2.10" in reason, reason
+
+
+def test_a_release_a_kernel_finding_marks_wrong_is_refused_at_its_head_dims_only(monkeypatch):
+    """K1 (harness/engines/kernel_findings.py): flash-attn-4 4.0.0b36 on compute capability 9.0 is refused where the head
+    size is not a multiple of 32, naming the finding and the way out; another release, GPU or head size runs."""
+    from packcheck.harness.engines import kernel_findings
+    from packcheck.impls.reference.engine import kernel_attention_missing
+    from packcheck.impls.reference.model.flash_attention import known_wrong
+
+    packages(monkeypatch, **{"flash_attn": fa2_stand_in, "flash_attn.cute": fa4_stand_in})
+    release = {"flash-attn-4": "4.0.0b36"}
+    monkeypatch.setattr(kernel_findings, "installed", lambda distribution: release.get(distribution))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *device: (9, 0))
+    reason = known_wrong(80, (9, 0))
+    assert reason is not None and "K1" in reason and "--attention varlen" in reason and "multiple of 32" in reason, reason
+    assert known_wrong(128, (9, 0)) is None and known_wrong(80, (10, 0)) is None
+    case = kernel_case("cuda", "bfloat16")  # the tiny qwen3: head_dim 16
+    assert "K1" in (kernel_attention_missing(case) or ""), "the reference refuses the case instead of computing wrong gradients"
+    release["flash-attn-4"] = "4.0.0"
+    assert known_wrong(80, (9, 0)) is None and kernel_attention_missing(case) is None, "a release outside the pin runs"
+    packages(monkeypatch, flash_attn=fa2_stand_in)
+    release["flash-attn-4"] = "4.0.0b36"
+    assert kernel_attention_missing(case) is None, "flash-attn 2 is not the release the finding is about"

@@ -21,7 +21,8 @@ from packcheck.harness.engines.capture import active_recorder
 from packcheck.impls.reference.data.predictions import label_logprobs
 from packcheck.impls.reference.model import HybridCausalLM
 from packcheck.impls.reference.model.attention import AttentionBackend
-from packcheck.impls.reference.model.flash_attention import flash_backend
+from packcheck.impls.reference.model.config import attention_head_dim
+from packcheck.impls.reference.model.flash_attention import flash_backend, known_wrong
 from packcheck.impls.reference.model.linear_attention import LinearAttentionBackend, default_linear_attention
 from packcheck.impls.reference.model.loading import load_model
 from packcheck.impls.reference.model.varlen_attention import varlen_backend
@@ -54,6 +55,9 @@ def kernel_attention_missing(case: Case) -> str | None:
         KERNEL_ATTENTION[case.attention]()
     except ImportError as missing:
         return f"attention backend {case.attention!r} is not installed here: {missing}"
+    if case.attention == "flash":  # a release known to compute wrong gradients at this head size on this GPU is refused
+        config = json.loads((Path(case.model.checkpoint) / "config.json").read_text())
+        return known_wrong(attention_head_dim(config), torch.cuda.get_device_capability())
     return None
 
 

@@ -75,7 +75,7 @@ class ModelConfig:
             num_hidden_layers=hf["num_hidden_layers"],
             num_attention_heads=hf["num_attention_heads"],
             num_key_value_heads=hf.get("num_key_value_heads") or hf["num_attention_heads"],
-            head_dim=hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"],
+            head_dim=attention_head_dim(hf),
             rms_norm_eps=hf["rms_norm_eps"],
             rope_theta=float(rope_theta),
             tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
@@ -85,6 +85,12 @@ class ModelConfig:
     @classmethod
     def from_checkpoint(cls, path: str | Path) -> ModelConfig:
         return cls.from_hf_dict(json.loads((Path(path) / "config.json").read_text()))
+
+
+def attention_head_dim(hf: dict) -> int:
+    """The head size of a config.json's attention (its language model's: a VLM's or a hybrid's text_config)."""
+    text = hf.get("text_config", hf)
+    return text.get("head_dim") or text["hidden_size"] // text["num_attention_heads"]
 
 
 def _moe_fields(hf: dict) -> dict:

@@ -20,11 +20,13 @@ from typing import Callable
 
 import torch
 
+from packcheck.harness.engines.kernel_findings import kernel_finding
 from packcheck.impls.reference.model.attention import AttentionBackend
 from packcheck.impls.reference.model.varlen_attention import cu_seqlens, end_to_end
 
 # (q_NHD, k_NKD, v_NKD, cu_seqlens [S + 1] int32, longest document, scale) -> o_NHD
 VarlenCall = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int, float], torch.Tensor]
+DISTRIBUTION = {"flash-attn-4": "flash-attn-4", "flash-attn 2": "flash-attn"}  # flash_kernel's package -> what pip calls it
 INSTALL = "pip install flash-attn-4 (its CuTe kernel; Hopper or Blackwell) or flash-attn (2.x, a CUDA build)"
 
 
@@ -72,3 +74,11 @@ def flash_backend(kernel: tuple[str, VarlenCall] | None = None) -> AttentionBack
 
     return AttentionBackend(name="flash", build_mask=cu_seqlens, attend=attend,
                             description=f"{package}'s varlen kernel over the documents of the rows laid end to end (CUDA)")
+
+
+def known_wrong(head_dim: int, capability: tuple[int, int], kernel: tuple[str, VarlenCall] | None = None) -> str | None:
+    """Why the flash kernel (default: `flash_kernel()`) must not run attention of `head_dim` on a GPU of `capability`: a
+    known kernel finding marks its installed release wrong there (harness/engines/kernel_findings.py); None otherwise."""
+    package, _call = kernel or flash_kernel()
+    finding = kernel_finding(DISTRIBUTION[package], head_dim, capability)
+    return None if finding is None else finding.refusal("attention backend 'flash'")
