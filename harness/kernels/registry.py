@@ -81,3 +81,20 @@ for _kernel in (
            dtypes={"cpu": ANY, "cuda": ("bfloat16", "float32")}, description="torch's depthwise conv1d on each document alone"),
 ):
     KERNELS.register(_kernel.name, _kernel)
+
+
+def resolve_kernel(spec: str) -> Kernel:
+    """A registered kernel by name, or `package.module:NAME`, a `Kernel` of your own (a kernel an engine ships, a stand-in)."""
+    module, colon, attribute = spec.partition(":")
+    if not colon:
+        return KERNELS[spec]
+    import importlib
+
+    try:
+        found = getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError) as err:
+        raise LookupError(f"--kernel {spec}: cannot import it ({err}); give a registered name ({', '.join(KERNELS)}) or "
+                          "package.module:NAME naming a packcheck.harness.kernels.registry.Kernel") from None
+    if not isinstance(found, Kernel):
+        raise LookupError(f"--kernel {spec}: is a {type(found).__name__}, not a packcheck.harness.kernels.registry.Kernel")
+    return found
