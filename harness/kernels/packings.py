@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from packcheck.harness.kernels.shapes import CONV_WIDTH, Case, Configuration
 
 EDGE_LENGTHS = (1, 2, CONV_WIDTH - 1, CONV_WIDTH, 15, 16, 17)
-MAX_DOCUMENT = 40
-MAX_DOCUMENTS = 6
+MAX_DOCUMENT = 24
+MAX_DOCUMENTS = 4
 MAX_KV_HEADS = 2
 
 

@@ -68,6 +68,10 @@ class KernelVerdict:
         """Whether it counts against the exit status: a failure, an error, an unexpected pass; not a known finding."""
         return self.failed and not self.known_finding
 
+    def worst_comparison_where(self) -> str:
+        worst = max(self.comparisons, key=lambda c: c.margin, default=None)
+        return "" if worst is None else worst.where
+
     def reproduce(self, case: Case | None = None) -> str:
         """The command that reruns this verdict (with `case`: exactly that case, e.g. the shrunk one)."""
         case = case or self.fixed
