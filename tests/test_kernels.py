@@ -127,3 +127,17 @@ def test_bad_input_names_the_option_and_the_fix(argv, says, capsys, tmp_path):
 def test_a_kernel_spec_that_is_no_kernel_is_refused():
     with pytest.raises(LookupError, match="not a packcheck.harness.kernels.registry.Kernel"):
         resolve_kernel(STANDINS + "standin")
+
+
+def test_the_pytest_entry_passes_fails_and_skips_cells_as_their_verdicts_say():
+    from packcheck.conformance.kernels import kernel_tests
+
+    test = kernel_tests(kernels=[STANDINS + "WRONG_OFF_32", "flash-attn-4"], device="cpu", dtypes=["float64"], head_dims=(48, 64),
+                        ratios=(1,), examples=1)
+    cells = {p.id: p.values for p in test.pytestmark[0].args[1]}
+    assert sorted(cells) == sorted(f"{k}-float64-head_dim_{d}-gqa1" for k in (STANDINS + "WRONG_OFF_32", "flash-attn-4") for d in (48, 64))
+    test(*cells[f"{STANDINS}WRONG_OFF_32-float64-head_dim_64-gqa1"])
+    with pytest.raises(pytest.fail.Exception, match="the backward is wrong"):
+        test(*cells[f"{STANDINS}WRONG_OFF_32-float64-head_dim_48-gqa1"])
+    with pytest.raises(pytest.skip.Exception, match="runs on cuda only"):
+        test(*cells["flash-attn-4-float64-head_dim_48-gqa1"])

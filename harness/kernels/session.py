@@ -116,7 +116,7 @@ def said(verdict: KernelVerdict, out: TextIO) -> None:
     expected = " (expected: pinned finding)" if verdict.known_finding else ""
     print(f"{verdict.spec} {verdict.dtype} {verdict.device} {verdict.scenario} {verdict.family}: {verdict.status.upper()}{expected}"
           f"{margin} {verdict.seconds:.1f}s", file=out, flush=True)
-    if verdict.unexpected and verdict.status is not Status.UNSUPPORTED:
+    if verdict.unexpected:
         print("  " + verdict.message().replace("\n", "\n  "), file=out, flush=True)
 
 
