@@ -133,7 +133,7 @@ def test_the_pytest_entry_passes_fails_and_skips_cells_as_their_verdicts_say():
     from packcheck.conformance.kernels import kernel_tests
 
     test = kernel_tests(kernels=[STANDINS + "WRONG_OFF_32", "flash-attn-4"], device="cpu", dtypes=["float64"], head_dims=(48, 64),
-                        ratios=(1,), examples=1)
+                        ratios=(1,), examples=4)
     cells = {p.id: p.values for p in test.pytestmark[0].args[1]}
     assert sorted(cells) == sorted(f"{k}-float64-head_dim_{d}-gqa1" for k in (STANDINS + "WRONG_OFF_32", "flash-attn-4") for d in (48, 64))
     test(*cells[f"{STANDINS}WRONG_OFF_32-float64-head_dim_64-gqa1"])
