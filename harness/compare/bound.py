@@ -48,7 +48,9 @@ class Bound:
 
     def describe(self) -> str:
         """The derived term that set the threshold, as the failing line and the report say it; "" where the table did."""
-        return f"by {self.term}; the table alone: {self.table:.3g}" if self.term else ""
+        if not self.term:
+            return ""
+        return f"by {self.term}" + ("" if self.table is None else f"; the table alone: {self.table:.3g}")
 
     @staticmethod
     def from_json(data: dict) -> Bound:

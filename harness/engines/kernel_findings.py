@@ -62,6 +62,11 @@ class KernelFinding:
         on_device = not self.capabilities or capability in self.capabilities
         return on_device and head_dim % self.head_dim_multiple != 0
 
+    def headline(self) -> str:
+        """The finding in one line, as a verdict it explains says it."""
+        return (f"known kernel finding {self.id} ({self.kind}): {self.kernel} {self.distribution}{self.versions} is wrong where "
+                f"head_dim % {self.head_dim_multiple} != 0 ({self.wrong}); measured {self.measured}; upstream: {self.upstream}")
+
     def refusal(self, what: str) -> str:
         """Why `what` declines a configuration this finding marks wrong: the finding, its range, and the way out."""
         return (f"{what} is refused here: known kernel finding {self.id}: {self.kernel} {self.distribution}{self.versions} "
@@ -97,9 +102,9 @@ KERNEL_FINDINGS: tuple[KernelFinding, ...] = (
 
 
 def kernel_finding(distribution: str, head_dim: int, capability: tuple[int, int] | None,
-                   version: str | None = None) -> KernelFinding | None:
-    """The finding that marks `distribution` wrong at this head dim and device, for `version` (default: the installed
-    release), or None."""
+                   version: str | None = None, findings: tuple[KernelFinding, ...] = KERNEL_FINDINGS) -> KernelFinding | None:
+    """The finding of `findings` that marks `distribution` wrong at this head dim and device, for `version` (default:
+    the installed release), or None."""
     found = installed(distribution) if version is None else version
-    return next((f for f in KERNEL_FINDINGS if f.distribution == distribution and f.holds_for(found)
+    return next((f for f in findings if f.distribution == distribution and f.holds_for(found)
                  and f.wrong_at(head_dim, capability)), None)
