@@ -1,26 +1,27 @@
 """hf_tp: one training step of a transformers model split by transformers' own tensor parallelism.
 
-The model is loaded with `from_pretrained(..., distributed_config=DistributedConfig(tp_plan="auto"), device_mesh=...)`
-over the Case's mesh: transformers shards each layer as its `base_model_tp_plan` says (q/k/v/gate/up colwise, o/down
-rowwise, the lm_head colwise with its output gathered to the whole vocabulary), on torch's DTensor parallel styles.
-The mesh is `init_device_mesh("cpu", (dp, tp), ("dp", "tp"))`: row-major, so rank = dp_rank x tp + tp_rank, the
-contract's layout (tp fastest; cp = pp = 1). Every rank of a TP group runs the same rows.
+The model is loaded with `from_pretrained(..., distributed_config=DistributedConfig(tp_plan="auto", tp_size=tp))`:
+transformers builds its device mesh over the launcher's gloo world and shards each layer as the family's
+`base_model_tp_plan` says (q/k/v/gate/up colwise, o/down rowwise, qwen3's q/k-norm `replicated_with_grad_allreduce`,
+the lm_head `colwise_gather_output`: logits gathered to the whole vocabulary), on torch's DTensor parallel styles.
+Every rank runs the same rows. Measured to run on CPU over gloo in float64 with the backward (transformers 5.24.0,
+torch 2.13.0).
 
-The step is the loop a transformers user writes around such a model (transformers has no Trainer path for a tp-only
-mesh): each micro-batch of this data-parallel rank's partition is collated by transformers' own collators (packed:
-`DataCollatorWithFlattening`, one row, documents told apart by `position_ids` resets; unpacked:
-`DataCollatorForSeq2Seq`), run forward, and its summed next-token cross-entropy, computed here from the gathered
-logits in the Case's dtype (transformers' `ForCausalLMLoss` casts the logits to float32: docs/findings.md, H3), is
-divided by the global loss-token count and backpropagated. The count is all-reduced over the data-parallel group,
-and so are the gradients (each DTensor gradient gathered whole with `full_tensor()` first); log-probs, loss and count
-go to rank 0 over the data-parallel group (`dist.*` calls: the collective recorder sees them). No optimizer step.
+The step is the loop a transformers user writes around such a model: each micro-batch of the Case's partition is
+collated by transformers' own collators (packed: `DataCollatorWithFlattening`, one row, documents told apart by
+`position_ids` resets; unpacked: `DataCollatorForSeq2Seq`), run forward, and its summed next-token cross-entropy,
+computed here from the gathered logits in the Case's dtype (transformers' `ForCausalLMLoss` casts the logits to
+float32: docs/findings.md, H3), is divided by the step's loss-token count and backpropagated. Each gradient is
+reported whole (`DTensor.full_tensor()`). Every rank returns the same StepResult; no optimizer step.
+
+The collective recorder does not see DTensor's functional collectives (docs/distributed.md, "Limits"), so a tp arm
+shows no exchange with its TP peers and `unused_tensor_parallel` flags it (docs/adapters.md, hf_tp).
 """
 
 from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-from torch.distributed.device_mesh import init_device_mesh
 from transformers import AutoModelForCausalLM, DataCollatorForSeq2Seq, DataCollatorWithFlattening
 from transformers.distributed import DistributedConfig
 
@@ -29,10 +30,12 @@ from packcheck.harness.engines import Capabilities, Engine
 from packcheck.impls.adapters.hf_common.rows import sample_values, spans
 from packcheck.impls.adapters.hf_common.samples import examples
 from packcheck.impls.adapters.hf_common.tokenizer import tokenizer_for
-from packcheck.impls.adapters.hf_tp.ranks import combine_dp, reduced
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 LAYOUTS = frozenset({LayoutKind.PACKED, LayoutKind.UNPACKED})
+NO_DP = ("dp > 1: transformers 5.24's from_pretrained builds its device mesh over the whole world (initialize_distributed_mesh: "
+         "pp x dp_replicate x fsdp x tp must equal WORLD_SIZE) and ignores a device_mesh passed beside it, so a TP group "
+         "smaller than the world needs its FSDP2/HSDP path (DistributedConfig(dp_replicate_size=...)), which hf_tp does not build")
 NO_OPTIMIZER = ("an optimizer step: hf_tp reports one forward/backward (AdamW over DTensor parameters and the "
                 "gradient norm over the TP group are not built)")
 
@@ -49,7 +52,6 @@ class HfTensorParallel(Engine):
         families=frozenset({"llama", "qwen3"}),
         layouts=LAYOUTS,
         dtypes=frozenset({"float64", "float32"}),
-        max_dp=2,
         max_tp=2,
         optimizer_step=False,
         attention={"auto": LAYOUTS, "sdpa": LAYOUTS},
@@ -58,23 +60,20 @@ class HfTensorParallel(Engine):
     def unsupported_reason(self, case: Case) -> str | None:
         if case.optimizer is not None:
             return f"engine does not support {NO_OPTIMIZER}"
+        if case.parallel.dp > 1:
+            return f"engine does not support {NO_DP}"
         return super().unsupported_reason(case)
 
-    def mesh(self, case: Case):
-        """The (dp, tp) device mesh over the launcher's default group, or None for a single process."""
-        plan = case.parallel
+    def check_world(self, case: Case) -> None:
         world = dist.get_world_size() if dist.is_initialized() else 1
-        if world != plan.dp * plan.tp:
-            raise RuntimeError(f"dp={plan.dp} x tp={plan.tp} needs {plan.dp * plan.tp} processes in the default group, found "
-                               f"{world}: run the case through the harness's launcher (packcheck run), which starts them")
-        if world == 1:
-            return None
-        return init_device_mesh("cpu", (plan.dp, plan.tp), mesh_dim_names=("dp", "tp"))
+        if world != case.parallel.tp:
+            raise RuntimeError(f"tp={case.parallel.tp} needs {case.parallel.tp} processes in the default group, found {world}: "
+                               "run the case through the harness's launcher (packcheck run), which starts them")
 
-    def model(self, case: Case, mesh):
+    def model(self, case: Case):
         kwargs = dict(dtype=DTYPES[case.dtype], attn_implementation="sdpa")
-        if mesh is not None and case.parallel.tp > 1:
-            kwargs.update(distributed_config=DistributedConfig(tp_plan="auto", tp_size=case.parallel.tp), device_mesh=mesh)
+        if case.parallel.tp > 1:  # transformers builds the ("pp", "dp_replicate", "fsdp", "tp") mesh over the whole world
+            kwargs.update(distributed_config=DistributedConfig(tp_plan="auto", tp_size=case.parallel.tp))
         return AutoModelForCausalLM.from_pretrained(case.model.checkpoint, **kwargs)
 
     def collator(self, case: Case):
@@ -85,19 +84,16 @@ class HfTensorParallel(Engine):
 
     def run(self, case: Case) -> StepResult:
         self.require_supported(case)
-        mesh = self.mesh(case)
-        dp_group = None if mesh is None or case.parallel.dp == 1 else mesh["dp"].get_group()
-        dp_rank = 0 if dp_group is None else dist.get_rank(dp_group)
-        model = self.model(case, mesh)
+        self.check_world(case)
+        model = self.model(case)
         for name, parameter in model.named_parameters():
             parameter.requires_grad_(not case.model.is_frozen(name))
         data, collate = examples(case), self.collator(case)
-        micro_batches = [collate([data[i] for i in mb]) for mb in case.partition.per_rank[dp_rank]]
-        local = sum(int((b["labels"][:, 1:] != -100).sum()) for b in micro_batches)
-        count = local if dp_group is None else int(reduced(local, dp_group).item())
+        micro_batches = [collate([data[i] for i in mb]) for mb in case.partition.per_rank[0]]
+        count = sum(int((b["labels"][:, 1:] != -100).sum()) for b in micro_batches)
         logprobs: list[torch.Tensor | None] = [None] * len(case.samples)
         loss_sum = 0.0
-        for batch, sample_ids in zip(micro_batches, case.partition.per_rank[dp_rank]):
+        for batch, sample_ids in zip(micro_batches, case.partition.per_rank[0]):
             inputs = {k: v for k, v in batch.items() if k != "labels"}
             logits_RTV = whole_tensor(model(**inputs).logits)
             logprob_RTV = torch.log_softmax(logits_RTV[:, :-1], dim=-1)
@@ -112,7 +108,6 @@ class HfTensorParallel(Engine):
                 values[0] = 0.0  # nothing of this sample precedes token 0
                 logprobs[span.sample] = values
         grads = {name: whole_tensor(p.grad).detach().clone() for name, p in model.named_parameters() if p.grad is not None}
-        result = StepResult(logprobs=logprobs, loss=loss_sum, num_loss_tokens=count, grads=grads,
-                            notes={"tp": case.parallel.tp, "dp": case.parallel.dp})
-        return result if dp_group is None else combine_dp(case, result, dp_group)
+        return StepResult(logprobs=logprobs, loss=loss_sum, num_loss_tokens=count, grads=grads,
+                          notes={"tp": case.parallel.tp, "transformers_tp_plan": "auto"})
 
