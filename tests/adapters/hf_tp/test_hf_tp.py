@@ -1,0 +1,52 @@
+"""hf_tp: transformers' own tensor parallelism (DTensor) on CPU gloo in float64. Its tp2 arms equal its single-process
+run, yet the collective recorder sees none of DTensor's functional collectives, so tp_vs_notp flags them as not run
+tensor-parallel (`unused_tensor_parallel`): a finding about the recorder, pinned here, not a pass."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from packcheck.harness.scenarios.tp_vs_notp import build
+from packcheck.impls.adapters.hf_tp.engine import HfTensorParallel
+
+
+@pytest.fixture(scope="module")
+def arms(packcheck_inputs):
+    return build(packcheck_inputs.setting("llama", "float64", "cpu"))
+
+
+def test_dp_by_tp_and_an_optimizer_step_are_declined_with_the_reason(arms):
+    engine = HfTensorParallel()
+    assert engine.unsupported_reason(arms["tp2"]) is None
+    assert "initialize_distributed_mesh" in engine.unsupported_reason(arms["dp2_tp2"])
+
+
+@pytest.mark.slow
+def test_tp2_arms_equal_the_single_process_run_to_float64_rounding(arms, packcheck_pool):
+    single = packcheck_pool.run("hf_tp", arms["single"]).result
+    for name in ("tp2", "tp2_unpacked"):
+        outcome = packcheck_pool.run("hf_tp", arms[name])
+        assert outcome.status == "ok", outcome.error
+        tp = outcome.result
+        assert tp.num_loss_tokens == single.num_loss_tokens
+        assert abs(tp.loss - single.loss) < 1e-12
+        assert max((a - b).abs().max().item() for a, b in zip(tp.logprobs, single.logprobs)) < 1e-12
+        for param, grad in single.grads.items():
+            assert torch.linalg.norm(tp.grads[param] - grad) <= 1e-12 * torch.linalg.norm(grad), (name, param)
+        # what the recorder saw of the tp arm: no collective at all (DTensor's are functional: docs/distributed.md, "Limits")
+        assert [len(log) for log in tp.collectives] == [0, 0]
+
+
+@pytest.mark.slow
+def test_tp_vs_notp_flags_the_tp_arms_as_unused_tensor_parallel(verdict_of):
+    verdict = verdict_of("hf_tp", "tp_vs_notp", "llama")
+    assert verdict.failed, verdict.message()
+    assert "did not run tensor-parallel" in verdict.message()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["llama", "qwen3"])
+def test_packed_and_unpacked_rows_agree(verdict_of, family):
+    verdict = verdict_of("hf_tp", "packed_vs_unpacked", family)
+    assert verdict.status == "pass", verdict.message()
