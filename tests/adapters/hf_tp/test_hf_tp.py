@@ -16,26 +16,25 @@ def arms(packcheck_inputs):
     return build(packcheck_inputs.setting("llama", "float64", "cpu"))
 
 
-def test_dp_by_tp_and_an_optimizer_step_are_declined_with_the_reason(arms):
+def test_dp_by_tp_is_declined_with_the_reason(arms):
     engine = HfTensorParallel()
     assert engine.unsupported_reason(arms["tp2"]) is None
     assert "initialize_distributed_mesh" in engine.unsupported_reason(arms["dp2_tp2"])
 
 
-@pytest.mark.slow
-def test_tp2_arms_equal_the_single_process_run_to_float64_rounding(arms, packcheck_pool):
+@pytest.mark.parametrize("name", ["tp2", pytest.param("tp2_unpacked", marks=pytest.mark.slow)])
+def test_tp2_arm_equals_the_single_process_run_to_float64_rounding(arms, packcheck_pool, name):
     single = packcheck_pool.run("hf_tp", arms["single"]).result
-    for name in ("tp2", "tp2_unpacked"):
-        outcome = packcheck_pool.run("hf_tp", arms[name])
-        assert outcome.status == "ok", outcome.error
-        tp = outcome.result
-        assert tp.num_loss_tokens == single.num_loss_tokens
-        assert abs(tp.loss - single.loss) < 1e-12
-        assert max((a - b).abs().max().item() for a, b in zip(tp.logprobs, single.logprobs)) < 1e-12
-        for param, grad in single.grads.items():
-            assert torch.linalg.norm(tp.grads[param] - grad) <= 1e-12 * torch.linalg.norm(grad), (name, param)
-        # what the recorder saw of the tp arm: no collective at all (DTensor's are functional: docs/distributed.md, "Limits")
-        assert [len(log) for log in tp.collectives] == [0, 0]
+    outcome = packcheck_pool.run("hf_tp", arms[name])
+    assert outcome.status == "ok", outcome.error
+    tp = outcome.result
+    assert tp.num_loss_tokens == single.num_loss_tokens
+    assert abs(tp.loss - single.loss) < 1e-12
+    assert max((a - b).abs().max().item() for a, b in zip(tp.logprobs, single.logprobs)) < 1e-12
+    for param, grad in single.grads.items():
+        assert torch.linalg.norm(tp.grads[param] - grad) <= 1e-12 * torch.linalg.norm(grad), param
+    # what the recorder saw of the tp arm: no collective at all (DTensor's are functional: docs/distributed.md, "Limits")
+    assert [len(log) for log in tp.collectives] == [0, 0]
 
 
 @pytest.mark.slow
