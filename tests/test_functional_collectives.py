@@ -57,6 +57,7 @@ def test_dtensor_and_functional_collectives_are_recorded_as_their_ops_on_global_
         assert [e["seq"] for e in log] == list(range(len(log)))
         assert all(e["async"] and e["state"] == "completed" for e in log), "every result was waited on"
         assert log[3]["site"].startswith(SITE) and log[3]["wait_site"].startswith(SITE)
+        assert log[8]["site"] == log[7]["site"], "the backward's all_reduce is the `.backward()` line's, not a mode's hook"
     assert first_divergence(logs) is None
     assert unused_mesh(ParallelPlan(tp=2), 9, logs) == [], "nine exchanges with the TP peer on each rank"
     assert unused_mesh(ParallelPlan(tp=2), 10, logs), "the one-rank group's all_reduce reaches no peer"
