@@ -14,8 +14,9 @@ computed here from the gathered logits in the Case's dtype (transformers' `ForCa
 float32: docs/findings.md, H3), is divided by the step's loss-token count and backpropagated. Each gradient is
 reported whole (`DTensor.full_tensor()`). Every rank returns the same StepResult; no optimizer step.
 
-The collective recorder does not see DTensor's functional collectives (docs/distributed.md, "Limits"), so a tp arm
-shows no exchange with its TP peers and `unused_tensor_parallel` flags it (docs/adapters.md, hf_tp).
+DTensor reduces through functional collectives (`torch.ops._c10d_functional`), which the collective recorder logs as the
+torch.distributed ops they perform (harness/collectives/functional.py): a tp arm's trace shows each layer's reductions
+over the TP group, and `unused_tensor_parallel` judges it on them (docs/adapters.md, hf_tp).
 """
 
 from __future__ import annotations
