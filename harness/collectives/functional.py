@@ -15,7 +15,7 @@ pushed per thread, and in torch.compile's way).
 A functional collective returns before it completes: it is logged "async" once issued, "entered" while a `wait_tensor`
 on its result blocks (a hang report's "waiting in all_reduce(...)", with `wait_site`), "completed" when every result's
 wait has returned. Not recorded: calls while torch.compile traces (`torch.compiler.is_compiling()`: it runs the ops on
-fake tensors; a compiled graph's collectives are recorded when it runs them), and C++ callers of the ops
+fake tensors; a compiled graph's collectives are recorded when it runs them through the op objects), and C++ callers of the ops
 (`torch.ops._dtensor.shard_dim_alltoall`: DTensor's Shard(i) -> Shard(j) on CUDA).
 """
 
