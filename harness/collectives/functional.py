@@ -15,7 +15,7 @@ pushed per thread, and in torch.compile's way).
 A functional collective returns before it completes: it is logged "async" once issued, "entered" while a `wait_tensor`
 on its result blocks (a hang report's "waiting in all_reduce(...)", with `wait_site`), "completed" when every result's
 wait has returned. Not recorded: calls while torch.compile traces (`torch.compiler.is_compiling()`: it runs the ops on
-fake tensors; a compiled graph's collectives are recorded when it runs them through the op objects), and C++ callers of the ops
+fake tensors; a compiled graph's collectives are recorded when it runs them), and C++ callers of the ops
 (`torch.ops._dtensor.shard_dim_alltoall`: DTensor's Shard(i) -> Shard(j) on CUDA).
 """
 
@@ -42,6 +42,7 @@ class Log(Protocol):
     lock: threading.Lock
 
     def append(self, entry: dict) -> dict: ...
+    def inside(self, entry: dict, original: Callable, *args, **kwargs): ...
     def finish(self, entry: dict, state: str, error: str | None = None) -> None: ...
 
 
@@ -86,14 +87,7 @@ class FunctionalRecorder:
                 return original(*args, **kwargs)
             arguments = dict(zip(names, args)) | kwargs
             entry = log.append(_entry(name, spec, arguments))
-            log.depth.value = 1
-            try:
-                out = original(*args, **kwargs)
-            except BaseException as err:
-                log.finish(entry, "failed", error=f"{type(err).__name__}: {err}")
-                raise
-            finally:
-                log.depth.value = 0
+            out = log.inside(entry, original, *args, **kwargs)
             self._issued(entry, spec, out)
             return out
 
@@ -124,14 +118,7 @@ class FunctionalRecorder:
                 return original(tensor, *args, **kwargs)
             entry["wait_site"] = call_site()
             log.finish(entry, "entered")
-            log.depth.value = 1
-            try:
-                out = original(tensor, *args, **kwargs)
-            except BaseException as err:
-                log.finish(entry, "failed", error=f"{type(err).__name__}: {err}")
-                raise
-            finally:
-                log.depth.value = 0
+            out = log.inside(entry, original, tensor, *args, **kwargs)
             with log.lock:
                 self._open[id(entry)] = left = self._open.get(id(entry), 1) - 1
             log.finish(entry, "async" if left > 0 else "completed")

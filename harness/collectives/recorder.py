@@ -128,14 +128,7 @@ class CollectiveRecorder:
                 return original(*args, **kwargs)
             bound.apply_defaults()
             entry = self._enter(name, bound.arguments)
-            self.depth.value = 1
-            try:
-                out = original(*args, **kwargs)
-            except BaseException as err:
-                self.finish(entry, "failed", error=f"{type(err).__name__}: {err}")
-                raise
-            finally:
-                self.depth.value = 0
+            out = self.inside(entry, original, *args, **kwargs)
             self._settle(entry, out)
             return out
 
@@ -159,6 +152,17 @@ class CollectiveRecorder:
             entry["seq"] = len(self.log)
             self.log.append(entry)
         return entry
+
+    def inside(self, entry: dict, original: Callable, *args, **kwargs):
+        """`original(*args, **kwargs)` as the call `entry` logs: the calls it makes are part of it; a raise fails it."""
+        self.depth.value = 1
+        try:
+            return original(*args, **kwargs)
+        except BaseException as err:
+            self.finish(entry, "failed", error=f"{type(err).__name__}: {err}")
+            raise
+        finally:
+            self.depth.value = 0
 
     def finish(self, entry: dict, state: str, error: str | None = None) -> None:
         with self.lock:
