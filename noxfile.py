@@ -104,6 +104,9 @@ ADAPTERS: dict[str, tuple[str, dict[str, str]]] = {
                           "hf_trainer.float64": "float64", "hf_trainer.qwen3_5": "float32",
                           "hf_trainer.moe": "float32", "hf_trainer.rank-token-count": "float32"}),
     "trl": ("trl", {"trl_sft": "float32", "trl_grpo": "float32", "trl_grpo.per-micro-batch": "float32"}),
+    # transformers' own TP (DTensor) on 2 gloo ranks, judged on its functional collectives (docs/adapters.md, hf_tp).
+    # Shares hf_trainer's pins (the hf extra).
+    "hf_tp": ("hf", {"hf_tp": "float64"}),
     "ringmaster_cp": ("ringmaster", {"ringmaster_cp": "float64", "ringmaster_cp.preshifted-labels": "float64"}),
     # Heavy: verl pulls ray, wandb, tensorboard (a 1.9 GB venv); not in the default run.
     "verl_fsdp": ("verl", {"verl_fsdp": "float32", "verl_fsdp.pretrain-mask": "float32",

@@ -2,7 +2,7 @@
 
     recorder = install_recorder()        # before the engine is imported
     recorder.start_case()
-    ...                                  # the engine runs; every torch.distributed call is logged
+    ...                                  # the engine runs; every collective is logged (dist.*, DTensor's functional ones)
     log = recorder.snapshot()            # list of JSON-serialisable dicts, one per call
     first_divergence([log_rank0, log_rank1, ...])   # None, or where the ranks stopped matching
     unused_mesh(plan, layers, logs)      # the ways the logs show a dp x cp arm did not run distributed

@@ -1,4 +1,5 @@
-"""The torch.distributed functions the recorder wraps, and what every rank of a group must agree on.
+"""The torch.distributed functions the recorder wraps, the functional collectives it records as their counterparts,
+and what every rank of a group must agree on.
 
 Each op names the arguments whose shapes and dtypes are the same on every member of the group in
 a correct program (`matched`). Three kinds:
@@ -9,11 +10,15 @@ a correct program (`matched`). Three kinds:
   collectives, the root-only lists of gather/scatter): still issued by every member in the same
   order, but only the op and the group are matched;
 - point-to-point ops (send, recv, batch_isend_irecv, ...): pairs of ranks, not matched at all.
+
+A functional collective (`torch.ops._c10d_functional`, what DTensor reduces through) is recorded as the torch.distributed
+op it performs, its tensors under that op's parameter names (`FUNCTIONAL_OPS`): an all_reduce is an all_reduce, whichever
+API issued it, so the symmetry check and the hang report read both alike.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,9 +36,11 @@ OPS: dict[str, OpSpec] = {
     "all_gather_coalesced": OpSpec(("output_tensor_lists", "input_tensor_list")),
     "all_gather_into_tensor": OpSpec(("output_tensor", "input_tensor")),
     "all_gather_single": OpSpec(("output_tensor", "input_tensor")),
+    "all_gather_into_tensor_coalesced": OpSpec(("output_tensors", "input_tensors")),  # functional only
     "reduce_scatter": OpSpec(("output", "input_list")),
     "reduce_scatter_tensor": OpSpec(("output", "input")),
     "reduce_scatter_single": OpSpec(("output", "input")),
+    "reduce_scatter_tensor_coalesced": OpSpec(("outputs", "inputs")),  # functional only
     "all_to_all": OpSpec(),
     "all_to_all_single": OpSpec(),
     "broadcast": OpSpec(("tensor",)),
@@ -53,6 +60,41 @@ OPS: dict[str, OpSpec] = {
     "batch_isend_irecv": POINT_TO_POINT,
     "send_object_list": POINT_TO_POINT,
     "recv_object_list": POINT_TO_POINT,
+}
+
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionalOp:
+    """How a `torch.ops._c10d_functional` op is recorded: as `op` (an OPS name), each tensor argument of its schema under
+    the parameter name `op` has in torch.distributed (`tensors`), its result too where it is a new tensor (`output`,
+    listed first, as torch.distributed takes it), and its integer rank arguments under the names `args` gives."""
+
+    op: str
+    tensors: dict[str, str]
+    output: str | None = None
+    args: dict[str, str] = field(default_factory=dict)
+
+
+FUNCTIONAL_OPS: dict[str, FunctionalOp] = {
+    "all_reduce": FunctionalOp("all_reduce", {"input": "tensor"}),
+    "all_reduce_": FunctionalOp("all_reduce", {"input": "tensor"}),
+    "all_reduce_coalesced": FunctionalOp("all_reduce_coalesced", {"inputs": "tensors"}),
+    "all_reduce_coalesced_": FunctionalOp("all_reduce_coalesced", {"inputs": "tensors"}),
+    "all_gather_into_tensor": FunctionalOp("all_gather_into_tensor", {"input": "input_tensor"}, output="output_tensor"),
+    "all_gather_into_tensor_out": FunctionalOp("all_gather_into_tensor", {"out": "output_tensor", "input": "input_tensor"}),
+    "all_gather_into_tensor_coalesced": FunctionalOp("all_gather_into_tensor_coalesced", {"inputs": "input_tensors"},
+                                                     output="output_tensors"),
+    "reduce_scatter_tensor": FunctionalOp("reduce_scatter_tensor", {"input": "input"}, output="output"),
+    "reduce_scatter_tensor_out": FunctionalOp("reduce_scatter_tensor", {"out": "output", "input": "input"}),
+    "reduce_scatter_tensor_coalesced": FunctionalOp("reduce_scatter_tensor_coalesced", {"inputs": "inputs"}, output="outputs"),
+    "all_to_all_single": FunctionalOp("all_to_all_single", {"input": "input"}, output="output"),
+    "broadcast": FunctionalOp("broadcast", {"input": "tensor"}, args={"src": "group_src"}),
+    "broadcast_": FunctionalOp("broadcast", {"input": "tensor"}, args={"src": "group_src"}),
+    # the peers of the functional point-to-point ops are global ranks (_functional_collectives.isend_inplace)
+    "isend": FunctionalOp("isend", {"tensor": "tensor"}, args={"dst": "dst"}),
+    "irecv": FunctionalOp("irecv", {"tensor": "tensor"}, args={"src": "src"}),
+    "batch_p2p_ops": FunctionalOp("batch_isend_irecv", {"tensors": "p2p_op_list"}),
 }
 
 # Integer arguments worth recording: roots and peers (global or group-local ranks), and p2p tags.

@@ -1,8 +1,9 @@
-"""The per-rank collective recorder: every torch.distributed call a rank makes, in order, as JSON.
+"""The per-rank collective recorder: every collective a rank issues, in order, as JSON.
 
 `install_recorder()` replaces the public collective and point-to-point functions of
 torch.distributed (the names in `ops.OPS`) with wrappers that log each call, then call the
-original. The same wrapper object goes into `torch.distributed` and
+original, and records the functional collectives (DTensor's) where they are issued and waited
+on (functional.py). The same wrapper object goes into `torch.distributed` and
 `torch.distributed.distributed_c10d`, so identity checks inside torch (P2POp's op check) still
 hold. Install it before the engine is imported, so that an engine doing
 `from torch.distributed import all_reduce` binds the wrapper too. Only the outermost call is
@@ -19,20 +20,20 @@ One entry per call:
     async    async_op=True, an isend/irecv, or batch_isend_irecv
     state    "entered" -> "completed" | "failed"; asynchronous calls go "async" -> "completed" when
              their work completes (observed through the work's future, or polled in `snapshot()`)
-    site     "path:line in function" of the first caller outside torch.distributed
+    site     "path:line in function" of the first caller outside torch
     error    the exception text, when the call raised
+    via      a functional collective's op, e.g. "_c10d_functional.all_reduce" (`op` is the
+             torch.distributed op it performs); wait_site: where its result was waited on
 
-Not seen: functional collectives (torch.distributed._functional_collectives, DTensor), which
-call C++ ops directly. "completed" means the call returned to Python: on NCCL, that the
-collective was enqueued on the stream.
+Nothing is recorded while torch.compile traces (`torch.compiler.is_compiling()`): the wrappers
+step aside, so a compiled region traces as it would without them. "completed" means the call
+returned to Python: on NCCL, that the collective was enqueued on the stream.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-import os
-import sys
 import threading
 from typing import Callable
 
@@ -40,32 +41,34 @@ import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
+from packcheck.harness.collectives.entries import call_site, tensor_field
+from packcheck.harness.collectives.functional import FunctionalRecorder
 from packcheck.harness.collectives.ops import OPS, RANK_ARGUMENTS
 
-_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
-_THIS_FILE = os.path.abspath(__file__)
 _active: CollectiveRecorder | None = None
 
 
 class CollectiveRecorder:
     def __init__(self) -> None:
         self.log: list[dict] = []
-        self._lock = threading.Lock()
-        self._depth = threading.local()
+        self.lock = threading.Lock()
+        self.depth = threading.local()  # depth.value > 0: inside a recorded call; the calls it makes are part of it
         self._unobserved: dict[int, list] = {}  # seq -> in-flight works without a future, polled
         self._originals: dict[str, Callable] = {}
+        self._functional = FunctionalRecorder(self)
 
     # -- the log ---------------------------------------------------------------------------
 
     def start_case(self) -> None:
         """Begin a new log (seq restarts at 0)."""
-        with self._lock:
+        with self.lock:
             self.log = []
             self._unobserved = {}
+            self._functional.forget()
 
     def snapshot(self) -> list[dict]:
         """A copy of the log, with the completion of unobserved asynchronous works polled now."""
-        with self._lock:
+        with self.lock:
             self._poll_unobserved()
             return [dict(entry) for entry in self.log]
 
@@ -90,6 +93,7 @@ class CollectiveRecorder:
             setattr(c10d, name, wrapper)
             if getattr(dist, name, None) is original:
                 setattr(dist, name, wrapper)
+        self._functional.install()
         _active = self
         return self
 
@@ -100,6 +104,7 @@ class CollectiveRecorder:
                 setattr(dist, name, original)
             setattr(c10d, name, original)
         self._originals = {}
+        self._functional.uninstall()
         _active = None
 
     def __enter__(self) -> CollectiveRecorder:
@@ -115,7 +120,7 @@ class CollectiveRecorder:
 
         @functools.wraps(original)
         def recorded(*args, **kwargs):
-            if getattr(self._depth, "value", 0) > 0:
+            if torch.compiler.is_compiling() or getattr(self.depth, "value", 0) > 0:
                 return original(*args, **kwargs)
             try:
                 bound = signature.bind(*args, **kwargs)
@@ -123,21 +128,14 @@ class CollectiveRecorder:
                 return original(*args, **kwargs)
             bound.apply_defaults()
             entry = self._enter(name, bound.arguments)
-            self._depth.value = 1
-            try:
-                out = original(*args, **kwargs)
-            except BaseException as err:
-                self._finish(entry, "failed", error=f"{type(err).__name__}: {err}")
-                raise
-            finally:
-                self._depth.value = 0
+            out = self.inside(entry, original, *args, **kwargs)
             self._settle(entry, out)
             return out
 
         return recorded
 
     def _enter(self, name: str, arguments: dict) -> dict:
-        entry = {
+        return self.append({
             "seq": 0,
             "op": name,
             "group": _group_ranks(arguments),
@@ -145,15 +143,29 @@ class CollectiveRecorder:
             "args": _rank_arguments(arguments),
             "async": bool(arguments.get("async_op")) or name in ("isend", "irecv", "batch_isend_irecv"),
             "state": "entered",
-            "site": _call_site(),
-        }
-        with self._lock:
+            "site": call_site(),
+        })
+
+    def append(self, entry: dict) -> dict:
+        """Log a new entry at the next seq."""
+        with self.lock:
             entry["seq"] = len(self.log)
             self.log.append(entry)
         return entry
 
-    def _finish(self, entry: dict, state: str, error: str | None = None) -> None:
-        with self._lock:
+    def inside(self, entry: dict, original: Callable, *args, **kwargs):
+        """`original(*args, **kwargs)` as the call `entry` logs: the calls it makes are part of it; a raise fails it."""
+        self.depth.value = 1
+        try:
+            return original(*args, **kwargs)
+        except BaseException as err:
+            self.finish(entry, "failed", error=f"{type(err).__name__}: {err}")
+            raise
+        finally:
+            self.depth.value = 0
+
+    def finish(self, entry: dict, state: str, error: str | None = None) -> None:
+        with self.lock:
             entry["state"] = state
             if error is not None:
                 entry["error"] = error
@@ -163,16 +175,16 @@ class CollectiveRecorder:
         works = out if isinstance(out, list) else [out]
         works = [w for w in works if isinstance(w, c10d.Work)]
         if not entry["async"] or not works:
-            self._finish(entry, "completed")
+            self.finish(entry, "completed")
             return
-        self._finish(entry, "async")
+        self.finish(entry, "async")
         if len(works) == 1:
             try:
                 works[0].get_future().then(functools.partial(self._future_done, entry))
                 return
             except RuntimeError:  # gloo's point-to-point works have no future
                 pass
-        with self._lock:
+        with self.lock:
             self._poll_unobserved()  # holds only works still in flight: they keep their tensors alive
             self._unobserved[entry["seq"]] = works
 
@@ -180,9 +192,9 @@ class CollectiveRecorder:
         try:
             future.value()
         except Exception as err:  # noqa: BLE001 - recorded, the caller's wait() raises it
-            self._finish(entry, "failed", error=f"{type(err).__name__}: {err}")
+            self.finish(entry, "failed", error=f"{type(err).__name__}: {err}")
         else:
-            self._finish(entry, "completed")
+            self.finish(entry, "completed")
 
 
 def install_recorder() -> CollectiveRecorder:
@@ -211,7 +223,7 @@ def _group_ranks(arguments: dict) -> list[int]:
 
 def _tensors(name: str, arguments: dict) -> list[dict]:
     if name == "batch_isend_irecv":
-        return [_tensor(f"{p.op.__name__} peer {p.peer}", "p2p_op_list", p.tensor) | {"peer": p.peer} for p in arguments["p2p_op_list"]]
+        return [tensor_field(f"{p.op.__name__} peer {p.peer}", "p2p_op_list", p.tensor) | {"peer": p.peer} for p in arguments["p2p_op_list"]]
     found: list[dict] = []
     for arg, value in arguments.items():
         _collect(arg, arg, value, found)
@@ -220,14 +232,10 @@ def _tensors(name: str, arguments: dict) -> list[dict]:
 
 def _collect(param: str, path: str, value, found: list[dict]) -> None:
     if isinstance(value, torch.Tensor):
-        found.append(_tensor(path, param, value))
+        found.append(tensor_field(path, param, value))
     elif isinstance(value, (list, tuple)) and value and any(isinstance(v, (torch.Tensor, list, tuple)) for v in value):
         for i, item in enumerate(value):
             _collect(param, f"{path}[{i}]", item, found)
-
-
-def _tensor(arg: str, param: str, t: torch.Tensor) -> dict:
-    return {"arg": arg, "param": param, "shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")}
 
 
 def _rank_arguments(arguments: dict) -> dict:
@@ -236,18 +244,3 @@ def _rank_arguments(arguments: dict) -> dict:
     if isinstance(reduce_op, (dist.ReduceOp, dist.ReduceOp.RedOpType)):
         found["reduce_op"] = getattr(reduce_op, "name", None) or type(reduce_op).__name__
     return found
-
-
-# where the process started (the run's directory): call sites read relative to it, wherever an engine moves the cwd
-_START_DIR = os.getcwd()
-
-
-def _call_site() -> str:
-    frame = sys._getframe(3)
-    while frame is not None and (frame.f_code.co_filename.startswith(_TORCH_DIR) or frame.f_code.co_filename == _THIS_FILE):
-        frame = frame.f_back
-    if frame is None:
-        return ""
-    path = frame.f_code.co_filename
-    relative = os.path.relpath(path, _START_DIR) if path.startswith(_START_DIR + os.sep) else path
-    return f"{relative}:{frame.f_lineno} in {frame.f_code.co_name}"

@@ -36,9 +36,11 @@ class RankState:
 
     @property
     def waiting_in(self) -> dict | None:
-        """The collective this rank was blocked in, if its last one had not completed."""
+        """The collective this rank was blocked in: the one it was in or waiting on ("entered": a functional collective's
+        wait may follow later issues), else its last one if that had not completed."""
+        blocked = next((e for e in reversed(self.collectives) if e["state"] == "entered"), None)
         last = self.last_collective
-        return last if last is not None and last["state"] in ("entered", "async") else None
+        return blocked or (last if last is not None and last["state"] == "async" else None)
 
     def describe(self) -> str:
         if self.reason == "no_report":
@@ -49,7 +51,7 @@ class RankState:
         elif self.engine_returned:
             doing = "had finished the case (engine.run returned) and was waiting for the other ranks"
         elif self.last_collective is not None:
-            doing = describe_state(self.last_collective)
+            doing = describe_state(self.waiting_in or self.last_collective)
         else:
             doing = "had issued no collective in this case"
         return f"rank {self.rank}: {doing}"

@@ -1,0 +1,1 @@
+"""hf_tp: transformers' own tensor parallelism (DistributedConfig(tp_plan="auto"), DTensor) behind packcheck's Engine."""
