@@ -53,7 +53,7 @@ def test_real_cpu_kernels_pass_against_the_float64_oracle(name, dtypes, ratios):
 
 
 def test_the_range_of_a_kernel_wrong_off_multiples_of_32_is_found_and_its_case_shrunk(tmp_path):
-    code = main(["kernels", "--kernel", STANDINS + "WRONG_OFF_32", "--device", "cpu", "--dtype", "float64", "--gqa", "1",
+    code = main(["kernels", "--kernel", STANDINS + "WRONG_OFF_32", "--device", "cpu", "--dtypes", "float64", "--gqa", "1",
                  "--examples", "2", "--out", str(tmp_path)])
     assert code == 1
     results = json.loads((tmp_path / "results.json").read_text())
@@ -73,7 +73,7 @@ def test_the_range_of_a_kernel_wrong_off_multiples_of_32_is_found_and_its_case_s
 
 
 def test_the_reproduce_command_of_a_shrunk_case_reruns_exactly_it(tmp_path):
-    code = main(["kernels", "--kernel", STANDINS + "WRONG_OFF_32", "--device", "cpu", "--dtype", "float64", "--head-dims", "80",
+    code = main(["kernels", "--kernel", STANDINS + "WRONG_OFF_32", "--device", "cpu", "--dtypes", "float64", "--head-dims", "80",
                  "--gqa", "1", "--kv-heads", "1", "--documents", "2", "--out", str(tmp_path)])
     [verdict] = json.loads((tmp_path / "results.json").read_text())["verdicts"]
     assert (code, verdict["status"], verdict["kernel"]["worst_case"]["documents"]) == (1, "fail", [2])
@@ -98,7 +98,7 @@ def test_a_pinned_finding_is_an_expected_failure_inside_its_pin_and_a_pass_there
 
 
 def test_a_kernel_that_raises_or_returns_nan_is_a_named_verdict(tmp_path):
-    code = main(["kernels", "--kernel", STANDINS + "RAISES", STANDINS + "RETURNS_NAN", "sdpa", "--device", "cpu", "--dtype", "float32",
+    code = main(["kernels", "--kernel", STANDINS + "RAISES", STANDINS + "RETURNS_NAN", "sdpa", "--device", "cpu", "--dtypes", "float32",
                  "--head-dims", "8", "--gqa", "1", "--examples", "1", "--out", str(tmp_path)])
     verdicts = {v["engine"]: v for v in json.loads((tmp_path / "results.json").read_text())["verdicts"]}
     assert code == 1 and verdicts["sdpa"]["status"] == "pass"

@@ -11,18 +11,19 @@ from __future__ import annotations
 import sys
 
 from packcheck.harness.cli.errors import UsageError
+from packcheck.harness.run.options import add_option
 
 DEFAULT_OUT = "reports/kernels"
 DTYPES = ("float64", "float32", "bfloat16", "float16")
 
 EPILOG = """\
 examples:
-  # every kernel this machine has, over every head dim (8-256 by 8) and GQA ratio (1-8)
-  packcheck kernels --out reports/kernels
+  # every kernel of this GPU, over every head dim (8-256 by 8) and GQA ratio (1-8); --device cpu: the CPU's kernels
+  packcheck kernels --device cuda --out reports/kernels
   # flash-attn-4 at three head dims, bf16, more packings per configuration
-  packcheck kernels --kernel flash-attn-4 --head-dims 16,48,128 --examples 20
+  packcheck kernels --device cuda --kernel flash-attn-4 --head-dims 16,48,128 --examples 20
   # exactly one case (what a verdict's shrunk case prints)
-  packcheck kernels --kernel flash-attn-4 --dtype bfloat16 --head-dims 80 --gqa 1 --kv-heads 1 --documents 2
+  packcheck kernels --kernel flash-attn-4 --device cuda --dtypes bfloat16 --head-dims 80 --gqa 1 --kv-heads 1 --documents 2
   # your own kernel: a packcheck.harness.kernels.registry.Kernel named NAME in mypkg/kernels.py
   packcheck kernels --kernel mypkg.kernels:NAME --device cpu
 """
@@ -36,8 +37,9 @@ def add_parser(commands) -> None:
     parser.add_argument("--kernel", nargs="+", default=None, metavar="NAME",
                         help="registered kernels or package.module:NAME (default: every registered kernel; those this machine "
                              "lacks are reported unsupported with the reason)")
-    parser.add_argument("--device", choices=("cpu", "cuda"), default=None, help="default: cuda where torch sees a GPU, else cpu")
-    parser.add_argument("--dtype", nargs="+", choices=DTYPES, default=None,
+    add_option(parser, "device")  # cpu unless asked, as `packcheck run`'s
+    # not the table's --dtype (one dtype an engine runs): a kernel is checked in several, float16 among them
+    parser.add_argument("--dtypes", nargs="+", choices=DTYPES, default=None,
                         help="default: bfloat16 on cuda; on cpu every dtype each kernel declares there")
     parser.add_argument("--head-dims", default="8-256", help="head dims: a list (16,48,80) or a range of multiples of 8 (8-256, the default)")
     parser.add_argument("--gqa", default="1-8", help="query heads per kv head: a list (1,4) or a range (1-8, the default); "
@@ -76,7 +78,7 @@ def plan_of(args):
         raise UsageError(f"--examples {args.examples}: give 1 or more packings per configuration")
     if (args.documents is None) != (args.kv_heads is None):
         raise UsageError("--documents and --kv-heads go together (one exact case); give both, or neither to draw cases")
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = args.device
     if device == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: torch sees no GPU here; use --device cpu")
     documents = None if args.documents is None else numbers("--documents", args.documents, 1)
@@ -84,7 +86,7 @@ def plan_of(args):
         raise UsageError(f"--kv-heads {args.kv_heads}: give 1 or more")
     specs = args.kernel or list(KERNELS)
     return Plan(kernels=tuple((spec, resolve_kernel(spec)) for spec in specs), device=device,
-                dtypes=None if args.dtype is None else tuple(args.dtype), head_dims=numbers("--head-dims", args.head_dims, 8),
+                dtypes=None if args.dtypes is None else tuple(args.dtypes), head_dims=numbers("--head-dims", args.head_dims, 8),
                 ratios=numbers("--gqa", args.gqa, 1), examples=args.examples, seed=args.seed, kv_heads=args.kv_heads,
                 documents=documents, shrink=not args.no_shrink)
 

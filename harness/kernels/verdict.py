@@ -76,7 +76,7 @@ class KernelVerdict:
         """The command that reruns this verdict (with `case`: exactly that case, e.g. the shrunk one)."""
         case = case or self.fixed
         configuration = (case.flags() if case else f"--head-dims {self.configuration.head_dim} --gqa {self.configuration.ratio}")
-        return (f"{packcheck_program()} kernels --kernel {shlex.quote(self.spec)} --device {self.device} --dtype {self.dtype} "
+        return (f"{packcheck_program()} kernels --kernel {shlex.quote(self.spec)} --device {self.device} --dtypes {self.dtype} "
                 f"{configuration} --seed {self.seed}" + ("" if case else f" --examples {self.examples}"))
 
     def as_run_verdict(self) -> Verdict:
