@@ -209,12 +209,13 @@ def ci_extras(adapters: tuple[str, ...] = CI_ADAPTERS) -> str:
     return ",".join(["test", *(ADAPTERS[adapter][0] for adapter in adapters)])
 
 
-def run_engines(session: nox.Session, families: tuple[str, ...] = (), adapters: tuple[str, ...] = CI_ADAPTERS) -> None:
-    """The adapters' tests and their conformance runs on `families` (default: every family each engine declares), two at
-    a time."""
+def run_engines(session: nox.Session, families: tuple[str, ...] = (), also: list[list[str]] = (),
+                adapters: tuple[str, ...] = CI_ADAPTERS) -> None:
+    """The commands `also`, then the CI adapters' tests and their conformance runs on `families` (default: every family
+    each engine declares), two at a time: `also` first, the longest of them."""
     engines = {engine: dtype for adapter in adapters for engine, dtype in adapter_engines(adapter, variants=False).items()}
     # two at a time: arms wait on each other's cores, hence the longer arm timeout
-    run_two_at_a_time(session, [["pytest", *(f"tests/adapters/{name}" for name in engines), *session.posargs],
+    run_two_at_a_time(session, [*also, ["pytest", *(f"tests/adapters/{name}" for name in engines), *session.posargs],
                                 *conformance_commands(session, engines, arm_timeout=300, families=families)])
 
 
@@ -227,48 +228,13 @@ CI_FAMILIES = ("llama",)
 def ci(session: nox.Session) -> None:
     """What CI runs: the tests session, then the engines session on CI_FAMILIES, in one environment (the CI adapters'
     extras pin the transformers the tests run on too: one venv of torch and transformers fewer to install), with the
-    package session's wheel check, on CI_FAMILIES too, in the background from the start at a low priority (BACKGROUND)."""
+    package session's wheel check, on CI_FAMILIES too, among the engines' commands (two at a time, it first: the
+    longest of them). Not the tests beside the engines' commands: on 2 cores that ran at a load of 6 and took longer
+    (1348 s against about 1200 s one after the other, 2026-12-07)."""
     install(session, ci_extras())
+    run_tests(session)
     # the wheel's claims each on one family (CI_FAMILIES); on every family in `nox -s package`
-    with in_background(session, wheel_check(session, "--family", CI_FAMILIES[0], "--arm-timeout", "300")):
-        run_tests(session)
-        run_engines(session, families=CI_FAMILIES)
-
-
-# The tests keep 1.55 of CI's 2 cores busy (pytest-xdist's workers wait on launches, hangs, timeouts), and the engines'
-# commands two at a time about as many. The wheel check (a fresh venv's install, then runs of the installed package)
-# takes those idle cycles at nice 10: the kernel gives it a tenth of a core's share where the tests want every core, and
-# all of what they leave. Run after the engines' commands, it was the longest of them, 216-299 s of the CI time
-# (2026-12-07); beside the tests at the same priority, it slowed them more than it gained (1348 s against 1088 s).
-# An arm of its runs may then wait for a core: `packcheck run`'s arm timeout is 600 s, its conformance runs' is set to 300.
-BACKGROUND_NICENESS = 10
-
-
-class in_background:
-    """`command` in the session's environment at BACKGROUND_NICENESS while the block runs; on leaving the block, waited
-    for, its output printed whole, and the session failed if it failed (a failure in the block is reported first)."""
-
-    def __init__(self, session: nox.Session, command: list[str]):
-        self.session, self.command = session, command
-
-    def __enter__(self) -> None:
-        self.output = tempfile.TemporaryFile(mode="w+")
-        self.started = time.monotonic()
-        self.process = None if self.session._runner.global_config.install_only else subprocess.Popen(
-            ["nice", "-n", str(BACKGROUND_NICENESS), *self.command], env=session_env(self.session), stdout=self.output,
-            stderr=subprocess.STDOUT, text=True)
-
-    def __exit__(self, failure, *_) -> None:
-        if self.process is None:
-            return
-        if failure is not None:
-            self.process.kill()
-        code = self.process.wait()
-        self.output.seek(0)
-        self.session.log(f"{' '.join(self.command)} (in the background): exit {code} after "
-                         f"{time.monotonic() - self.started:.0f} s\n{self.output.read()}")
-        if failure is None and code != 0:
-            self.session.error(f"failed: {' '.join(self.command)}")
+    run_engines(session, families=CI_FAMILIES, also=[wheel_check(session, "--family", CI_FAMILIES[0])])
 
 
 @nox.session(default=False)

@@ -3,7 +3,7 @@ checkout, run from a directory that is not a packcheck checkout, against an engi
 package.
 
     python tests/installed/check_wheel.py WHEEL                   (`nox -s package`: every family)
-    python tests/installed/check_wheel.py --family llama --arm-timeout 300 WHEEL    (the default CI run, `nox -s ci`)
+    python tests/installed/check_wheel.py --family llama WHEEL    (the default CI run, `nox -s ci`: one family)
 
 The venv holds CPU torch, the wheel (and what it depends on) and pytest. Checks, each from a
 scratch directory: `harness`, `impls` and `conformance` are not importable
@@ -16,10 +16,8 @@ flag and leaves results.json, report.html, summary.md and junit.xml in its run d
 packcheck.conformance` fails the example's mean-of-means variant, on the scenario that catches it. With `--family F`
 the golden run and the recipe's conformance run judge family F only (the recipe's pytest step gets `--family F`): the
 same claims, each proven on one family, in a third of the time; every family is `nox -s package`'s. The reference's
-runs and the example's checks run at once, in two threads (each keeps about one core busy). `--arm-timeout S` gives every
-conformance run of the check (the recipe's, the variant's) S seconds an arm instead of the plugin's 30: CI runs the
-check in the background at a low priority (noxfile.py, BACKGROUND_NICENESS), where an arm may wait for a core. Exit 0
-when all hold; every failed check is printed.
+runs and the example's checks run at once, in two threads (each keeps about one core busy). Exit 0 when all hold;
+every failed check is printed.
 """
 
 from __future__ import annotations
@@ -109,23 +107,23 @@ def ci_recipe() -> list[str]:
     return re.findall(r"^\s+- run: (.+)$", block.group(0), re.MULTILINE)
 
 
-def offline(step: str, wheel: str, family: str | None = None, arm_timeout: float | None = None) -> str:
+def offline(step: str, wheel: str, family: str | None = None) -> str:
     """A recipe step as this machine runs it: no network, so the CPU torch and packcheck come from local files (the
     wheel under test for the git URL) and the engine installs without build isolation; with `family`, the conformance
-    run judges that family only, with `arm_timeout` its arms get that long; the rest verbatim."""
+    run judges that family only; the rest verbatim."""
     if step.startswith("pip install torch"):
         return f"pip install -q {CPU_TORCH}"
     if "packcheck @ git+" in step:
         return re.sub(r'"packcheck @ git\+[^"]+"', shlex.quote(str(Path(wheel).resolve())), step).replace("pip install", "pip install -q")
     if step == "pip install -e .":
         return "pip install -q --no-build-isolation --no-deps -e ."
-    if step.startswith("pytest "):
-        return step + (f" --family {family}" if family else "") + (f" --arm-timeout {arm_timeout:g}" if arm_timeout else "")
+    if family is not None and step.startswith("pytest "):
+        return f"{step} --family {family}"
     return step
 
 
 def run_ci_recipe(wheel: str, venv: Path, package: Path, installed: threading.Event | None = None,
-                  family: str | None = None, arm_timeout: float | None = None) -> list[str]:
+                  family: str | None = None) -> list[str]:
     """docs/adapters.md's CI steps from the engine's repository (the example package) with the venv's bin first on PATH,
     as a runner whose setup-python is that venv; what went wrong, in words. `installed` is set once no `pip install`
     step is left (or the recipe stopped): from then on the venv's packages no longer change."""
@@ -140,7 +138,7 @@ def run_ci_recipe(wheel: str, venv: Path, package: Path, installed: threading.Ev
         for index, step in enumerate(steps):
             if index > last_install:
                 installed.set()
-            command = offline(step, wheel, family, arm_timeout)
+            command = offline(step, wheel, family)
             done = subprocess.run(["bash", "-c", command], cwd=package, env=env, capture_output=True, text=True, check=False)
             print("$ " + command, done.stdout[-3000:], done.stderr[-2000:], sep="\n", flush=True)
             if done.returncode != 0:
@@ -161,10 +159,9 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description="packcheck's wheel as an engine's CI installs it (this file's docstring)")
     parser.add_argument("wheel")
     parser.add_argument("--family", help="judge the goldens and the recipe's conformance run on this family only")
-    parser.add_argument("--arm-timeout", type=float, help="seconds an arm of the check's conformance runs may take (the plugin's: 30)")
     args = parser.parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="packcheck-installed-"))
-    status = check(args.wheel, scratch, args.family, args.arm_timeout)
+    status = check(args.wheel, scratch, args.family)
     if status == 0:  # a venv with torch is 1.5 GB: kept only to look into a failure
         shutil.rmtree(scratch, ignore_errors=True)
     else:
@@ -172,7 +169,7 @@ def main(argv: list[str]) -> int:
     return status
 
 
-def check(wheel: str, scratch: Path, family: str | None = None, arm_timeout: float | None = None) -> int:
+def check(wheel: str, scratch: Path, family: str | None = None) -> int:
     problems = []
     if Path(__file__).resolve().parents[2] in scratch.parents:
         print(f"FAILED: the scratch directory {scratch} is inside the checkout: set TMPDIR outside it", file=sys.stderr)
@@ -196,7 +193,7 @@ def check(wheel: str, scratch: Path, family: str | None = None, arm_timeout: flo
     installed = threading.Event()
     with ThreadPoolExecutor(max_workers=2) as pool:
         reference = pool.submit(check_reference_runs, venv, scratch, installed, family)
-        example = pool.submit(check_example, wheel, venv, package, python, scratch, installed, family, arm_timeout)
+        example = pool.submit(check_example, wheel, venv, package, python, scratch, installed, family)
         problems += reference.result() + example.result()
     for problem in problems:
         print("FAILED:", problem, file=sys.stderr)
@@ -231,12 +228,11 @@ def check_reference_runs(venv: Path, scratch: Path, installed: threading.Event, 
 
 
 def check_example(wheel: str, venv: Path, package: Path, python: Path, scratch: Path, installed: threading.Event,
-                  family: str | None = None, arm_timeout: float | None = None) -> list[str]:
+                  family: str | None = None) -> list[str]:
     """The docs' CI recipe (the worked example's whole conformance suite, on `family` where given), then the suite on
     its mean-of-means variant."""
-    problems = run_ci_recipe(wheel, venv, package, installed, family, arm_timeout)
-    suite = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q", "--pyargs", "packcheck.conformance",
-             *(["--arm-timeout", f"{arm_timeout:g}"] if arm_timeout else [])]
+    problems = run_ci_recipe(wheel, venv, package, installed, family)
+    suite = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q", "--pyargs", "packcheck.conformance"]
     elsewhere = scratch / "elsewhere"  # not the folder holding example_pkg's project: that would shadow its editable install
     elsewhere.mkdir()
     bad = run([*suite, "--engine", "example_pkg:MeanOfMeans", "--family", "llama", "--scenario", "microbatch_invariance"], elsewhere)
