@@ -141,3 +141,27 @@ def test_the_pytest_entry_passes_fails_and_skips_cells_as_their_verdicts_say():
         test(*cells[f"{STANDINS}WRONG_OFF_32-float64-head_dim_48-gqa1"])
     with pytest.raises(pytest.skip.Exception, match="runs on cuda only"):
         test(*cells["flash-attn-4-float64-head_dim_48-gqa1"])
+
+
+def test_a_run_stopped_by_sigterm_keeps_its_verdicts_and_reports_them(tmp_path):
+    """A CI step's timeout sends SIGTERM: the verdicts concluded so far are in results.json and the report, exit 2."""
+    import signal
+    import subprocess
+
+    from tests.forked import python
+
+    run = subprocess.Popen(python("-m", "packcheck.harness.cli.main", "kernels", "--kernel", "sdpa", "--device", "cpu",
+                                  "--dtypes", "float64", "--gqa", "1", "--examples", "2", "--no-shrink", "--out", str(tmp_path)),
+                           stderr=subprocess.PIPE, text=True)
+    concluded = 0
+    for line in run.stderr:
+        concluded += " PASS " in line
+        if concluded == 2:
+            run.send_signal(signal.SIGTERM)
+            break
+    rest = run.stderr.read()
+    assert run.wait(timeout=120) == 2, rest
+    assert "interrupted (SIGTERM)" in rest
+    kept = json.loads((tmp_path / "results.json").read_text())["verdicts"]
+    assert 2 <= len(kept) < len(HEAD_DIMS) and all(v["status"] == "pass" for v in kept)
+    assert (tmp_path / "report.html").is_file() and (tmp_path / "junit.xml").is_file()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 
 from packcheck.harness.cli.errors import UsageError
+from packcheck.harness.cli.interrupt import Interrupted, catch_signals, hold_signals, restore
 from packcheck.harness.run.options import add_option
 
 DEFAULT_OUT = "reports/kernels"
@@ -103,16 +104,37 @@ def handle(args) -> int:
     run_dir = RunDir(output_directory(args.out or DEFAULT_OUT))
     releases = {spec: kernel.release() for spec, kernel in plan.kernels}
     results = ResultsFile(run_dir, provenance(plan.device, ["packcheck", *args.argv]) | {"seed": plan.seed, "kernel_releases": releases})
-    verdicts = run_kernels(plan, record=results.add)
-    results.write()
-    if verdicts:
-        write_run_reports(run_dir)
+    verdicts: list = []
+
+    def keep(verdict) -> None:
+        results.add(verdict)
+        verdicts.append(verdict)
+
+    interrupted = None
+    previous = catch_signals()
+    try:
+        run_kernels(plan, record=keep)
+    except Interrupted as stop:  # SIGINT or SIGTERM (a CI step's timeout): the verdicts so far are kept and reported
+        interrupted = str(stop)
+    finally:
+        hold_signals()  # the files below are written whole, whatever arrives meanwhile
+        results.write()
+        if verdicts:
+            write_run_reports(run_dir)
+        restore(previous)
     counts = {s: sum(v.status == s for v in verdicts) for s in ("pass", "fail", "error", "unsupported")}
     expected = sum(bool(v.known_finding) for v in verdicts)
     print(f"{len(verdicts)} verdicts: " + ", ".join(f"{n} {s}" for s, n in counts.items())
           + (f" ({expected} of the failures are pinned findings, expected)" if expected else "")
           + f"\nreport:  {run_dir.report_html}\nresults: {run_dir.results}", file=sys.stderr)
+    if interrupted:
+        print(f"packcheck kernels: interrupted ({interrupted}) after {len(verdicts)} verdicts; they are in the results and the report",
+              file=sys.stderr)
+        return 2
     status = exit_status(verdicts)
     if status == 2:
         print("packcheck kernels: error: every verdict was unsupported: nothing was tested (see each verdict's reason)", file=sys.stderr)
     return status
+
+
+handle.catches_signals = True  # main() keeps its start-up handlers in place up to handle()'s own (harness/cli/main.py)

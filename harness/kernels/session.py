@@ -58,18 +58,28 @@ def run_kernels(plan: Plan, record=lambda verdict: None, out: TextIO = sys.stder
     verdicts: list[KernelVerdict] = []
     for spec, kernel in plan.kernels:
         for dtype in plan.dtypes_of(kernel):
-            group = list(kernel_verdicts(plan, spec, kernel, dtype, out))
-            said = failing_range({v.configuration: v.failed for v in group if v.status in (Status.PASS, Status.FAIL)}).describe()
-            for verdict in group:
-                verdict = dataclasses.replace(verdict, range=said) if verdict.failed else verdict
-                record(verdict)
-                verdicts.append(verdict)
-            if any(v.failed for v in group):
-                print(f"{spec} {dtype} {plan.device}: {said}", file=out, flush=True)
+            group: list[KernelVerdict] = []
+            try:
+                for verdict in kernel_verdicts(plan, spec, kernel, dtype):
+                    group.append(verdict)  # before it is printed: a printed verdict is never lost to an interruption
+                    said(verdict, out)
+            finally:  # interrupted (Ctrl-C, SIGTERM), the group keeps the verdicts it concluded, with the range they show
+                verdicts += settled(group, f"{spec} {dtype} {plan.device}", record, out)
     return verdicts
 
 
-def kernel_verdicts(plan: Plan, spec: str, kernel: Kernel, dtype: str, out: TextIO):
+def settled(group: list[KernelVerdict], label: str, record, out: TextIO) -> list[KernelVerdict]:
+    """A (kernel, dtype)'s verdicts, each failing one with the range the group shows, recorded; the range printed."""
+    said = failing_range({v.configuration: v.failed for v in group if v.status in (Status.PASS, Status.FAIL)}).describe()
+    group = [dataclasses.replace(v, range=said) if v.failed else v for v in group]
+    for verdict in group:
+        record(verdict)
+    if any(v.failed for v in group):
+        print(f"{label}: {said}", file=out, flush=True)
+    return group
+
+
+def kernel_verdicts(plan: Plan, spec: str, kernel: Kernel, dtype: str):
     configurations = plan.configurations(kernel)
     base = KernelVerdict(spec=spec, kind=kernel.kind.name.lower(), distribution=kernel.distribution, release=kernel.release(),
                          configuration=configurations[0], dtype=dtype, device=plan.device, seed=plan.seed, examples=plan.examples,
@@ -82,9 +92,7 @@ def kernel_verdicts(plan: Plan, spec: str, kernel: Kernel, dtype: str, out: Text
         except ImportError as missing:
             why = f"{kernel.distribution} does not import here: {missing}"
     if why is not None:
-        verdict = dataclasses.replace(base, detail=f"every configuration: {why}")
-        said(verdict, out)
-        yield verdict
+        yield dataclasses.replace(base, detail=f"every configuration: {why}")
         return
     for configuration in configurations:
         started = time.perf_counter()
@@ -97,9 +105,7 @@ def kernel_verdicts(plan: Plan, spec: str, kernel: Kernel, dtype: str, out: Text
         verdict = held_to_findings(concluded(cell, searched), capability(plan.device), plan.findings)
         if plan.device not in kernel.backward_on:
             verdict = dataclasses.replace(verdict, detail=f"forward only here: {kernel.why_no_backward}; {verdict.detail}")
-        verdict = dataclasses.replace(verdict, seconds=time.perf_counter() - started)
-        said(verdict, out)
-        yield verdict
+        yield dataclasses.replace(verdict, seconds=time.perf_counter() - started)
 
 
 def unsupported_because(kernel: Kernel, dtype: str, device: str) -> str | None:
