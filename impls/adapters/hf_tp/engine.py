@@ -28,6 +28,7 @@ from transformers.distributed import DistributedConfig
 
 from packcheck.harness.contract import Case, LayoutKind, StepResult
 from packcheck.harness.engines import Capabilities, Engine, FindingKind, KnownFinding
+from packcheck.impls.adapters.hf_common import float32_inside
 from packcheck.impls.adapters.hf_common.rows import sample_values, spans
 from packcheck.impls.adapters.hf_common.samples import examples
 from packcheck.impls.adapters.hf_common.tokenizer import tokenizer_for
@@ -53,9 +54,8 @@ FLOAT32_NORM_AND_ROPE = KnownFinding(
     scenario="oracle_agreement",
     summary=("a transformers model loaded in float64 (here split by transformers' own TP) still computes RMSNorm and RoPE in "
              "float32, so it meets the float64 oracle only to float32 precision; its tp2 arms equal its single process to 9e-16"),
-    evidence=("transformers 5.24.0 models/llama/modeling_llama.py (and qwen3): LlamaRMSNorm.forward casts to float32, "
-              "LlamaRotaryEmbedding.forward computes the angles in float32"),
-    upstream="none found (intended for half precision; nothing upstream covers float64 models)",
+    evidence=float32_inside.EVIDENCE,
+    upstream=float32_inside.UPSTREAM,
     min_margin=3e2,
     measured="log-probs max-abs 3.8e-7 (margin 3.8e3), grad rel 7e-8 to 3e-7, llama and qwen3, float64, 2026-12-07",
 )

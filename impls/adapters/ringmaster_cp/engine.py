@@ -30,6 +30,7 @@ import torch.nn.functional as F
 
 from packcheck.harness.contract import Case, LayoutKind, LossKind, StepResult
 from packcheck.harness.engines import Capabilities, Engine, FindingKind, KnownFinding
+from packcheck.impls.adapters.hf_common import float32_inside
 from packcheck.impls.adapters.ringmaster_cp.rows import IGNORE, Forward, build_forwards, shift_labels
 
 DTYPES = {"float64": torch.float64}
@@ -49,10 +50,8 @@ FLOAT32_INSIDE_FLOAT64 = KnownFinding(
     scenario="golden_regression",
     summary=("a transformers model loaded in float64 still computes RMSNorm and RoPE in float32 (nothing patched here), "
              "so it meets the reference's exact float64 goldens only to float32 precision"),
-    evidence=("transformers 5.24.0 models/llama/modeling_llama.py (and qwen3): LlamaRMSNorm.forward casts to float32 (from "
-              "T5LayerNorm, whose comment says the variance is computed in fp32), LlamaRotaryEmbedding.forward computes the "
-              "angles in float32"),
-    upstream="none found (intended for half precision; nothing upstream covers float64 models)",
+    evidence=float32_inside.EVIDENCE,
+    upstream=float32_inside.UPSTREAM,
     min_margin=1e3,
     measured=("log-probs max-abs 3.0e-7 / 4.7e-7, grad max-rel 2.9e-7 / 4.2e-7, params_after in the AdamW step's "
               "conditioning 1.3e-7 / 5.8e-8 (worst margin 3.0e3 llama / 4.7e3 qwen3), float64, 2026-12-01"),
