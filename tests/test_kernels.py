@@ -85,6 +85,18 @@ def test_a_kernel_wrong_only_at_one_token_documents_is_caught_and_shrinks_to_one
     assert (verdict.shrunk.case.documents, verdict.shrunk.case.kv_heads) == ((1,), 1)
 
 
+def test_rounding_noise_where_the_true_gradient_is_zero_passes_and_a_real_error_there_fails():
+    """A 1-token document's dq is exactly 0; a GPU kernel returns float32 rounding there (seen on the H100, docs/kernels.md):
+    judged against the case's gradient scale, not against zero."""
+    cases = dict(dtypes=("bfloat16",), head_dims=(64,), kv_heads=1, documents=(1,))
+    [noise] = verdicts_of(plan(standins.ROUNDING_AT_ONE_TOKEN, **cases))
+    assert noise.status is Status.PASS, noise.message()
+    dq = next(c for c in noise.comparisons if c.quantity == "dq")
+    assert 0 < dq.observed < dq.threshold and "at the case's gradient scale" in dq.bound.term
+    [wrong] = verdicts_of(plan(standins.WRONG_DQ_AT_ONE_TOKEN, **cases))
+    assert wrong.status is Status.FAIL and wrong.diagnosis == "the backward is wrong (dq); the forward is right"
+
+
 def test_a_pinned_finding_is_an_expected_failure_inside_its_pin_and_a_pass_there_fails():
     findings = (standins.FINDING,)
     pinned = verdicts_of(plan(standins.PINNED, head_dims=(48, 64), findings=findings))

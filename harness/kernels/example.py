@@ -10,12 +10,11 @@ from dataclasses import dataclass
 import torch
 
 from packcheck.harness.compare import Comparison
-from packcheck.harness.compare.metrics import rel_l2
 from packcheck.harness.kernels.evaluate import KernelCall, evaluate, rounded
 from packcheck.harness.kernels.oracles import Packing
 from packcheck.harness.kernels.registry import Kernel
 from packcheck.harness.kernels.shapes import Case
-from packcheck.harness.kernels.tolerance import compare
+from packcheck.harness.kernels.tolerance import compare, gradient_scales, relative
 from packcheck.harness.text import safe_text
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -41,12 +40,14 @@ PER_DOCUMENT = frozenset({"final_state"})  # one row per document; dweight has n
 NO_ROWS = frozenset({"dweight"})
 
 
-def worst_document(name: str, got: torch.Tensor, oracle: torch.Tensor, packing: Packing) -> str:
-    """The document where output `name` errs most, relative to that document's values ("" for a weight)."""
+def worst_document(name: str, got: torch.Tensor, oracle: torch.Tensor, packing: Packing, scale: float = 0.0) -> str:
+    """The document where output `name` errs most, relative to that document's values, or to its share of `scale` where
+    they are smaller (tolerance.py: a 1-token document's dq is 0) ("" for a weight)."""
     if name in NO_ROWS:
         return ""
     spans = [(i, i + 1) for i in range(len(packing.spans))] if name in PER_DOCUMENT else packing.spans
-    errors = [rel_l2(got[s:e], oracle[s:e]) for s, e in spans]
+    rows = len(oracle)
+    errors = [relative(got[s:e], oracle[s:e], scale * ((e - s) / rows) ** 0.5) for s, e in spans]
     i = max(range(len(errors)), key=lambda j: (errors[j] != errors[j], errors[j]))  # NaN first
     start, end = packing.spans[i]
     return f"document {i} of {len(errors)} ({end - start} token{'s' if end - start > 1 else ''}, tokens {start}-{end - 1}): rel_l2 {errors[i]:.3g}"
@@ -64,6 +65,8 @@ def judge_example(kernel: Kernel, call: KernelCall, case: Case, dtype: str, devi
     oracle = evaluate(spec.oracle, inputs, packing, torch.float64, device, backward)
     # float64 is judged by the table: no same-precision reference to run
     reference = oracle if torch_dtype == torch.float64 else evaluate(spec.oracle, inputs, packing, torch_dtype, device, backward)
+    scales = gradient_scales(oracle)
     comparisons = tuple(compare(kernel.name, name, got[name], reference[name], oracle[name], torch_dtype,
-                                worst_document(name, got[name], oracle[name], packing)) for name in oracle)
+                                worst_document(name, got[name], oracle[name], packing, scales.get(name, 0.0)), scales.get(name, 0.0))
+                        for name in oracle)
     return Example(case=case, comparisons=comparisons, not_finite=tuple(n for n, t in got.items() if not torch.isfinite(t).all()))

@@ -35,6 +35,17 @@ def _wrong_at_one_token(x, packing):
     return {"out": torch.where(alone[:, None, None], out * 0.5, out)}
 
 
+def _dq_at_one_token(size: float):
+    """Right, except that a 1-token document's dq (0: its softmax is 1 whatever the score) comes back as `size` times
+    the gradient's scale: 1e-7 is the float32 rounding a GPU kernel's P x (dP - D) leaves there; 0.1 is a real error."""
+    def call(x, packing):
+        q = x["q"].clone()
+        alone = torch.tensor([end - start == 1 for start, end in packing.spans for _ in range(end - start)])
+        q.register_hook(lambda g: (g + size * alone[:, None, None] * x["q"].detach().abs().mean()).to(g.dtype))
+        return sdpa_per_document("cpu")(x | {"q": q}, packing)
+    return call
+
+
 def _raises(x, packing):
     raise RuntimeError("CUDA error: an illegal memory access <script>alert(1)</script>")
 
@@ -46,6 +57,8 @@ def _nan(x, packing):
 
 WRONG_OFF_32 = standin("wrong-off-32", _dq_wrong_off_32)
 WRONG_AT_ONE_TOKEN = standin("wrong-at-one-token", _wrong_at_one_token)
+ROUNDING_AT_ONE_TOKEN = standin("rounding-at-one-token", _dq_at_one_token(1e-7))
+WRONG_DQ_AT_ONE_TOKEN = standin("wrong-dq-at-one-token", _dq_at_one_token(0.1))
 RAISES = standin("raises", _raises)
 RETURNS_NAN = standin("returns-nan", _nan)
 PINNED = standin("pinned", _dq_wrong_off_32, version="1.0")  # inside the pin below
