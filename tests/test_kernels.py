@@ -102,9 +102,10 @@ def test_a_pinned_finding_is_an_expected_failure_inside_its_pin_and_a_pass_there
     pinned = verdicts_of(plan(standins.PINNED, head_dims=(48, 64), findings=findings))
     assert [(v.status, bool(v.known_finding)) for v in pinned] == [(Status.FAIL, True), (Status.PASS, False)]
     assert "K99" in pinned[0].known_finding and exit_status(pinned) == 0
-    fixed = verdicts_of(plan(standins.FIXED_IN_PIN, head_dims=(48,), findings=findings))
+    fixed = verdicts_of(plan(standins.FIXED_IN_PIN, head_dims=(48, 64), findings=findings))
     assert fixed[0].status is Status.FAIL and fixed[0].diagnosis.startswith("unexpected pass: known kernel finding K99")
     assert exit_status(fixed) == 1
+    assert fixed[0].range == "no configuration fails", "an unexpected pass is a right kernel: no part of the wrong range"
     newer = verdicts_of(plan(standins.PINNED_NEWER, head_dims=(48,), findings=findings))
     assert (newer[0].status, newer[0].known_finding, exit_status(newer)) == (Status.FAIL, "", 1)
 

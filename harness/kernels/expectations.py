@@ -10,6 +10,8 @@ from packcheck.harness.engines.kernel_findings import KERNEL_FINDINGS, KernelFin
 from packcheck.harness.judging.status import Status
 from packcheck.harness.kernels.verdict import KernelVerdict
 
+UNEXPECTED_PASS = "unexpected pass"  # how such a verdict's diagnosis begins
+
 
 def held_to_findings(verdict: KernelVerdict, capability: tuple[int, int] | None,
                      findings: tuple[KernelFinding, ...] = KERNEL_FINDINGS) -> KernelVerdict:
@@ -21,7 +23,7 @@ def held_to_findings(verdict: KernelVerdict, capability: tuple[int, int] | None,
     if verdict.status is Status.FAIL:
         return dataclasses.replace(verdict, known_finding=finding.headline())
     return dataclasses.replace(verdict, status=Status.FAIL, diagnosis=(
-        f"unexpected pass: known kernel finding {finding.id} ({verdict.distribution} {finding.versions}, head_dim % "
-        f"{finding.head_dim_multiple} != 0) no longer reproduces at head_dim {verdict.configuration.head_dim} on "
+        f"{UNEXPECTED_PASS}: known kernel finding {finding.id} ({verdict.distribution} {finding.versions}, "
+        f"{finding.head_dims_text()}) no longer reproduces at head_dim {verdict.configuration.head_dim} on "
         f"{verdict.distribution} {verdict.release}; the kernel was fixed: remove or narrow the pin in "
         "harness/engines/kernel_findings.py and docs/findings.md"))

@@ -17,7 +17,7 @@ import torch
 
 from packcheck.harness.engines.kernel_findings import KERNEL_FINDINGS, KernelFinding
 from packcheck.harness.judging.status import Status
-from packcheck.harness.kernels.expectations import held_to_findings
+from packcheck.harness.kernels.expectations import UNEXPECTED_PASS, held_to_findings
 from packcheck.harness.kernels.ranges import failing_range
 from packcheck.harness.kernels.registry import Kernel
 from packcheck.harness.kernels.search import judge_one, search
@@ -70,7 +70,9 @@ def run_kernels(plan: Plan, record=lambda verdict: None, out: TextIO = sys.stder
 
 def settled(group: list[KernelVerdict], label: str, record, out: TextIO) -> list[KernelVerdict]:
     """A (kernel, dtype)'s verdicts, each failing one with the range the group shows, recorded; the range printed."""
-    said = failing_range({v.configuration: v.failed for v in group if v.status in (Status.PASS, Status.FAIL)}).describe()
+    # where the kernel is wrong: an unexpected pass inside a finding's pin fails the verdict, but the kernel is right there
+    said = failing_range({v.configuration: v.failed and not v.diagnosis.startswith(UNEXPECTED_PASS)
+                          for v in group if v.status in (Status.PASS, Status.FAIL)}).describe()
     group = [dataclasses.replace(v, range=said) if v.failed else v for v in group]
     for verdict in group:
         record(verdict)

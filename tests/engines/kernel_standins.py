@@ -11,6 +11,7 @@ from packcheck.harness.engines.findings import FindingKind
 from packcheck.harness.engines.kernel_findings import KernelFinding
 from packcheck.harness.kernels.attention_kernels import sdpa_per_document
 from packcheck.harness.kernels.registry import KERNELS
+from packcheck.harness.kernels.shapes import HEAD_DIMS
 
 SDPA = KERNELS["sdpa"]
 
@@ -67,5 +68,5 @@ PINNED_NEWER = standin("pinned-newer", _dq_wrong_off_32, version="1.1")  # wrong
 
 FINDING = KernelFinding(
     id="K99", kind=FindingKind.DEFECT, kernel="pinned", distribution="packcheck-standin", versions="==1.0", capabilities=(),
-    head_dim_multiple=32, wrong="dq at every head ratio", measured="dq rel_l2 0.5 (stand-in)", evidence="tests/engines/kernel_standins.py",
+    head_dims=tuple(d for d in HEAD_DIMS if d % 32), tested="every multiple of 8 from 8 to 256", wrong="dq at every head ratio", measured="dq rel_l2 0.5 (stand-in)", evidence="tests/engines/kernel_standins.py",
     upstream="none found (a stand-in)", way_out="the sdpa kernel")
