@@ -14,7 +14,8 @@ from packcheck.harness.kernels.evaluate import KernelCall, evaluate, rounded
 from packcheck.harness.kernels.oracles import Packing
 from packcheck.harness.kernels.registry import Kernel
 from packcheck.harness.kernels.shapes import Case
-from packcheck.harness.kernels.tolerance import compare, gradient_scales, relative
+from packcheck.harness.compare.same_precision import gradient_scales, relative
+from packcheck.harness.kernels.tolerance import compare
 from packcheck.harness.text import safe_text
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -42,7 +43,7 @@ NO_ROWS = frozenset({"dweight"})
 
 def worst_document(name: str, got: torch.Tensor, oracle: torch.Tensor, packing: Packing, scale: float = 0.0) -> str:
     """The document where output `name` errs most, relative to that document's values, or to its share of `scale` where
-    they are smaller (tolerance.py: a 1-token document's dq is 0) ("" for a weight)."""
+    they are smaller (harness/compare/same_precision.py: a 1-token document's dq is 0) ("" for a weight)."""
     if name in NO_ROWS:
         return ""
     spans = [(i, i + 1) for i in range(len(packing.spans))] if name in PER_DOCUMENT else packing.spans
@@ -65,7 +66,7 @@ def judge_example(kernel: Kernel, call: KernelCall, case: Case, dtype: str, devi
     oracle = evaluate(spec.oracle, inputs, packing, torch.float64, device, backward)
     # float64 is judged by the table: no same-precision reference to run
     reference = oracle if torch_dtype == torch.float64 else evaluate(spec.oracle, inputs, packing, torch_dtype, device, backward)
-    scales = gradient_scales(oracle)
+    scales = gradient_scales({n: t for n, t in oracle.items() if n.startswith("d")})
     comparisons = tuple(compare(kernel.name, name, got[name], reference[name], oracle[name], torch_dtype,
                                 worst_document(name, got[name], oracle[name], packing, scales.get(name, 0.0)), scales.get(name, 0.0))
                         for name in oracle)
