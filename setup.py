@@ -10,7 +10,7 @@ from pathlib import Path
 from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
 
-FOLDERS = ("harness", "impls", "conformance", "fixtures")
+FOLDERS = ("harness", "impls", "conformance", "fixtures", "guard")
 HERE = Path(__file__).resolve().parent
 
 

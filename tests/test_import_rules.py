@@ -11,7 +11,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = ("harness", "impls", "conformance")
+FOLDERS = ("harness", "impls", "conformance", "guard")
 # bottom to top; a part may import its own floor and any floor below
 FLOORS = (
     {"harness.errors", "harness.files", "harness.lazy", "harness.own_files", "harness.provenance", "harness.registry", "harness.text"},
@@ -25,7 +25,7 @@ FLOORS = (
     {"harness.scenarios"},
     {"harness.run", "harness.report"},
     {"harness.bisect", "harness.shrink", "harness.kernels"},
-    {"harness.cli", "conformance"},
+    {"harness.cli", "conformance", "guard"},
 )
 # parts of one floor that must not import each other, though the floors allow it: the report reads a run directory
 # through harness.run_dir, never through the runner that writes it (so it stands beside the runner, not above it)

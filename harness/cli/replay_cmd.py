@@ -1,4 +1,5 @@
-"""`packcheck replay CASE [--engine SPEC]`: run a shrunk case again (harness/shrink/replay.py) and print its verdict.
+"""`packcheck replay CASE [--engine SPEC]`: run a shrunk case again (harness/shrink/replay.py) and print its verdict; a
+guard case (packcheck.guard, docs/guard.md) is rerun by the guard.
 
 Exit status: 0 the case passes (the engine given with --engine, or the bug fixed), 1 it still fails, errs or hangs,
 2 the file cannot be read, or the engine (--engine's, or the case's own) names nothing here or does not start: one line,
@@ -37,6 +38,11 @@ def handle(args) -> int:
     from packcheck.harness.run_dir.shrunk import ShrunkProblem
     from packcheck.harness.shrink.replay import drifted, missing_arms, replay, replay_folder
 
+    from packcheck.guard.case_file import is_guard_case
+
+    if is_guard_case(args.case):  # a failing guard check's case (docs/guard.md): the user's model, batch and step
+        from packcheck.guard.replay import replay_guard_case
+        return replay_guard_case(args.case)
     checked_timeout(args.timeout)
     engine = checked_engines([args.engine])[0] if args.engine else None
     case = read_shrunk(args.case)

@@ -35,7 +35,7 @@ def gradient_scales(grads: Mapping[str, torch.Tensor]) -> dict[str, float]:
     """Each gradient's `scale` (above): the norm of every gradient of the case together, times sqrt(this tensor's share
     of their elements)."""
     total = sum(t.numel() for t in grads.values())
-    whole = torch.linalg.vector_norm(torch.cat([t.flatten() for t in grads.values()])).item() if grads else 0.0
+    whole = sum(torch.linalg.vector_norm(t.flatten(), dtype=torch.float64).item() ** 2 for t in grads.values()) ** 0.5
     return {n: whole * (t.numel() / total) ** 0.5 for n, t in grads.items()}
 
 

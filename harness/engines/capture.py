@@ -48,18 +48,24 @@ class ActivationRecorder:
         self._rows: tuple[torch.Tensor, torch.Tensor, tuple[int, int]] | None = None  # valid positions, their rows, (B, T)
         self._produced: dict[int, torch.Tensor] = {}  # this forward's recorded values by identity: an input already seen
         self._directions: dict[tuple[int, torch.device], torch.Tensor] = {}
+        self._handles: list = []
 
     def attach(self, model: nn.Module) -> None:
         """Hook every module of `model` (its named_modules name the points); the model's own call frames a forward."""
         self.attached = True
-        model.register_forward_pre_hook(self._begin)
-        model.register_forward_hook(self._end)
+        self._handles += [model.register_forward_pre_hook(self._begin), model.register_forward_hook(self._end)]
         names = dict(model.named_modules())
         parents = {id(child): name for name, module in names.items() for child in module.children()}
         for name, module in names.items():
             if name:
                 leaf = next(module.children(), None) is None
-                module.register_forward_hook(self._hook(name, parents[id(module)], leaf), with_kwargs=True)
+                self._handles.append(module.register_forward_hook(self._hook(name, parents[id(module)], leaf), with_kwargs=True))
+
+    def detach(self) -> None:
+        """Remove every hook `attach` put on the model (a model that lives on after the capture: the guard's)."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles.clear()
 
     def place(self, sample_BT: torch.Tensor, token_BT: torch.Tensor) -> None:
         """The (sample, token) of each position of the next forward of the attached model (-1: padding)."""

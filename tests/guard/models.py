@@ -1,0 +1,28 @@
+"""Tiny transformers models for the guard's tests: a real Llama from a config (random weights, seeded), and the same
+model with one packing bug seeded in (a mutant): a port whose forward drops `position_ids`, so a packed row is one long
+causal sequence (tokens attend across documents and positions run on)."""
+
+from __future__ import annotations
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+VOCAB = 96
+
+
+def tiny_config() -> LlamaConfig:
+    return LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                       num_key_value_heads=2, max_position_embeddings=256, tie_word_embeddings=False, attn_implementation="sdpa",
+                       use_cache=False)  # with a cache transformers skips packed-sequence detection (docs/findings.md H2)
+
+
+class PositionsDroppedLlama(LlamaForCausalLM):
+    """The mutant: position_ids never reach the model (a wrapper or port that forgets to pass them on)."""
+
+    def forward(self, *args, position_ids=None, **kwargs):
+        return super().forward(*args, **kwargs)
+
+
+def tiny(cls=LlamaForCausalLM, dtype=torch.float32, seed: int = 0):
+    torch.manual_seed(seed)
+    return cls(tiny_config()).to(dtype)
