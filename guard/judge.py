@@ -8,6 +8,7 @@ per tensor, each against the gradient's scale where the oracle's is smaller: a p
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -17,7 +18,8 @@ from packcheck.guard.runs import StepNumbers
 from packcheck.harness.compare import Comparison
 from packcheck.harness.compare.arm_id import ArmId, Role
 from packcheck.harness.compare.comparison import Arms
-from packcheck.harness.compare.same_precision import allowed, gradient_scales, relative
+from packcheck.harness.compare.bound import Bound, Source
+from packcheck.harness.compare.same_precision import K, allowed, gradient_scales, relative
 from packcheck.harness.text import safe_text
 
 ARMS = Arms(ArmId("packed"), ArmId("per-document", role=Role.ORACLE))
@@ -84,7 +86,14 @@ def comparisons(packed: StepNumbers, per_document: StepNumbers, oracle: StepNumb
         found.append(Comparison(arms=ARMS, quantity="num_loss_tokens", item="num_items_in_batch", metric="abs",
                                 observed=float(abs(given - right)), threshold=0.0,
                                 where=f"the engine normalises by {given}; {of} have {right} targets"))
-    found.append(_compare("loss", "", packed.loss.reshape(1), per_document.loss.reshape(1), oracle.loss.reshape(1), dtype))
+    loss = _compare("loss", "", packed.loss.reshape(1), per_document.loss.reshape(1), oracle.loss.reshape(1), dtype)
+    # One scalar's own error is one draw of rounding, 0 by luck as often as not: the loss is allowed at least K x the
+    # per-document run's error on the log-probs it averages (a vector: a stable measure of the same rounding).
+    own = relative(per_document.logprobs.double().cpu(), oracle.logprobs.double().cpu()) if len(oracle.logprobs) else 0.0
+    if K * own > loss.threshold and dtype != torch.float64:
+        loss = dataclasses.replace(loss, threshold=K * own, bound=Bound(field=FIELD, source=Source.GOLDEN_FLOOR, floor=own,
+                                   term=f"{K:g} x the per-document run's own error on the log-probs the loss averages, {own:.3g}"))
+    found.append(loss)
     if packed.logprobs is not None and len(packed.logprobs) == len(oracle.logprobs):
         found.append(_compare("logprobs", "", packed.logprobs, per_document.logprobs, oracle.logprobs, dtype, where=_worst_token))
     scales = gradient_scales(oracle.grads)

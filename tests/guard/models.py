@@ -10,8 +10,8 @@ from transformers import LlamaConfig, LlamaForCausalLM
 VOCAB = 96
 
 
-def tiny_config() -> LlamaConfig:
-    return LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+def tiny_config(dropout: float = 0.0) -> LlamaConfig:
+    return LlamaConfig(attention_dropout=dropout, vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                        num_key_value_heads=2, max_position_embeddings=256, tie_word_embeddings=False, attn_implementation="sdpa",
                        use_cache=False)  # with a cache transformers skips packed-sequence detection (docs/findings.md H2)
 
@@ -19,10 +19,12 @@ def tiny_config() -> LlamaConfig:
 class PositionsDroppedLlama(LlamaForCausalLM):
     """The mutant: position_ids never reach the model (a wrapper or port that forgets to pass them on)."""
 
-    def forward(self, *args, position_ids=None, **kwargs):
-        return super().forward(*args, **kwargs)
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None, inputs_embeds=None,
+                labels=None, use_cache=None, logits_to_keep=0, **kwargs):
+        return super().forward(input_ids=input_ids, attention_mask=attention_mask, past_key_values=past_key_values,
+                               inputs_embeds=inputs_embeds, labels=labels, use_cache=use_cache, logits_to_keep=logits_to_keep, **kwargs)
 
 
-def tiny(cls=LlamaForCausalLM, dtype=torch.float32, seed: int = 0):
+def tiny(cls=LlamaForCausalLM, dtype=torch.float32, seed: int = 0, dropout: float = 0.0):
     torch.manual_seed(seed)
-    return cls(tiny_config()).to(dtype)
+    return cls(tiny_config(dropout)).to(dtype)
