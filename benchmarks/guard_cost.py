@@ -114,10 +114,10 @@ def main() -> None:
         total_off, total_on = sum(off["steps"]), sum(on["steps"]) + sum(on["checks"])
         found |= {"step_median_s_off": statistics.median(off["steps"]), "step_median_s_on": statistics.median(on["steps"]),
                   "run_s_off": total_off, "run_s_on": total_on, "checks": len(on["checks"]), "check_s": on["checks"],
-                  "guard_share_of_run": sum(on["checks"]) / total_off,
+                  "guard_share_of_run": sum(on["checks"]) / total_off, "run_ratio_on_off": total_on / total_off,
                   "verdicts": [{"passed": v.passed, "documents": len(v.documents), "longest": max(v.documents),
                                 "worst": v.worst.quantity + (" " + v.worst.item if v.worst.item else ""), "margin": v.worst.margin,
-                                "bound": v.worst.bound.describe()} for v in guard.verdicts]}
+                                "bound": v.worst.bound.describe(), "timings": v.timings} for v in guard.verdicts]}
         mutant = model_of(PositionsDropped, args.model, dtype, args.device)
         started = time.perf_counter()
         try:

@@ -44,7 +44,7 @@ def write_case(directory: str | Path, model: nn.Module, batch: Mapping[str, obje
                factory: str | None = None) -> Path:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.detach().cpu().contiguous() for k, v in batch.items() if isinstance(v, torch.Tensor)}
+    tensors = {k: v.detach().cpu().clone() for k, v in batch.items() if isinstance(v, torch.Tensor)}  # clone: TRL shares cu_seq_lens_q/k
     save_file(tensors, str(directory / "batch.safetensors"))
     if hasattr(model, "save_pretrained"):
         model.save_pretrained(str(directory / "model"), safe_serialization=True)

@@ -11,8 +11,10 @@ on a higher-precision copy (runs.py); compares the targets counted, the loss, ev
 `packcheck replay` reruns (case_file.py); then raises `GuardFailure`, or warns (`on_failure="warn"`). The user's run
 goes on as if nothing ran (state.py).
 
-Which batches: the first `first` ones, and every batch that grows the regime checked so far (a longer row, a longer
-document, a key the batches had not carried: a new modality). Distributed: each rank checks its own documents; the
+Which batches: the first `first` ones, and every batch that grows the regime checked so far: a row or a document longer
+than `regrow` (1.25) times the longest checked, or a key the batches had not carried (a new modality); `regrow=0`
+checks the first batches only. A few tokens more is no new regime: at 0.6b with random documents, growth by any amount
+re-checked 4 of 100 batches (docs/guard.md). Distributed: each rank checks its own documents; the
 decision to check and the verdict are agreed over the default group (one scalar all-reduce per batch), and the
 normaliser the engine was given (`num_items_in_batch`) must equal the targets of the whole DP group where one
 micro-batch makes the step (`accumulation=1`).
@@ -49,7 +51,7 @@ class GuardFailure(AssertionError):
 
 
 class Guard:
-    def __init__(self, step: Step = model_step, *, first: int = 1, regrow: bool = True, on_failure: str = "raise",
+    def __init__(self, step: Step = model_step, *, first: int = 1, regrow: float = 1.25, on_failure: str = "raise",
                  case_dir: str | Path = "packcheck-guard", shrink: bool = True, localise: bool = True,
                  accumulation: int = 1, model_factory: str | None = None, out=None):
         if on_failure not in ("raise", "warn"):
@@ -70,7 +72,7 @@ class Guard:
             return None
         self.seen += 1
         grown = self._grows(batch)
-        if not _agreed(self.seen <= self.first or (self.regrow and grown)):
+        if not _agreed(self.seen <= self.first or (self.regrow > 0 and grown)):
             return None
         return self.check(model, batch, step or self.step)
 
@@ -107,7 +109,9 @@ class Guard:
         if self.shrink:
             try:
                 packed_of(batch, documents)  # refuses a batch it cannot cut, before any try
-                chosen = shrunk(documents, lambda some: not judged(model, packed_of(batch, some), step, relaid(some), self.accumulation).passed)
+                # a smaller batch counts as failing only with the same diagnosis: the case keeps the real batch's bug
+                same = lambda some: judged(model, packed_of(batch, some), step, relaid(some), self.accumulation).diagnosis == verdict.diagnosis  # noqa: E731
+                chosen = shrunk(documents, same)
                 small_batch, small = packed_of(batch, chosen), relaid(chosen)
             except BatchProblem as err:
                 notes.append(f"not shrunk: {err}")
@@ -128,7 +132,7 @@ class Guard:
             return False
         now = {"row": float(batch["input_ids"].shape[-1]), "document": float(max((d.length for d in documents), default=0))}
         now |= {f"key:{k}": 1.0 for k in batch}
-        grown = any(v > self.regime.get(k, 0.0) for k, v in now.items())
+        grown = any(v > self.regime.get(k, 0.0) * (self.regrow if k in ("row", "document") else 1.0) for k, v in now.items())
         if record:
             self.regime = {k: max(v, self.regime.get(k, 0.0)) for k, v in (self.regime | now).items()}
         return grown
@@ -140,18 +144,35 @@ def judged(model: nn.Module, batch: Mapping[str, object], step: Step, documents:
     started = time.perf_counter()
     dtype = next(model.parameters()).dtype
     normaliser, check_of_it, notes = _normaliser(batch, documents, accumulation)
+    clock = _Clock(model)
     with untouched(model):
         model.eval()  # dropout off: the runs must differ by the packing alone
-        packed = packed_run(model, batch, step, documents)
-        alone = per_document_run(model, batch, documents, normaliser)
-        twin = oracle_model(model, _twin_dtype(dtype))
+        packed = clock("packed", lambda: packed_run(model, batch, step, documents))
+        alone = clock("documents", lambda: per_document_run(model, batch, documents, normaliser))
+        twin = clock("copy", lambda: oracle_model(model, _twin_dtype(dtype)))
         with torch.autocast(device_type=_device_type(model), enabled=False):
-            other = per_document_run(twin, batch, documents, normaliser)
+            other = clock("other precision", lambda: per_document_run(twin, batch, documents, normaliser))
         del twin
         reference, truth = (other, alone) if dtype == torch.float64 else (alone, other)
-        found = comparisons(packed, reference, truth, judged_dtype(dtype), check_of_it)
+        found = clock("compare", lambda: comparisons(packed, reference, truth, judged_dtype(dtype), check_of_it))
     return GuardVerdict(comparisons=found, documents=tuple(d.length for d in documents), dtype=str(dtype).removeprefix("torch."),
-                        diagnosis=diagnosis(found), seconds=time.perf_counter() - started, notes=tuple(notes))
+                        diagnosis=diagnosis(found), seconds=time.perf_counter() - started, notes=tuple(notes), timings=clock.spent)
+
+
+class _Clock:
+    """Seconds spent in each part of a check (synchronised on a GPU): where a check's cost goes, in the verdict."""
+
+    def __init__(self, model: nn.Module):
+        self.cuda = _device_type(model) == "cuda"
+        self.spent: dict[str, float] = {}
+
+    def __call__(self, part: str, run):
+        started = time.perf_counter()
+        found = run()
+        if self.cuda:
+            torch.cuda.synchronize()
+        self.spent[part] = round(time.perf_counter() - started, 4)
+        return found
 
 
 def judged_dtype(dtype: torch.dtype) -> torch.dtype:

@@ -36,6 +36,7 @@ class GuardVerdict:
     seconds: float = 0.0
     case_file: str = ""  # the shrunk case `packcheck replay` reruns
     notes: tuple[str, ...] = field(default_factory=tuple)  # what was not checked, and why
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per part of the check (check.py)
 
     @property
     def passed(self) -> bool:
@@ -70,7 +71,7 @@ class GuardVerdict:
 
     def to_json(self) -> dict:
         return {"passed": self.passed, "documents": list(self.documents), "dtype": self.dtype, "diagnosis": self.diagnosis,
-                "where": self.where, "seconds": round(self.seconds, 3), "case_file": self.case_file, "notes": list(self.notes),
+                "where": self.where, "seconds": round(self.seconds, 3), "case_file": self.case_file, "notes": list(self.notes), "timings": self.timings,
                 "comparisons": [c.to_json() for c in self.comparisons]}
 
 
@@ -126,6 +127,9 @@ def diagnosis(found: tuple[Comparison, ...]) -> str:
     if "logprobs" in failed:
         return ("the packed forward differs from the documents run alone: tokens attend across documents, or positions do "
                 "not restart at each document")
+    if "loss" in failed and not any(c.quantity == "logprobs" for c in found):
+        return ("the loss differs from the documents run alone; the step returned no logits (a fused head), so the forward "
+                "was not compared token by token: where it parts is located below")
     if "loss" in failed:
         return "the log-probs agree but the loss does not: the tokens are weighted or normalised other than sum / N"
     if "grad" in failed:

@@ -78,6 +78,10 @@ def oracle_dtype(dtype: torch.dtype) -> torch.dtype:
 def oracle_model(model: nn.Module, dtype: torch.dtype) -> nn.Module:
     """A copy of the model in the oracle's dtype, with the attention every dtype runs (per document needs no varlen kernel)."""
     twin = copy.deepcopy(model).to(dtype)
+    for module in twin.modules():
+        # a forward set on the instance (accelerate's output-to-float32 wrapper, a compile wrapper) is bound to the
+        # original module: the copy would run the original's weights. The class's forward is the model's own math.
+        module.__dict__.pop("forward", None)
     for p in twin.parameters():
         p.grad = None
     setter = getattr(twin, "set_attn_implementation", None)

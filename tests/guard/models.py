@@ -28,3 +28,13 @@ class PositionsDroppedLlama(LlamaForCausalLM):
 def tiny(cls=LlamaForCausalLM, dtype=torch.float32, seed: int = 0, dropout: float = 0.0):
     torch.manual_seed(seed)
     return cls(tiny_config(dropout)).to(dtype)
+
+
+
+def drop_boundaries(model) -> None:
+    """Seed the packing bug inside the decoder (model.model), where a trainer that computes its own head (TRL's
+    fused_lm_head) still passes: its position_ids and flash-attention boundaries (cu_seq_lens_q/k, max_length_q/k,
+    seq_idx) never arrive, so a packed row is one causal sequence."""
+    dropped = ("position_ids", "cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k", "seq_idx")
+    model.model.register_forward_pre_hook(lambda module, args, kwargs: (args, {k: v for k, v in kwargs.items() if k not in dropped}),
+                                          with_kwargs=True)
