@@ -86,11 +86,11 @@ class Guard:
             self.busy = False
         self._grows(batch, record=True)
         self.verdicts.append(verdict)
-        failed_here = not verdict.passed
-        if _agreed(failed_here) and not failed_here:
+        failed_anywhere = _agreed(not verdict.passed)
+        if failed_anywhere and verdict.passed:
             verdict = replace(verdict, notes=(*verdict.notes, "another rank's check failed"))
         print(verdict.message(), file=self.out or sys.stderr, flush=True)
-        if not verdict.passed or _agreed(failed_here):
+        if failed_anywhere:
             if self.on_failure == "raise":
                 raise GuardFailure(verdict)
             warnings.warn(verdict.message(), stacklevel=2)

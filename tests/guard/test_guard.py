@@ -168,3 +168,32 @@ def test_what_a_check_touches_is_put_back_bit_for_bit():
     assert (random.getstate(), torch.equal(torch.get_rng_state(), state[1])) == (state[0], True)
     assert all(model.get_parameter(n).grad is g and torch.equal(g, copies[n]) for n, g in grads.items())
     assert all(torch.equal(b, buffers[n]) for n, b in model.named_buffers()) and model.training
+
+
+def test_data_parallel_ranks_check_their_own_documents_and_the_group_count(tmp_path):
+    """Two gloo ranks under torch's launcher, uneven documents. The DP group's count as num_items_in_batch passes; each
+    rank's own count (every rank normalising by its own targets) fails on both; a bug in rank 1's batch alone fails
+    there, and rank 0, whose own check passed, stops too (the verdict is agreed: no rank trains on)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root.parent), str(root), os.environ.get("PYTHONPATH")]))}
+    modes = ["right", "rank-count", "rank1-label"]
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                           str(root / "tests/guard/dp_worker.py"), str(tmp_path), *modes], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for mode in modes:
+        ranks = [json.loads((tmp_path / f"{mode}-rank{r}.json").read_text()) for r in (0, 1)]
+        failing = [[c["quantity"] + ("/" + c["item"] if c["item"] else "") for c in v["comparisons"] if not c["passed"]] for v in ranks]
+        if mode == "right":
+            assert all(v["passed"] and not v["raised"] for v in ranks), failing
+            assert all(any(c["item"] == "num_items_in_batch" and "2 ranks" in c["where"] for c in v["comparisons"]) for v in ranks)
+        elif mode == "rank-count":
+            assert all("num_loss_tokens/num_items_in_batch" in f for f in failing) and all(v["raised"] for v in ranks), failing
+        else:
+            assert failing[0] == [] and ranks[0]["raised"] and "another rank's check failed" in ranks[0]["notes"]
+            assert "num_loss_tokens" in failing[1] and ranks[1]["raised"]
