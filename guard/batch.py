@@ -21,7 +21,8 @@ import torch
 IGNORE = -100
 # keys the guard rebuilds for a batch of some of the documents (shrinking); a batch with others is not shrunk
 REBUILT = frozenset({"input_ids", "labels", "position_ids", "attention_mask", "num_items_in_batch", "cu_seq_lens_q",
-                     "cu_seq_lens_k", "max_length_q", "max_length_k", "use_cache", "return_dict"})
+                     "cu_seq_lens_k", "max_length_q", "max_length_k", "seq_idx", "use_cache", "return_dict",
+                     "fused_lm_head"})
 
 
 class BatchProblem(ValueError):
@@ -120,7 +121,9 @@ def packed_of(batch: Mapping[str, object], documents: tuple[Document, ...]) -> d
     for key in ("max_length_q", "max_length_k"):
         if key in batch:
             out[key] = max(lengths)
-    for key in ("use_cache", "return_dict"):
+    if "seq_idx" in batch:  # TRL's padding_free: each token's document index
+        out["seq_idx"] = torch.cat([torch.full((n,), i, dtype=batch["seq_idx"].dtype) for i, n in enumerate(lengths)])[None].to(ids.device)
+    for key in ("use_cache", "return_dict", "fused_lm_head"):
         if key in batch:
             out[key] = batch[key]
     return out

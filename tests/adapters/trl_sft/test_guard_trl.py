@@ -46,3 +46,4 @@ def test_under_trl_a_port_dropping_positions_on_top_is_bypassed_and_one_dropping
     verdict = failure.value.verdict
     assert verdict.diagnosis.startswith("the loss differs from the documents run alone; the step returned no logits")
     assert "first divergent module: model.rotary_emb" in verdict.where
+    assert len(verdict.documents) < 4 and not any(n.startswith("not shrunk") for n in verdict.notes), "TRL's batch is shrunk too"
