@@ -9,6 +9,11 @@ step times, the checks' times, the guard's share of the run, the peak GPU memory
 
     python3 benchmarks/guard_cost.py --model 0.6b --device cuda --dtype bfloat16 --row 4096 --steps 100
     python3 benchmarks/guard_cost.py --model tiny --device cpu --dtype float32 --row 256 --steps 5      # the script itself
+    python3 benchmarks/guard_cost.py --trainer ...    # the same in transformers' Trainer, the guard as its callback
+
+With --trainer the loop is transformers' Trainer (DataCollatorWithFlattening over documents of random lengths, about
+`--row` tokens a batch; AdamW; no autocast) and the guard its PackingGuardCallback; the times are the Trainer's
+train_runtime, guard off and on.
 """
 
 from __future__ import annotations
@@ -94,6 +99,49 @@ def _peak(device: str) -> float | None:
     return round(peak, 2)
 
 
+def documents(steps: int, row: int, vocab: int, seed: int = 0) -> tuple[list[dict], int]:
+    """Documents of random lengths, 1 to row/3 tokens, and how many make a batch of about `row` tokens."""
+    g = torch.Generator().manual_seed(seed)
+    per_batch = 6
+    lengths = torch.randint(1, max(2, row // 3), (steps * per_batch,), generator=g)
+    lengths = (lengths * (row * steps * per_batch / per_batch) / lengths.sum()).clamp(1, row).long()  # rows of ~`row` tokens
+    return [{"input_ids": torch.randint(0, vocab, (int(n),), generator=g).tolist()} for n in lengths], per_batch
+
+
+def trainer_run(cls, args, dtype, vocab: int, guard: bool, cases: str) -> tuple[float, list]:
+    from transformers import DataCollatorWithFlattening, Trainer, TrainingArguments
+
+    from packcheck.guard.transformers_callback import PackingGuardCallback
+
+    data, per_batch = documents(args.steps, args.row, vocab)
+    callback = PackingGuardCallback(case_dir=cases, on_failure="warn")
+    trainer = Trainer(model=model_of(cls, args.model, dtype, args.device),
+                      args=TrainingArguments(output_dir=cases, per_device_train_batch_size=per_batch, max_steps=args.steps,
+                                             learning_rate=1e-5, report_to=[], save_strategy="no", logging_steps=args.steps,
+                                             use_cpu=not args.device.startswith("cuda"), dataloader_num_workers=0, disable_tqdm=True,
+                                             seed=0),
+                      train_dataset=data, data_collator=DataCollatorWithFlattening(), callbacks=[callback] if guard else [])
+    runtime = trainer.train().metrics["train_runtime"]
+    return runtime, (callback.guard.verdicts if guard else [])
+
+
+def trainer_main(args, dtype, vocab: int, found: dict) -> None:
+    with tempfile.TemporaryDirectory() as cases:
+        off, _ = trainer_run(Qwen3ForCausalLM, args, dtype, vocab, False, cases)
+        found["peak_gib_off"] = _peak(args.device)
+        on, verdicts = trainer_run(Qwen3ForCausalLM, args, dtype, vocab, True, cases)
+        found["peak_gib_on"] = _peak(args.device)
+        checks = [v.seconds for v in verdicts]
+        found |= {"train_runtime_s_off": off, "train_runtime_s_on": on, "run_ratio_on_off": on / off, "checks": len(checks),
+                  "check_s": checks, "guard_share_of_run": sum(checks) / off,
+                  "verdicts": [{"passed": v.passed, "documents": len(v.documents), "tokens": sum(v.documents), "longest": max(v.documents),
+                                "worst": v.worst.quantity + (" " + v.worst.item if v.worst.item else ""), "margin": v.worst.margin,
+                                "timings": v.timings} for v in verdicts]}
+        _, caught = trainer_run(PositionsDropped, argparse.Namespace(**{**vars(args), "steps": 1}), dtype, vocab, True, cases)
+        found["mutant"] = [{"passed": v.passed, "where": v.where, "diagnosis": v.diagnosis, "shrunk_to": list(v.documents),
+                            "seconds": v.seconds} for v in caught]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=sorted(SHAPES), default="0.6b")
@@ -101,10 +149,16 @@ def main() -> None:
     parser.add_argument("--dtype", default="bfloat16")
     parser.add_argument("--row", type=int, default=4096)
     parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--trainer", action="store_true", help="transformers' Trainer with the guard's callback")
     args = parser.parse_args()
     dtype, vocab = getattr(torch, args.dtype), SHAPES[args.model]["vocab_size"]
     found: dict = {"model": args.model, "device": args.device, "dtype": args.dtype, "row": args.row, "steps": args.steps,
-                   "gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else None, "torch": torch.__version__}
+                   "gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else None, "torch": torch.__version__,
+                   "loop": "Trainer" if args.trainer else "plain"}
+    if args.trainer:
+        trainer_main(args, dtype, vocab, found)
+        print(json.dumps(found, indent=1, default=float))
+        return
     with tempfile.TemporaryDirectory() as cases:
         off = loop(model_of(Qwen3ForCausalLM, args.model, dtype, args.device), batches(args.steps, args.row, vocab, args.device), None, args.device)
         found["peak_gib_off"] = _peak(args.device)
