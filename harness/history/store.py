@@ -114,7 +114,8 @@ class Store:
             connection.execute("PRAGMA journal_mode=WAL")  # readers never block the writer, writers queue (busy timeout)
             connection.execute(f"PRAGMA busy_timeout={int(BUSY_SECONDS * 1000)}")
         except sqlite3.Error as err:
-            raise StoreProblem(f"history store {self.path}: cannot open it as SQLite ({err})") from None
+            raise StoreProblem(f"history store {self.path} is not a packcheck history store (SQLite cannot open it: {err}): "
+                               "give --history another file") from None
         return connection
 
     def _prepare(self, connection: sqlite3.Connection) -> None:
