@@ -19,6 +19,17 @@ def short_commit(commit: str) -> str:
     return commit[:10] + ("*" if commit.endswith("+dirty") else "")
 
 
+def _releases(version: str) -> dict[str, str]:
+    """An engine version ("transformers 4.46.1, accelerate 1.2.1": harness/history/entry.py) as {distribution: release}."""
+    return dict(part.split(" ", 1) if " " in part else (part, "") for part in version.split(", "))
+
+
+def _moved(old: str, new: str) -> set[str]:
+    """The distributions whose release differs between two engine versions."""
+    a, b = _releases(old), _releases(new)
+    return {name for name in a.keys() | b.keys() if a.get(name) != b.get(name)}
+
+
 def changes(before: dict, after: dict) -> list[str]:
     """The differences of two verdict rows joined with their runs (harness/history/series.py), as phrases. A value one
     run does not know (an imported run's blank GPU, say) is no change."""
@@ -32,7 +43,7 @@ def changes(before: dict, after: dict) -> list[str]:
         said.append(f"engine commit {short_commit(old)} -> {short_commit(new)}")
     old, new = _text(before.get("engine_version")), _text(after.get("engine_version"))
     named = {phrase.split(" ", 1)[0].replace("_", "-") for phrase in said}
-    if old and new and old != new and not {part.split(" ", 1)[0] for part in new.split(", ")} <= named:  # not said already
+    if old and new and old != new and not _moved(old, new) <= named:  # a release the environment's columns said already
         said.append(f"engine version {old} -> {new}")
     for column, label in (("packcheck", "packcheck"), ("packcheck_commit", "packcheck commit")):
         old, new = _text(before.get(column)), _text(after.get(column))

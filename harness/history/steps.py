@@ -32,6 +32,9 @@ SIGMA_FLOOR = 0.05  # log10: 12 % of a margin
 MIN_STEP = math.log10(2.0)  # a step is at least a factor 2
 PENALTY = 4.0  # per step, times ln(groups + 1), in chi-squared units
 MAD_TO_SIGMA = 1.4826  # a normal distribution's sigma / its median absolute deviation
+# x values a spread from successive differences needs: below it a step or two are most of the differences (six releases
+# with two steps: two of five), which no robust estimate survives, and the floor stands in (repeat the runs to measure it)
+MIN_GROUPS = 8
 
 
 def log_margin(margin: float) -> float:
@@ -63,7 +66,7 @@ class Fit:
     levels: tuple[float, ...]  # per group, the fitted level as a margin
     steps: tuple[Step, ...]
     sigma: float  # one sigma of a log10 margin
-    spread_from: str  # "repeated runs" | "successive differences" | "floor" (too few points, or a spread below the floor)
+    spread_from: str  # "repeated runs" | "successive differences" | "floor" (fewer than MIN_GROUPS x and no repeats, or a spread below it)
 
     def band(self, group: int) -> tuple[float, float]:
         """The noise band around group's fitted level: 2 sigma either side, as margins."""
@@ -78,7 +81,7 @@ def spread(groups: list[list[float]]) -> tuple[float, str]:
         squares = sum((y - statistics.fmean(g)) ** 2 for g in repeated for y in g)
         sigma = math.sqrt(squares / sum(len(g) - 1 for g in repeated))
         source = "repeated runs"
-    elif len(groups) >= 3:
+    elif len(groups) >= MIN_GROUPS:
         means = [statistics.fmean(g) for g in groups]
         differences = [b - a for a, b in zip(means, means[1:])]
         centre = statistics.median(differences)
