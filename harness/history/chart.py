@@ -14,7 +14,7 @@ from packcheck.harness.history.series import Series
 from packcheck.harness.history.steps import MARGIN_CEILING, MARGIN_FLOOR, log_margin
 from packcheck.harness.report.load import format_margin
 
-GEOMETRY = {"left": 58, "right": 18, "top": 16, "plot": 150, "bottom": 58, "width": 660}
+GEOMETRY = {"left": 58, "right": 18, "top": 16, "plot": 150, "bottom": 58, "width": 620}
 MAX_X_LABELS = 24
 
 

@@ -2,9 +2,8 @@
 inline SVG and no script at all (its Content-Security-Policy allows none).
 
 Top to bottom: what the store holds (runs by source, the x axis in use), the steps found (each with the margins before
-and after, and what changed in the environment and the engine between the two runs), the status changes, the cells
-`--fail-on-step` fails, the bisect probes, then one chart per cell (cells with a step or a status change first) and
-the runs. Everything from the store (engine names, notes, commands) reaches the page through Jinja2's autoescaping.
+and after, and what changed in the environment and the engine between the two runs), the cells `--fail-on-step` fails,
+one chart per cell (cells with a step or a status change first), the status changes, the bisect probes and the runs. Everything from the store (engine names, notes, commands) reaches the page through Jinja2's autoescaping.
 """
 
 from __future__ import annotations
@@ -23,6 +22,8 @@ from packcheck.harness.report.load import format_margin
 
 TEMPLATES = Path(__file__).parent / "templates"
 REPORT_TEMPLATES = Path(__file__).parents[1] / "report" / "templates"
+SPREAD = {"repeated runs": "measured from the repeated runs at one x", "successive differences": "estimated from the successive "
+          "differences of the x", "floor": "the floor (no x repeated, fewer than 8 x, or a smaller spread measured)"}
 LABEL_NAMES = {"release": "the engine's version (its releases)", "commit": "the engine's commit", "time": "the run's time"}
 
 
@@ -86,7 +87,7 @@ def render_page(history: History, label: str, found: list[Series], failing: list
         fit = series.fit
         return {"name": series.name, "anchor": anchor(series), "chart": chart(series, ids), "steps": len(fit.steps) if fit else 0,
                 "spread": (f"noise band: each level +- 2 sigma, sigma = {fit.sigma:.2g} in log10 (a factor {10 ** fit.sigma:.2g}), "
-                           f"from {fit.spread_from}") if fit else "one x with a margin: nothing to fit",
+                           f"{SPREAD[fit.spread_from]}") if fit else "one x with a margin: nothing to fit",
                 "last": series.groups[-1].status, "latest": format_margin(series.groups[-1].margins[-1]) if series.groups[-1].margins else ""}
 
     return env.get_template("history.html.j2").render(
