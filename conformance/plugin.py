@@ -4,10 +4,11 @@ packcheck, it is active in any repository.
     pip install /path/to/packcheck      # a checkout, a git URL or a wheel: packcheck is not on PyPI (docs/adapters.md)
     pytest --pyargs packcheck.conformance --engine mypkg.adapter:MyEngine [--family llama] [--scenario S ...]
         [--dtype auto|float64|float32|bfloat16] [--model 0.6b] [--seed 1] [--data-scale 85] [--noise-floors calibration.json]
-        [--out DIR]
+        [--out DIR] [--history PATH]
 
 `--dtype auto`, the default, runs the engine at the most precise dtype it declares; `--out DIR` writes the run
-directory `packcheck run --out DIR` writes (conformance/run_directory.py).
+directory `packcheck run --out DIR` writes (conformance/run_directory.py); `--history PATH` (or $PACKCHECK_HISTORY) appends
+the session's verdicts to a history store (docs/history.md).
 
 The options are `packcheck run`'s, from one table (harness/run/options.py), checked by the same code
 (harness/run/choices.py); they live in one "packcheck" group, each help text states its default, and

@@ -9,6 +9,7 @@ with the steps found in each cell's series and what changed in the environment a
 - steps.py: step detection on a series (a penalised piecewise-constant fit of log10 margins, weighted by their spread);
 - changes.py: what changed in the environment and the engine between two runs;
 - gate.py: `--fail-on-step`, which steps fail a pull request;
+- chart.py: one cell's series as SVG geometry;
 - page.py, markdown.py: the HTML page (inline SVG, the report's look) and the Markdown summary.
 """
 
