@@ -121,7 +121,7 @@ def test_the_page_finds_the_steps_and_says_what_changed(tmp_path):
     markdown = (tmp_path / "history.md").read_text()
     steps = [line for line in markdown.splitlines() if line.startswith("| S")]
     assert len(steps) == 3, markdown
-    assert "microbatch_invariance" in steps[0] and "| transformers 4.45.2 | transformers 4.46.1 |" in steps[0]
+    assert "microbatch_invariance" in steps[0] and "| 4.45.2 -> 4.46.1 |" in steps[0]
     assert "transformers 4.45.2 -> 4.46.1" in steps[0] and "down" in steps[0]
     assert "microbatch_invariance" in steps[1] and "transformers 4.53.0 -> 4.53.1" in steps[1]
     assert "packed_vs_unpacked" in steps[2] and "transformers 4.53.0 -> 4.53.1" in steps[2]

@@ -1,12 +1,15 @@
-"""What changed between two runs of a cell: the environment (torch, CUDA, transformers, flash-attn, fla, the GPU, the CPU's
+"""What changed between two x of a cell: the environment (torch, CUDA, transformers, flash-attn, fla, the GPU, the CPU's
 kernel path, ...), the engine (its commit, its version) and packcheck itself (a new tolerance table moves every margin),
-as short phrases: "transformers 4.45.2 -> 4.46.1"."""
+as short phrases: "transformers 4.45.2 -> 4.46.1".
+
+An x may hold several runs (a release run twice, by two packcheck commits): a column changed when no run after the
+step has a value a run before it had, so what merely differs between repeats is not named. A value a run does not know
+(an imported run's blank GPU) is left out.
+"""
 
 from __future__ import annotations
 
 from packcheck.harness.history.store import ENVIRONMENT_COLUMNS
-
-ABSENT = "not installed"
 
 
 def _text(value) -> str:
@@ -24,30 +27,33 @@ def _releases(version: str) -> dict[str, str]:
     return dict(part.split(" ", 1) if " " in part else (part, "") for part in version.split(", "))
 
 
-def _moved(old: str, new: str) -> set[str]:
-    """The distributions whose release differs between two engine versions."""
-    a, b = _releases(old), _releases(new)
-    return {name for name in a.keys() | b.keys() if a.get(name) != b.get(name)}
+def _values(rows: list[dict], column: str, unknown: tuple[str, ...] = ()) -> list[str]:
+    return list(dict.fromkeys(v for row in rows if (v := _text(row.get(column))) and v not in unknown))
 
 
-def changes(before: dict, after: dict) -> list[str]:
-    """The differences of two verdict rows joined with their runs (harness/history/series.py), as phrases. A value one
-    run does not know (an imported run's blank GPU, say) is no change."""
+def _moved(before: list[dict], after: list[dict], column: str, unknown: tuple[str, ...] = ()) -> tuple[list[str], list[str]] | None:
+    """The values of `column` before and after, where none after is one before (both known); else None."""
+    old, new = _values(before, column, unknown), _values(after, column, unknown)
+    return (old, new) if old and new and not set(old) & set(new) else None
+
+
+def changes(before: list[dict], after: list[dict]) -> list[str]:
+    """What changed from the runs `before` a step to the runs `after` it (verdict rows joined with their runs:
+    harness/history/series.py), as phrases."""
     said = []
     for column in ENVIRONMENT_COLUMNS:
-        old, new = _text(before.get(column)), _text(after.get(column))
-        if old and new and old != new:
-            said.append(f"{column} {old} -> {new}")
-    old, new = _text(before.get("engine_commit")), _text(after.get("engine_commit"))
-    if old and new and old != new:
-        said.append(f"engine commit {short_commit(old)} -> {short_commit(new)}")
-    old, new = _text(before.get("engine_version")), _text(after.get("engine_version"))
-    named = {phrase.split(" ", 1)[0].replace("_", "-") for phrase in said}
-    if old and new and old != new and not _moved(old, new) <= named:  # a release the environment's columns said already
-        said.append(f"engine version {old} -> {new}")
-    for column, label in (("packcheck", "packcheck"), ("packcheck_commit", "packcheck commit")):
-        old, new = _text(before.get(column)), _text(after.get(column))
-        if old and new and old != new and old != "unknown" and new != "unknown":
-            said.append(f"{label} {short_commit(old) if column.endswith('commit') else old} -> "
-                        f"{short_commit(new) if column.endswith('commit') else new}")
+        if moved := _moved(before, after, column):
+            said.append(f"{column} {'/'.join(moved[0])} -> {'/'.join(moved[1])}")
+    if moved := _moved(before, after, "engine_commit"):
+        said.append(f"engine commit {'/'.join(map(short_commit, moved[0]))} -> {'/'.join(map(short_commit, moved[1]))}")
+    if moved := _moved(before, after, "engine_version"):
+        named = {phrase.split(" ", 1)[0].replace("_", "-") for phrase in said}
+        distributions = {name for old in moved[0] for new in moved[1] for name, release in _releases(new).items()
+                         if _releases(old).get(name) != release}
+        if not distributions <= named:  # a release the environment's columns did not say already
+            said.append(f"engine version {'/'.join(moved[0])} -> {'/'.join(moved[1])}")
+    if moved := _moved(before, after, "packcheck", ("unknown",)):
+        said.append(f"packcheck {'/'.join(moved[0])} -> {'/'.join(moved[1])}")
+    if moved := _moved(before, after, "packcheck_commit", ("unknown",)):
+        said.append(f"packcheck commit {'/'.join(map(short_commit, moved[0]))} -> {'/'.join(map(short_commit, moved[1]))}")
     return said

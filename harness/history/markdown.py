@@ -30,14 +30,14 @@ def render_markdown(history: History, label: str, found: list[Series], failing: 
                    "tolerance or more): " + "; ".join(f"{_cell(s.name)} {step.before:.2g} -> {step.after:.2g}" for s, step in failing), ""]
                   if failing else [f"--fail-on-step: no cell's last step is a regression to {level} of the tolerance or more.", ""])
     if steps:
-        lines += ["### Steps", "", "| step | cell | from | to | error/tolerance | factor | what changed |", "|---|---|---|---|---|---|---|"]
-        lines += [f"| {s['id']} | {_cell(s['cell'])} | {_cell(s['before_label'])} | {_cell(s['after_label'])} | {s['before']} -> {s['after']} | "
+        lines += ["### Steps", "", "| step | cell | at | error/tolerance | factor | what changed |", "|---|---|---|---|---|---|"]
+        lines += [f"| {s['id']} | {_cell(s['cell'])} | {_cell(s['between'])} | {s['before']} -> {s['after']} | "
                   f"{'**' + s['factor'] + ' up**' if s['up'] else s['factor'] + ' down'} | {_cell(s['what'])} |" for s in steps[:LISTED]]
         lines += [f"", f"... and {len(steps) - LISTED} more on the page."] if len(steps) > LISTED else []
         lines.append("")
     if changes:
-        lines += ["### Status changes", "", "| cell | from | to | status | what changed |", "|---|---|---|---|---|"]
-        lines += [f"| {_cell(c['cell'])} | {_cell(c['before_label'])} | {_cell(c['after_label'])} | {c['before']} -> {c['after']} | {_cell(c['what'])} |"
+        lines += ["### Status changes", "", "| cell | at | status | what changed |", "|---|---|---|---|"]
+        lines += [f"| {_cell(c['cell'])} | {_cell(c['between'])} | {c['before']} -> {c['after']} | {_cell(c['what'])} |"
                   for c in changes[:LISTED]]
         lines += [f"", f"... and {len(changes) - LISTED} more on the page."] if len(changes) > LISTED else []
         lines.append("")

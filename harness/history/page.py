@@ -17,13 +17,23 @@ import jinja2
 from packcheck.harness.files import write_atomically
 from packcheck.harness.history.chart import chart
 from packcheck.harness.history.series import Series
+from packcheck.harness.history.steps import MIN_GROUPS
 from packcheck.harness.history.store import ENVIRONMENT_COLUMNS, History
 from packcheck.harness.report.load import format_margin
 
 TEMPLATES = Path(__file__).parent / "templates"
 REPORT_TEMPLATES = Path(__file__).parents[1] / "report" / "templates"
-SPREAD = {"repeated runs": "measured from the repeated runs at one x", "successive differences": "estimated from the successive "
-          "differences of the x", "floor": "the floor (no x repeated, fewer than 8 x, or a smaller spread measured)"}
+SPREAD = {"repeated runs": "the repeated runs at one x", "successive differences": "the successive differences of the x"}
+
+
+def spread_text(fit) -> str:
+    """The noise band in words: its sigma, and where it came from."""
+    band = f"noise band: each level +- 2 sigma, sigma = {fit.sigma:.2g} in log10 (a factor {10 ** fit.sigma:.2g})"
+    if fit.measured is None:
+        return f"{band}, the floor (no x run twice, fewer than {MIN_GROUPS} x: no spread to measure)"
+    if fit.measured < fit.sigma:
+        return f"{band}, the floor ({SPREAD[fit.spread_from]} measured {fit.measured:.2g})"
+    return f"{band}, measured from {SPREAD[fit.spread_from]}"
 LABEL_NAMES = {"release": "the engine's version (its releases)", "commit": "the engine's commit", "time": "the run's time"}
 
 
@@ -34,7 +44,8 @@ def step_rows(found: list[Series]) -> list[dict]:
         for step, change in zip(series.fit.steps if series.fit else (), series.step_changes):
             before, after = series.groups[series.fitted[series.fitted.index(change.at) - 1]], series.groups[change.at]
             rows.append({"id": f"S{len(rows) + 1}", "cell": series.name, "anchor": anchor(series), "at": change.at,
-                         "before_label": before.label, "after_label": after.label, "before": format_margin(step.before),
+                         "before_label": before.label, "after_label": after.label,
+                         "between": f"{before.short} -> {after.short}", "before": format_margin(step.before),
                          "after": format_margin(step.after), "factor": f"x{step.factor:.3g}", "up": step.up,
                          "sigma": f"{step.sigma:.0f}", "status": f"{before.status} -> {after.status}",
                          "crosses": (step.before < 1) != (step.after < 1), "what": "; ".join(change.what) or "nothing recorded changed"})
@@ -43,6 +54,7 @@ def step_rows(found: list[Series]) -> list[dict]:
 
 def status_rows(found: list[Series]) -> list[dict]:
     return [{"cell": s.name, "anchor": anchor(s), "before_label": s.groups[c.at - 1].label, "after_label": s.groups[c.at].label,
+             "between": f"{s.groups[c.at - 1].short} -> {s.groups[c.at].short}",
              "before": s.groups[c.at - 1].status, "after": s.groups[c.at].status, "what": "; ".join(c.what) or "nothing recorded changed"}
             for s in found for c in s.status_changes]
 
@@ -86,8 +98,7 @@ def render_page(history: History, label: str, found: list[Series], failing: list
     def card(series: Series) -> dict:
         fit = series.fit
         return {"name": series.name, "anchor": anchor(series), "chart": chart(series, ids), "steps": len(fit.steps) if fit else 0,
-                "spread": (f"noise band: each level +- 2 sigma, sigma = {fit.sigma:.2g} in log10 (a factor {10 ** fit.sigma:.2g}), "
-                           f"{SPREAD[fit.spread_from]}") if fit else "one x with a margin: nothing to fit",
+                "spread": spread_text(fit) if fit else "one x with a margin: nothing to fit",
                 "last": series.groups[-1].status, "latest": format_margin(series.groups[-1].margins[-1]) if series.groups[-1].margins else ""}
 
     return env.get_template("history.html.j2").render(

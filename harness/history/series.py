@@ -51,6 +51,11 @@ class Group:
         return next((s for s in (KNOWN, *FAILED, "pass") if s in statuses), statuses[0])
 
     @property
+    def rows(self) -> list[dict]:
+        """Its runs' verdict rows (joined with the runs), for what changed (harness/history/changes.py)."""
+        return [p.row for p in self.points]
+
+    @property
     def margins(self) -> list[float]:
         return [p.margin for p in self.points if not math.isnan(p.margin)]
 
@@ -143,9 +148,9 @@ def series_of(history: History, label: str = "auto") -> tuple[str, list[Series]]
         if not fitted:
             continue  # never compared anything (unsupported everywhere): nothing to draw
         result = fit([groups[i].margins for i in fitted]) if len(fitted) >= 2 else None
-        step_changes = tuple(Change(at=fitted[s.at], what=tuple(changes(groups[fitted[s.at - 1]].points[-1].row, groups[fitted[s.at]].points[0].row)))
+        step_changes = tuple(Change(at=fitted[s.at], what=tuple(changes(groups[fitted[s.at - 1]].rows, groups[fitted[s.at]].rows)))
                              for s in (result.steps if result else ()))
-        status_changes = tuple(Change(at=i, what=tuple(changes(groups[i - 1].points[-1].row, groups[i].points[0].row)))
+        status_changes = tuple(Change(at=i, what=tuple(changes(groups[i - 1].rows, groups[i].rows)))
                                for i in range(1, len(groups)) if groups[i].status != groups[i - 1].status)
         found.append(Series(cell=cell, groups=groups, fit=result, fitted=fitted, step_changes=step_changes, status_changes=status_changes))
     return label, found

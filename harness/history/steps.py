@@ -65,8 +65,9 @@ class Step:
 class Fit:
     levels: tuple[float, ...]  # per group, the fitted level as a margin
     steps: tuple[Step, ...]
-    sigma: float  # one sigma of a log10 margin
-    spread_from: str  # "repeated runs" | "successive differences" | "floor" (fewer than MIN_GROUPS x and no repeats, or a spread below it)
+    sigma: float  # one sigma of a log10 margin, as used: the spread measured, or SIGMA_FLOOR where that is more
+    spread_from: str  # "repeated runs" | "successive differences" | "floor" (fewer than MIN_GROUPS x and no repeats)
+    measured: float | None  # the spread measured (None: nothing to measure it from), which may lie below the floor
 
     def band(self, group: int) -> tuple[float, float]:
         """The noise band around group's fitted level: 2 sigma either side, as margins."""
@@ -74,8 +75,9 @@ class Fit:
         return 10 ** (level - 2 * self.sigma), 10 ** (level + 2 * self.sigma)
 
 
-def spread(groups: list[list[float]]) -> tuple[float, str]:
-    """One sigma of the log10 margins `groups` (per x, its runs' log10 margins) and where it came from."""
+def spread(groups: list[list[float]]) -> tuple[float | None, str]:
+    """One sigma of the log10 margins `groups` (per x, its runs' log10 margins) as measured, and what from; (None,
+    "floor") where it cannot be measured."""
     repeated = [g for g in groups if len(g) > 1]
     if repeated:
         squares = sum((y - statistics.fmean(g)) ** 2 for g in repeated for y in g)
@@ -88,8 +90,8 @@ def spread(groups: list[list[float]]) -> tuple[float, str]:
         sigma = MAD_TO_SIGMA * statistics.median(abs(d - centre) for d in differences) / math.sqrt(2)  # a difference has 2 points' variance
         source = "successive differences"
     else:
-        return SIGMA_FLOOR, "floor"
-    return (sigma, source) if sigma >= SIGMA_FLOOR else (SIGMA_FLOOR, "floor")
+        return None, "floor"
+    return sigma, source
 
 
 def _partition(means: list[float], weights: list[float], penalty: float) -> list[int]:
@@ -132,7 +134,8 @@ def fit(groups: list[list[float]]) -> Fit:
     """The steps of a series: `groups` holds, per x in order, the margins of its runs (NaN left out by the caller)."""
     assert groups and all(groups), "every x needs a margin"
     logs = [[log_margin(m) for m in g] for g in groups]
-    sigma, source = spread(logs)
+    measured, source = spread(logs)
+    sigma = max(measured or 0.0, SIGMA_FLOOR)
     means = [statistics.fmean(g) for g in logs]
     weights = [len(g) / sigma ** 2 for g in logs]
     starts = _partition(means, weights, PENALTY * math.log(len(groups) + 1))
@@ -146,4 +149,4 @@ def fit(groups: list[list[float]]) -> Fit:
     steps = tuple(Step(at=after[0], before=10 ** before[2], after=10 ** after[2],
                        sigma=abs(after[2] - before[2]) / math.sqrt(1 / before[3] + 1 / after[3]))
                   for before, after in zip(segments, segments[1:]))
-    return Fit(levels=tuple(levels), steps=steps, sigma=sigma, spread_from=source)
+    return Fit(levels=tuple(levels), steps=steps, sigma=sigma, spread_from=source, measured=measured)
