@@ -125,12 +125,14 @@ def record_history(config, provenance_of) -> str | None:
         return None
     try:
         provenance = provenance_of(config)  # only now: it imports torch and asks git
-        from packcheck.harness.run.engine_commit import engine_commits
+        from packcheck.harness.run.engine_commit import engine_commit_depth, engine_commits
 
         commits = engine_commits(list(engines))
+        depths = {spec: engine_commit_depth(spec) for spec in commits}
     except Exception as err:  # noqa: BLE001 - recording never fails a session
         return f"warning: not recorded in the history store {path}: {type(err).__name__}: {err}"
-    identities = {spec: identity | ({"commit": commits[spec]} if spec in commits else {}) for spec, identity in engines.items()}
+    identities = {spec: identity | ({"commit": commits[spec], "depth": depths[spec]} if spec in commits else {})
+                  for spec, identity in engines.items()}
     data = {"provenance": provenance, "verdicts": [r["verdict"] for r in collected], "rows": [row for r in collected for row in r["rows"]]}
     run_dir = run_dir_of(config)
     return record_run(path, data, source="pytest", directory=str(run_dir.path) if run_dir is not None else "", engines=identities,

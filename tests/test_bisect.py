@@ -151,9 +151,16 @@ def test_every_probe_lands_in_the_history_store_and_its_page(toy, tmp_path):
     assert {c[:12] for c in judged["engine_commit"]} >= probed - {toy["commits"][3][:12]}, "every judged revision's verdicts, at its commit"
     bad = judged[(judged["family"] == "llama") & (judged["engine_commit"] == toy["commits"][LLAMA_BREAKS])]
     assert list(bad["status"]) == ["fail"], "the first bad commit's llama verdict, as judged"
-    out, _ = _bisect(["history", "--store", str(toy["root"] / "history.sqlite"), "--out", str(tmp_path)])
+    out, _ = _bisect(["history", "--store", str(toy["root"] / "history.sqlite"), "--out", str(tmp_path), "--markdown", str(tmp_path / "h.md")])
     page = (tmp_path / "history.html").read_text()
     assert "Bisect probes" in page and all(commit in page for commit in probed)
+    # along the history (not in the order the bisect judged them), each family's margin steps up once: from the last good
+    # commit it judged (the one before the first bad) to its first bad commit
+    steps = [line for line in (tmp_path / "h.md").read_text().splitlines() if line.startswith("| S")]
+    assert len(steps) == 2, steps
+    for family, k in BROKEN:
+        line = next(step for step in steps if f"/ {family} /" in step)
+        assert f"| {toy['commits'][k - 1][:8]} -> {toy['commits'][k][:8]} |" in line and " up**" in line, line
 
 
 def _refused(command: list[str], capsys) -> str:

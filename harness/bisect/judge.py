@@ -104,8 +104,8 @@ def record_probe(probe: Probe, out: Path, worktree: Path, families: list[str]) -
     run_dir = RunDir(out)
     if not run_dir.results.exists():
         return
-    commit = git(worktree, "rev-parse", "HEAD")
-    _, said = record(Path(probe.history), load_results(run_dir), source="bisect", engines={probe.engine: {"commit": commit}},
+    commit, depth = git(worktree, "rev-parse", "HEAD"), int(git(worktree, "rev-list", "--count", "HEAD"))
+    _, said = record(Path(probe.history), load_results(run_dir), source="bisect", engines={probe.engine: {"commit": commit, "depth": depth}},
                      note=f"bisect probe of {', '.join(families)} at {commit[:12]}", device=probe.device)
     print(f"  {said}", file=sys.stderr, flush=True)
 

@@ -120,10 +120,12 @@ def record_history(args, results, pool, run_dir: RunDir, interrupted: str | None
     if path is None or not results.records:
         return ""
     from packcheck.harness.history.entry import engine_version
+    from packcheck.harness.run.engine_commit import engine_commit_depth
 
     try:
         commits = results.provenance.get("engine_commit") or {}
-        engines = {spec: {"version": engine_version(info.releases) if (info := pool.described(spec)) else "", "commit": commits.get(spec, "")}
+        engines = {spec: {"version": engine_version(info.releases) if (info := pool.described(spec)) else "", "commit": commits.get(spec, ""),
+                          "depth": engine_commit_depth(spec) if spec in commits else None}
                    for spec in dict.fromkeys(r["verdict"].get("engine_spec", "") for r in results.records)} if pool is not None else {}
     except Exception as err:  # noqa: BLE001 - the engine's identity is recorded where known; the run is recorded anyway
         engines = {}

@@ -59,7 +59,8 @@ def _verdict(v: dict, engines: dict, commits: dict) -> dict:
     worst = v.get("worst") if isinstance(v.get("worst"), dict) else {}
     identity = engines.get(spec, {})
     return {**{k: str(v.get(k) or "") for k in CELL}, "engine_spec": spec, "engine_version": identity.get("version", ""),
-            "engine_commit": identity.get("commit") or str(commits.get(spec) or ""), "status": str(v.get("status", "")),
+            "engine_commit": identity.get("commit") or str(commits.get(spec) or ""), "engine_commit_depth": identity.get("depth"),
+            "status": str(v.get("status", "")),
             "known_finding": str(v.get("known_finding") or ""), "max_margin": v.get("max_margin") if worst else None,
             "worst_quantity": worst.get("quantity"), "worst_item": worst.get("item"), "worst_metric": worst.get("metric"),
             "worst_observed": worst.get("observed"), "worst_threshold": worst.get("threshold"),
@@ -68,7 +69,7 @@ def _verdict(v: dict, engines: dict, commits: dict) -> dict:
 
 def entry_of(data: dict, *, source: str, directory: str = "", engines: dict | None = None, environment: dict | None = None,
              note: str = "") -> Entry:
-    """The store's entry for the run `data` (results.json's object). `engines`: spec -> {"version", "commit"} where the
+    """The store's entry for the run `data` (results.json's object). `engines`: spec -> {"version", "commit", "depth"} where the
     recorder knows them (the engine's described releases); `environment`: what the recorder measured here (None: an
     imported run, only its provenance); `note`: a word on where the run stands (a bisect's range, "interrupted")."""
     assert source in SOURCES, source

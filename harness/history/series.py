@@ -5,7 +5,8 @@ store's runs, ordered by the runs' time; points with one label (a commit, a rele
 label first appears (a commit judged twice is one x with two runs: its spread is measured there). The label:
 
 - `release`: the engine's version (its releases, e.g. "transformers 4.46.1, accelerate 1.2.1": harness/engines/info.py);
-- `commit`: the engine's commit (an engine in a git checkout; bisect probes);
+- `commit`: the engine's commit (an engine in a git checkout; bisect probes), in their order along the history where
+  each commit's depth is known (a bisect judges them out of order);
 - `time`: every run its own x;
 - an environment column (`transformers`, `torch`, `gpu`, ...): its value;
 - `auto` (the default): the engine's commit where the store's runs differ in it, else its version, else the first
@@ -123,6 +124,15 @@ def _label(row: dict, label: str) -> tuple[str, str]:
     return f"{label} {value}", value
 
 
+def _along_history(groups: tuple[Group, ...]) -> tuple[Group, ...]:
+    """Commits in their order along the history (each commit's depth, `git rev-list --count`) where every commit's is
+    known: a bisect judges them out of order; else in the order of the runs."""
+    depths = [g.points[0].row.get("engine_commit_depth") for g in groups]
+    if any(d is None or d != d for d in depths):  # None, or NaN as pandas reads a NULL
+        return groups
+    return tuple(g for _, g in sorted(zip(depths, groups), key=lambda pair: pair[0]))  # stable: a dirty commit after its HEAD's runs
+
+
 def _status(row: dict) -> str:
     return KNOWN if _text(row.get("known_finding")) else _text(row.get("status"))
 
@@ -144,6 +154,8 @@ def series_of(history: History, label: str = "auto") -> tuple[str, list[Series]]
     found = []
     for cell, by_label in cells.items():
         groups = tuple(by_label.values())
+        if label == "commit":
+            groups = _along_history(groups)
         fitted = tuple(i for i, g in enumerate(groups) if g.margins)
         if not fitted:
             continue  # never compared anything (unsupported everywhere): nothing to draw

@@ -14,7 +14,7 @@ Tables (docs/history.md has every column):
     runs        one per run: when, where from (source: run | pytest | bisect | import | kernels), the command, packcheck's
                 version and commit, the environment as JSON and its key parts as columns (torch, cuda, transformers, ...)
     verdicts    one per verdict of a run: the cell (engine, family, scenario, dtype, device, attention), the engine's
-                spec, version and commit, status, known finding, max margin and the worst comparison
+                spec, version, commit and the commit's depth (its place along the history), status, known finding, max margin and the worst comparison
     quantities  one per verdict and quantity: the largest margin over that quantity's comparisons, how many, how many failed
 """
 
@@ -37,11 +37,11 @@ ENVIRONMENT_COLUMNS = ("torch", "cuda", "transformers", "accelerate", "flash_att
                        "cpu_capability", "python")
 RUN_COLUMNS = ("uid", "time", "recorded", "source", "command", "directory", "note", "packcheck", "packcheck_commit", "device",
                "device_name", *ENVIRONMENT_COLUMNS, "environment", "provenance")
-VERDICT_COLUMNS = (*CELL, "engine_spec", "engine_version", "engine_commit", "status", "known_finding", "max_margin", "worst_quantity",
+VERDICT_COLUMNS = (*CELL, "engine_spec", "engine_version", "engine_commit", "engine_commit_depth", "status", "known_finding", "max_margin", "worst_quantity",
                    "worst_item", "worst_metric", "worst_observed", "worst_threshold", "comparisons", "failing", "seconds")
 QUANTITY_COLUMNS = (*CELL, "quantity", "max_margin", "comparisons", "failing")
 REAL = {"max_margin", "worst_observed", "worst_threshold", "seconds"}
-INTEGER = {"comparisons", "failing"}
+INTEGER = {"comparisons", "failing", "engine_commit_depth"}
 
 
 def _table(name: str, columns: tuple[str, ...], first: str) -> str:
