@@ -34,7 +34,9 @@ def spread_text(fit) -> str:
     if fit.measured < fit.sigma:
         return f"{band}, the floor ({SPREAD[fit.spread_from]} measured {fit.measured:.2g})"
     return f"{band}, measured from {SPREAD[fit.spread_from]}"
-LABEL_NAMES = {"release": "the engine's version (its releases)", "commit": "the engine's commit", "time": "the run's time"}
+LABEL_NAMES = {"release": "the engine's version (its releases); one x per version, in the order of the runs' time",
+               "commit": "the engine's commit; one x per commit, along the history where each commit's depth is known, else in "
+                         "the order of the runs' time", "time": "the run's time; one x per run"}
 
 
 def step_rows(found: list[Series]) -> list[dict]:
@@ -104,7 +106,7 @@ def render_page(history: History, label: str, found: list[Series], failing: list
     return env.get_template("history.html.j2").render(
         store=str(history.path), generated=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         runs_by_source=dict(Counter(history.runs["source"])), run_count=len(history.runs), cell_count=len(found),
-        label=label, label_text=LABEL_NAMES.get(label, f"the environment's {label}"), steps=steps,
+        label=label, label_text=LABEL_NAMES.get(label, f"the environment's {label}; one x per value, in the order of the runs' time"), steps=steps,
         regressions=sum(r["up"] for r in steps), status_changes=status_rows(found), bisect=bisect_rows(history),
         failing=[{"cell": s.name, "anchor": anchor(s), "before": format_margin(step.before), "after": format_margin(step.after),
                   "factor": f"x{step.factor:.3g}"} for s, step in failing or ()],
