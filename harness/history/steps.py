@@ -17,7 +17,7 @@ measured uncertainty, plus a penalty per step; the steps of the best fit are the
   are merged away, the smallest first, and the levels refitted.
 
 A slow drift is a ramp, which no piecewise-constant fit matches: the fit takes it as few steps, each at least a factor
-MIN_STEP (a drift by 4x over 50 runs comes out as one step near its middle, a drift under 2x as none), never a staircase
+MIN_STEP (a drift by 4x over 50 runs comes out as one step at most, a drift under 2x as none), never a staircase
 of small ones; the page draws every point, so the ramp itself is visible.
 """
 
