@@ -262,15 +262,23 @@ RELEASES = {
 }
 
 
+# Where the releases sessions record their verdicts (docs/history.md): one store outside every session's own folders, so
+# the six sessions accumulate into it and `packcheck history --store reports/releases-history.sqlite` draws the margins over
+# the releases; $PACKCHECK_HISTORY, where set, is used instead.
+RELEASES_HISTORY = "reports/releases-history.sqlite"
+
+
 @nox.session(default=False)
 @nox.parametrize("transformers", list(RELEASES))
 def releases(session: nox.Session, transformers: str) -> None:
     """hf_trainer under one transformers release: its batch tests, then the conformance suite (float32, every family
-    that release defines) for each engine run there, in a checkpoint cache of the session's own (written by that release)."""
+    that release defines) for each engine run there, in a checkpoint cache of the session's own (written by that release),
+    each conformance run recorded in one history store (RELEASES_HISTORY)."""
     accelerate, engines = RELEASES[transformers]
     session.install(CPU_TORCH)
     session.install("-e", ".[test]", f"transformers=={transformers}", f"accelerate=={accelerate}", "-c", "constraints/cpu-torch.txt")
     session.env["PACKCHECK_CACHE_DIR"] = session.create_tmp()
+    session.env["PACKCHECK_HISTORY"] = os.environ.get("PACKCHECK_HISTORY") or os.path.abspath(RELEASES_HISTORY)
     session.run("pytest", "tests/adapters/hf_trainer/test_hf_translation.py", "-k", "not legacy_ga", *session.posargs)
     conformance_of(session, dict.fromkeys(engines, "float32"))
 

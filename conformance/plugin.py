@@ -4,10 +4,11 @@ packcheck, it is active in any repository.
     pip install /path/to/packcheck      # a checkout, a git URL or a wheel: packcheck is not on PyPI (docs/adapters.md)
     pytest --pyargs packcheck.conformance --engine mypkg.adapter:MyEngine [--family llama] [--scenario S ...]
         [--dtype auto|float64|float32|bfloat16] [--model 0.6b] [--seed 1] [--data-scale 85] [--noise-floors calibration.json]
-        [--out DIR]
+        [--out DIR] [--history PATH]
 
 `--dtype auto`, the default, runs the engine at the most precise dtype it declares; `--out DIR` writes the run
-directory `packcheck run --out DIR` writes (conformance/run_directory.py).
+directory `packcheck run --out DIR` writes (conformance/run_directory.py); `--history PATH` (or $PACKCHECK_HISTORY) appends
+the session's verdicts to a history store (docs/history.md).
 
 The options are `packcheck run`'s, from one table (harness/run/options.py), checked by the same code
 (harness/run/choices.py); they live in one "packcheck" group, each help text states its default, and
@@ -67,6 +68,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: a long property test, left out of packcheck's own default CI run (nox -s slow runs it)")
     run_directory.collected.clear()
     run_directory.properties.clear()
+    run_directory.engines.clear()
     _cell_outcomes.clear()
     _skip_reasons.clear()
     config.pluginmanager.register(run_directory, "packcheck-run-directory")
@@ -87,6 +89,7 @@ def pytest_report_header(config):
 
 CHOICES = pytest.StashKey()
 RUN_DIRECTORY_LINE = pytest.StashKey()  # what the session wrote under --out, said in the terminal summary
+HISTORY_LINE = pytest.StashKey()  # what the session recorded in the history store (or the warning why not)
 DTYPE_CHOICE = pytest.StashKey()
 
 
@@ -127,6 +130,8 @@ def chosen_dtype(config, info) -> str:
 def pytest_terminal_summary(terminalreporter, config):
     if RUN_DIRECTORY_LINE in config.stash:
         terminalreporter.write_line(config.stash[RUN_DIRECTORY_LINE])
+    if config.stash.get(HISTORY_LINE, None):
+        terminalreporter.write_line(f"packcheck: {config.stash[HISTORY_LINE]}")
     if DTYPE_CHOICE in config.stash:
         name, choice = config.stash[DTYPE_CHOICE]
         terminalreporter.write_line(f"packcheck: engine {name}: dtype {choice.dtype} ({choice.why})")
@@ -249,7 +254,8 @@ def run_provenance(config) -> dict:
 
 @pytest.fixture
 def record_verdict(request):
-    """record_verdict(verdict): the cell's verdict into the run directory of --out (conformance/run_directory.py)."""
+    """record_verdict(verdict, engine=None): the cell's verdict into the run directory of --out and the history store of
+    --history (conformance/run_directory.py), with the engine's identity where given (its EngineInfo)."""
     return functools.partial(run_directory.record, request.node)
 
 
@@ -284,6 +290,7 @@ def pytest_sessionfinish(session, exitstatus):
         session.config.stash[RUN_DIRECTORY_LINE] = run_directory.write_run_directory(session.config, run_provenance(session.config))
     if not hasattr(session.config, "workerinput"):
         absolute_check(session)
+        session.config.stash[HISTORY_LINE] = run_directory.record_history(session.config, run_provenance)
     if _cell_outcomes and all(outcome == "skipped" for outcome in _cell_outcomes) and exitstatus == 0:
         engine = session.config.getoption("--engine")
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")

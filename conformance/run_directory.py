@@ -16,6 +16,7 @@ import pytest
 
 OUT_FLAG = "--out"
 RECORD = pytest.StashKey()
+ENGINE = pytest.StashKey()
 LOCK = pytest.StashKey()
 
 
@@ -51,11 +52,16 @@ def claim(config) -> None:
         raise pytest.UsageError(str(err)) from None
 
 
-def record(item, verdict) -> None:
-    """Keep a cell's verdict for the run directory (its test report carries it: pytest_runtest_makereport)."""
+def record(item, verdict, engine=None) -> None:
+    """Keep a cell's verdict for the run directory and the history store (its test report carries it:
+    pytest_runtest_makereport), with the engine's identity where given (its EngineInfo: spec and releases)."""
     from packcheck.harness.run_dir.results import record_of
 
     item.stash[RECORD] = record_of(verdict)
+    if engine is not None:
+        from packcheck.harness.history.entry import engine_version
+
+        item.stash[ENGINE] = {"spec": engine.spec, "version": engine_version(engine.releases)}
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -64,6 +70,8 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if call.when == "call" and RECORD in item.stash:
         report.packcheck_record = item.stash[RECORD]  # a plain dict: pytest-xdist sends it to the controller
+        if ENGINE in item.stash:
+            report.packcheck_engine = item.stash[ENGINE]
     from packcheck.conformance.plugin import SCENARIO_MARKER
 
     marker = item.get_closest_marker(SCENARIO_MARKER)
@@ -94,6 +102,9 @@ def pytest_runtest_logreport(report):
     record_ = getattr(report, "packcheck_record", None)
     if record_ is not None:
         collected.append(record_)
+    engine = getattr(report, "packcheck_engine", None)
+    if engine is not None:
+        engines[engine["spec"]] = {"version": engine["version"]}
     property_ = getattr(report, "packcheck_property", None)
     if property_ is not None:
         properties.append(property_)
@@ -101,6 +112,31 @@ def pytest_runtest_logreport(report):
 
 collected: list[dict] = []  # the verdicts the session's reports carried, in the order they were reported
 properties: list[dict] = []  # the hypothesis property tests' outcomes (property_record), in the order they were reported
+engines: dict[str, dict] = {}  # engine spec -> its identity ({"version"}), as the cells' reports carried it
+
+
+def record_history(config, provenance_of) -> str | None:
+    """The session's verdicts into the history store of --history or $PACKCHECK_HISTORY (harness/history/record.py), on the
+    controller; the line for the terminal summary, or None when no store is asked for. Never fails the session."""
+    from packcheck.harness.history.record import record as record_run, store_path
+
+    path = store_path(config.getoption("packcheck_history"))
+    if path is None or not collected:
+        return None
+    try:
+        provenance = provenance_of(config)  # only now: it imports torch and asks git
+        from packcheck.harness.run.engine_commit import engine_commit_depth, engine_commits
+
+        commits = engine_commits(list(engines))
+        depths = {spec: engine_commit_depth(spec) for spec in commits}
+    except Exception as err:  # noqa: BLE001 - recording never fails a session
+        return f"warning: not recorded in the history store {path}: {type(err).__name__}: {err}"
+    identities = {spec: identity | ({"commit": commits[spec], "depth": depths[spec]} if spec in commits else {})
+                  for spec, identity in engines.items()}
+    data = {"provenance": provenance, "verdicts": [r["verdict"] for r in collected], "rows": [row for r in collected for row in r["rows"]]}
+    run_dir = run_dir_of(config)
+    return record_run(path, data, source="pytest", directory=str(run_dir.path) if run_dir is not None else "", engines=identities,
+                      device=str(provenance.get("device", "cpu")))[1]
 
 
 def write_run_directory(config, provenance: dict) -> str:

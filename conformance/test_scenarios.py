@@ -17,7 +17,7 @@ from packcheck.harness.judging.status import Status
 @pytest.mark.packcheck_cell
 def test_scenario(request, verdict_of, record_verdict, engine, scenario, family, dtype, device, attention):
     verdict = verdict_of(engine.spec, scenario.name, family, dtype, device, attention)
-    record_verdict(verdict)
+    record_verdict(verdict, engine)
     finding = finding_for(engine.known_findings, scenario.name, family)
     record_cell(request.node, engine.spec, family, scenario.name,
                 Status.XFAIL if finding is not None and verdict.known_finding else verdict.status)

@@ -74,6 +74,24 @@ def cpu_kernels() -> dict:
             "threads": torch.get_num_threads(), "mkl_cbwr": os.environ.get("MKL_CBWR", "")}
 
 
+# The distributions whose release can move an engine's numerics, by the name the environment records them under
+# (harness/history keeps them per run, and a step in a margin is annotated with the ones that changed).
+ENVIRONMENT_DISTRIBUTIONS = {"torch": "torch", "transformers": "transformers", "accelerate": "accelerate", "flash_attn": "flash-attn",
+                             "fla": "flash-linear-attention", "trl": "trl", "verl": "verl", "numpy": "numpy"}
+
+
+def environment(device: str = "cpu") -> dict:
+    """What, besides the engine's own code, decides its numerics here: the releases of ENVIRONMENT_DISTRIBUTIONS ("not
+    installed" where absent), torch's CUDA, the GPU (where `device` is cuda and one is visible), the CPU's model and the
+    kernel path ATen dispatches to (ATEN_CPU_CAPABILITY, or the best the CPU has), Python."""
+    import torch
+
+    gpu = torch.cuda.get_device_name(0) if device == "cuda" and torch.cuda.is_available() else ""
+    return ({key: package_version(name) for key, name in ENVIRONMENT_DISTRIBUTIONS.items()}
+            | {"cuda": torch.version.cuda or "", "gpu": gpu, "cpu": cpu_model(),
+               "cpu_capability": torch.backends.cpu.get_cpu_capability().lower(), "python": sys.version.split()[0]})
+
+
 def provenance(device: str = "cpu", command: list[str] | None = None) -> dict:
     return {
         "packcheck": package_version("packcheck"),

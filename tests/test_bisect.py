@@ -98,9 +98,10 @@ def toy(tmp_path_factory):
     _git(repo, "add", "notes.txt")
     before = _state(repo)
     command = ["bisect", "--repo", str(repo), "--good", commits[0], "--bad", "main", "--engine", "toy.engine:ToyEngine",
-               "--family", "llama", "qwen3_5", "--scenario", "packed_vs_unpacked", "--cache", str(root / "cache.json"), "--allow-dirty"]
+               "--family", "llama", "qwen3_5", "--scenario", "packed_vs_unpacked", "--cache", str(root / "cache.json"), "--allow-dirty",
+               "--history", str(root / "history.sqlite")]
     out, err = _bisect(command)
-    return {"repo": repo, "commits": commits, "before": before, "command": command, "out": out, "err": err}
+    return {"repo": repo, "commits": commits, "before": before, "command": command, "out": out, "err": err, "root": root}
 
 
 def _bisect(command: list[str], expected_exit: int = 0) -> tuple[str, str]:
@@ -135,6 +136,31 @@ def test_every_revision_is_judged_once(toy):
     steps = [line for line in err.splitlines() if " @ " in line]
     assert steps and all(line.endswith("[cached]") for line in steps), "a second bisect is answered from the cache"
     assert time.monotonic() - started < stretched(30), load_note()
+
+
+def test_every_probe_lands_in_the_history_store_and_its_page(toy, tmp_path):
+    """Each revision the bisect judged is one run of the store (source bisect, the engine's commit the one judged, its
+    verdicts), and `packcheck history` lists the bisect's commits."""
+    from packcheck.harness.history import Store
+
+    probed = {line.split(" @ ")[1].split(":")[0].split()[0] for line in toy["err"].splitlines() if " @ " in line and "[cached]" not in line}
+    history = Store(toy["root"] / "history.sqlite").read()
+    bisect = history.runs[history.runs["source"] == "bisect"]
+    assert {note.rsplit(" at ", 1)[1] for note in bisect["note"]} >= probed and len(probed) >= 4, (probed, list(bisect["note"]))
+    judged = history.verdicts[history.verdicts["run_id"].isin(bisect["id"])]
+    assert {c[:12] for c in judged["engine_commit"]} >= probed - {toy["commits"][3][:12]}, "every judged revision's verdicts, at its commit"
+    bad = judged[(judged["family"] == "llama") & (judged["engine_commit"] == toy["commits"][LLAMA_BREAKS])]
+    assert list(bad["status"]) == ["fail"], "the first bad commit's llama verdict, as judged"
+    out, _ = _bisect(["history", "--store", str(toy["root"] / "history.sqlite"), "--out", str(tmp_path), "--markdown", str(tmp_path / "h.md")])
+    page = (tmp_path / "history.html").read_text()
+    assert "Bisect probes" in page and all(commit in page for commit in probed)
+    # along the history (not in the order the bisect judged them), each family's margin steps up once: from the last good
+    # commit it judged (the one before the first bad) to its first bad commit
+    steps = [line for line in (tmp_path / "h.md").read_text().splitlines() if line.startswith("| S")]
+    assert len(steps) == 2, steps
+    for family, k in BROKEN:
+        line = next(step for step in steps if f"/ {family} /" in step)
+        assert f"| {toy['commits'][k - 1][:8]} -> {toy['commits'][k][:8]} |" in line and " up**" in line, line
 
 
 def _refused(command: list[str], capsys) -> str:

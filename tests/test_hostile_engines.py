@@ -228,7 +228,8 @@ def test_a_signal_mid_run_stops_it_kills_every_engine_process_and_keeps_the_resu
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")])}
     run = subprocess.Popen([sys.executable, "-m", "packcheck.harness.cli.main", "run", "--engine", "reference",
-                            HOSTILE + "SpawnsDetachedAndHangs", "--family", "llama", "--scenario", "packed_vs_unpacked", "--out", str(out)],
+                            HOSTILE + "SpawnsDetachedAndHangs", "--family", "llama", "--scenario", "packed_vs_unpacked", "--out", str(out),
+                            "--history", str(tmp_path / "history.sqlite")],
                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + stretched(300)
     while not (out.parent / "spawned").exists() and time.monotonic() < deadline:
@@ -242,6 +243,10 @@ def test_a_signal_mid_run_stops_it_kills_every_engine_process_and_keeps_the_resu
     assert f"interrupted ({sig.name})" in stderr
     results = assert_files_whole(out)
     assert [v["status"] for v in results["verdicts"]] == ["pass"], "the verdict judged before the signal is kept"
+    from packcheck.harness.history import Store  # and recorded in the history store, as an interrupted run
+
+    history = Store(tmp_path / "history.sqlite").read()
+    assert list(history.runs["note"]) == [f"interrupted ({sig.name})"] and list(history.verdicts["status"]) == ["pass"]
 
 
 # optimizer_step's judgement with each parameter's step by the harness taking a second, as a float64 pass over an

@@ -24,7 +24,7 @@ FLOORS = (
     {"harness.launch"},
     {"harness.scenarios"},
     {"harness.run", "harness.report"},
-    {"harness.bisect", "harness.shrink", "harness.kernels"},
+    {"harness.bisect", "harness.shrink", "harness.kernels", "harness.history"},
     {"harness.cli", "conformance", "guard"},
 )
 # parts of one floor that must not import each other, though the floors allow it: the report reads a run directory

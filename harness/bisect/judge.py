@@ -41,6 +41,7 @@ class Probe:
     dtype: str = "auto"  # the most precise dtype the engine declares at each revision (harness/run/dtype_choice.py)
     device: str = "cpu"
     timeout: float = 600.0
+    history: str = ""  # the history store each probe's run is recorded in (harness/history), "" for none
 
     def key(self, commit: str, family: str) -> str:
         scenarios = ",".join(sorted(self.scenarios)) or "*"
@@ -55,7 +56,8 @@ class Probe:
     def to_args(self) -> list[str]:
         """The command-line form step.py parses back (harness/bisect/step.py)."""
         return ["--engine", self.engine, "--families", *self.families, *(["--scenario", *self.scenarios] if self.scenarios else []),
-                "--dtype", self.dtype, "--device", self.device, "--timeout", str(self.timeout)]
+                "--dtype", self.dtype, "--device", self.device, "--timeout", str(self.timeout),
+                *(["--history", self.history] if self.history else [])]
 
 
 def _outcomes(code: int, out: Path, families: list[str], stderr: str) -> dict[str, Outcome]:
@@ -82,9 +84,30 @@ def _outcomes(code: int, out: Path, families: list[str], stderr: str) -> dict[st
 
 def run_revision(probe: Probe, worktree: Path, families: list[str]) -> dict[str, Outcome]:
     env = git_env() | {"PYTHONPATH": os.pathsep.join([str(worktree), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env.pop("PACKCHECK_HISTORY", None)  # the probe's run is recorded once, here, as a bisect probe (record_probe)
     with tempfile.TemporaryDirectory(prefix="packcheck-bisect-run-") as out:
         done = subprocess.run(probe.run_command(families, Path(out)), cwd=worktree, env=env, capture_output=True, text=True)
-        return _outcomes(done.returncode, Path(out), families, done.stderr)
+        outcomes = _outcomes(done.returncode, Path(out), families, done.stderr)
+        if probe.history:
+            record_probe(probe, Path(out), worktree, families)
+        return outcomes
+
+
+def record_probe(probe: Probe, out: Path, worktree: Path, families: list[str]) -> None:
+    """The probe's run into the history store (source `bisect`, the engine's commit the one judged), said on stderr; a
+    store that cannot take it, or a run that wrote no results (exit 2: the revision cannot be judged), is a line, never
+    a changed outcome."""
+    from packcheck.harness.bisect.git import git
+    from packcheck.harness.history.record import record
+    from packcheck.harness.run_dir.results import load_results
+
+    run_dir = RunDir(out)
+    if not run_dir.results.exists():
+        return
+    commit, depth = git(worktree, "rev-parse", "HEAD"), int(git(worktree, "rev-list", "--count", "HEAD"))
+    _, said = record(Path(probe.history), load_results(run_dir), source="bisect", engines={probe.engine: {"commit": commit, "depth": depth}},
+                     note=f"bisect probe of {', '.join(families)} at {commit[:12]}", device=probe.device)
+    print(f"  {said}", file=sys.stderr, flush=True)
 
 
 def judge(probe: Probe, worktree: Path, commit: str, family: str, cache: VerdictCache) -> tuple[Outcome, bool]:

@@ -33,7 +33,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--engine", required=True)
     parser.add_argument("--families", nargs="+", required=True)
     parser.add_argument("--scenario", nargs="+", default=[])
-    for shared in ("dtype", "device", "timeout"):
+    for shared in ("dtype", "device", "timeout", "history"):
         add_option(parser, shared)
     return parser.parse_args(argv)
 
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         return ABORT
     try:
         probe = Probe(engine=args.engine, families=tuple(args.families), scenarios=tuple(args.scenario), dtype=args.dtype,
-                      device=args.device, timeout=args.timeout)
+                      device=args.device, timeout=args.timeout, history=args.history or "")
         worktree = Path.cwd()
         commit = git(worktree, "rev-parse", "HEAD")
         outcome, cached = judge(probe, worktree, commit, args.family, VerdictCache(Path(args.cache)))

@@ -30,6 +30,8 @@ def add_parser(commands) -> None:
     add_option(parser, "dtype")
     add_option(parser, "device")
     add_option(parser, "timeout")
+    add_option(parser, "history", means="record every probe's run (the revision it judged, its verdicts) in the history store PATH; "
+               "`packcheck history --store PATH` lists the bisect's commits")
     parser.add_argument("--cache", default=None, help="JSON file of judged revisions (default: ~/.cache/packcheck/bisect.json)")
     parser.add_argument("--allow-dirty", action="store_true",
                         help="bisect although the repository has uncommitted changes, which no judged revision contains "
@@ -84,8 +86,11 @@ def handle(args) -> int:
     cache = VerdictCache(Path(args.cache) if args.cache else default_cache_path())
     cache.check()
     check_range(repo, args.good, args.bad, args.allow_dirty)
+    from packcheck.harness.history.record import store_path
+
+    history = store_path(args.history)
     probe = Probe(engine=args.engine, families=tuple(families), scenarios=tuple(args.scenario or ()), dtype=args.dtype,
-                  device=args.device, timeout=args.timeout)
+                  device=args.device, timeout=args.timeout, history=str(history) if history else "")
     results = bisect_families(repo, args.good, args.bad, probe, cache)
     print(format_table(results))
     swapped = [r.family for r in results if r.note == SWAPPED]

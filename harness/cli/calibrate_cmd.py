@@ -39,7 +39,7 @@ def add_parser(commands) -> None:
     runs.add_argument("--seeds", help="the seeds to run: a range 0-49, or a comma list 0,3,7")
     runs.add_argument("--results", nargs="+", help="read these runs' directories (each holding results.json, or seed-N/ folders) instead")
     # --results reads runs: no engine; --seeds gives the seeds; a calibration measures one named dtype (no auto)
-    add_run_options(parser, leave_out=("seed", "dtype", "relative_only", "spot_arms"))
+    add_run_options(parser, leave_out=("seed", "dtype", "relative_only", "spot_arms", "history"))
     add_option(parser, "dtype", default="float64", means=NAMED_DTYPES)
     parser.add_argument("--factor", type=float, default=None,
                         help="the suggested tolerance is the floor times this (default: the table's CALIBRATION_FACTOR, 4)")

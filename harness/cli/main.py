@@ -39,6 +39,8 @@ examples:
   # a failing verdict shrunk to the smallest case that still fails the same way, and that case run again
   packcheck shrink reports/mine/my_engine/llama/packed_vs_unpacked
   packcheck replay reports/mine/shrunk/my_engine/llama/packed_vs_unpacked.json
+  # every run's margins over the engine's commits or releases, the steps found and what changed (runs record with --history)
+  packcheck history --store history.sqlite --out reports/history --markdown history.md
   # the attention and linear-attention kernels this machine has, against a float64 per-document oracle
   packcheck kernels --out reports/kernels
 
@@ -54,15 +56,15 @@ exit status:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from packcheck.harness.cli import (bisect_cmd, calibrate_cmd, explain_cmd, golden_cmd, kernels_cmd, list_cmd, localise_cmd,
-                                       replay_cmd, report_cmd, run_cmd, shrink_cmd)
+    from packcheck.harness.cli import (bisect_cmd, calibrate_cmd, explain_cmd, golden_cmd, history_cmd, kernels_cmd, list_cmd,
+                                       localise_cmd, replay_cmd, report_cmd, run_cmd, shrink_cmd)
 
     parser = argparse.ArgumentParser(prog="packcheck", description="Conformance suite and numerics harness for packed LM training.",
                                      epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"packcheck {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
-    for module in (list_cmd, explain_cmd, run_cmd, localise_cmd, shrink_cmd, replay_cmd, calibrate_cmd, report_cmd, bisect_cmd, golden_cmd,
-                   kernels_cmd):
+    for module in (list_cmd, explain_cmd, run_cmd, localise_cmd, shrink_cmd, replay_cmd, calibrate_cmd, report_cmd, history_cmd, bisect_cmd,
+                   golden_cmd, kernels_cmd):
         module.add_parser(commands)
     return parser
 

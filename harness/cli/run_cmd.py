@@ -110,6 +110,30 @@ def not_started(failed: LaunchFailed) -> str:
     return "did not finish importing and building within --timeout" if failed.hung else "did not start"
 
 
+def record_history(args, results, pool, run_dir: RunDir, interrupted: str | None) -> str:
+    """The run's verdicts (an interrupted run's: those concluded) into the history store of --history or
+    $PACKCHECK_HISTORY, after its files are written; the line to print ("" when no store is asked for). A store that
+    cannot take it is a warning: the run's results and exit status stay as they are (harness/history/record.py)."""
+    from packcheck.harness.history.record import record, store_path
+
+    path = store_path(args.history)
+    if path is None or not results.records:
+        return ""
+    from packcheck.harness.history.entry import engine_version
+    from packcheck.harness.run.engine_commit import engine_commit_depth
+
+    try:
+        commits = results.provenance.get("engine_commit") or {}
+        engines = {spec: {"version": engine_version(info.releases) if (info := pool.described(spec)) else "", "commit": commits.get(spec, ""),
+                          "depth": engine_commit_depth(spec) if spec in commits else None}
+                   for spec in dict.fromkeys(r["verdict"].get("engine_spec", "") for r in results.records)} if pool is not None else {}
+    except Exception as err:  # noqa: BLE001 - the engine's identity is recorded where known; the run is recorded anyway
+        engines = {}
+        print(f"packcheck run: warning: the engines' versions are not recorded in the history: {err}", file=sys.stderr)
+    return record(path, results.table(), source="run", directory=str(run_dir.path), engines=engines,
+                  note=f"interrupted ({interrupted})" if interrupted else "", device=str(results.provenance.get("device", "cpu")))[1]
+
+
 def checked_choices(args, **given):
     """The run options of `args`, with `given` in their place, checked (harness/run/choices.py)."""
     from packcheck.harness.run.choices import checked
@@ -203,10 +227,13 @@ def _handle(args) -> int:
 
             write_run_reports(run_dir)
             print(f"report:  {run_dir.report_html}", file=sys.stderr)
+        history = record_history(args, results, pool, run_dir, interrupted)
     verdicts = matrix.verdicts
     counts = {status: sum(v.status == status for v in verdicts) for status in VERDICT_STATUSES}
     print(f"{len(verdicts)} verdicts: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + f"\nresults: {run_dir.results}", file=sys.stderr)
     print(usage.summary(resources), file=sys.stderr)
+    if history:
+        print(history, file=sys.stderr)
     if where_arms_ran(verdicts):
         print(where_arms_ran(verdicts), file=sys.stderr)
     for notice in pool.notices:  # the machine allowed no mount namespace: said once, the run's checks stand in

@@ -16,7 +16,7 @@ from packcheck.harness.contract.errors import ContractError
 from packcheck.harness.engines.capabilities import Capabilities
 from packcheck.harness.engines.findings import KnownFinding
 from packcheck.harness.engines.protocol import Engine
-from packcheck.harness.engines.versions import holds_here
+from packcheck.harness.engines.versions import holds_here, installed, requirement
 from packcheck.harness.text import safe_line
 
 SCHEMA = "packcheck.engine_info/1"
@@ -30,6 +30,9 @@ class EngineInfo:
     capabilities: Capabilities
     known_findings: tuple[KnownFinding, ...] = ()
     bug: str | None = None  # a mutant's BUGS.md id
+    # the installed release of each distribution its Engine.engine_versions names (("transformers", "4.46.1"), ...): the
+    # engine's version, as far as the harness can know it (harness/history labels a run's points by it)
+    releases: tuple[tuple[str, str], ...] = ()
 
     def unsupported_reason(self, case: Case) -> str | None:
         """The declaration's reason; the engine's own process may add its own (Engine.unsupported_reason)."""
@@ -37,7 +40,8 @@ class EngineInfo:
 
     def to_json(self) -> dict:
         return {"schema": SCHEMA, "spec": self.spec, "name": self.name, "capabilities": self.capabilities.to_json(),
-                "known_findings": [f.to_json() for f in self.known_findings], "bug": self.bug}
+                "known_findings": [f.to_json() for f in self.known_findings], "bug": self.bug,
+                "releases": dict(self.releases)}
 
     @classmethod
     def from_json(cls, data: dict) -> EngineInfo:
@@ -46,7 +50,8 @@ class EngineInfo:
             raise ValueError(f"an engine description of schema {data.get('schema')!r}, expected {SCHEMA!r}")
         return cls(spec=str(data["spec"]), name=safe_line(data["name"], NAME_LIMIT), capabilities=Capabilities.from_json(data["capabilities"]),
                    known_findings=tuple(KnownFinding.from_json(f) for f in data["known_findings"]),
-                   bug=None if data.get("bug") is None else str(data["bug"]))
+                   bug=None if data.get("bug") is None else str(data["bug"]),
+                   releases=tuple((str(k), str(v)) for k, v in dict(data.get("releases") or {}).items()))
 
 
 def describe(engine: Engine, spec: str) -> EngineInfo:
@@ -60,7 +65,13 @@ def describe(engine: Engine, spec: str) -> EngineInfo:
                             "packcheck.harness.engines.KnownFinding")
     return EngineInfo(spec=spec, name=safe_line(engine.name, NAME_LIMIT), capabilities=engine.capabilities,
                       known_findings=tuple(f for f in engine.known_findings if holds_here(f.engine_versions)),
-                      bug=engine.bug)
+                      bug=engine.bug, releases=releases_of(engine))
+
+
+def releases_of(engine: Engine) -> tuple[tuple[str, str], ...]:
+    """(distribution, installed release) for each distribution the engine's engine_versions name, in their order."""
+    names = [requirement(f"engine {engine.name!r}: engine_versions", text).name for text in getattr(engine, "engine_versions", ()) or ()]
+    return tuple((name, installed(name) or "not installed") for name in dict.fromkeys(names))
 
 
 def declared(engine: Engine, field: str, kind: type, example: str) -> None:

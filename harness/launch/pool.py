@@ -105,6 +105,10 @@ class LaunchPool:
             raise known
         return known
 
+    def described(self, spec: str) -> EngineInfo | None:
+        """The engine's description where a launch of this pool already gave it (on any device), else None; launches nothing."""
+        return next((info for (known, _), info in self._info.items() if known == spec and isinstance(info, EngineInfo)), None)
+
     def reason(self, spec: str, case: Case) -> str | None:
         """The engine's own reason to decline `case` (its unsupported_reason, asked in its process), or None.
         Asking needs no mesh and no accelerator: the question goes to the engine's world-1 launch on

@@ -1,5 +1,5 @@
 """The run options, defined once: what a run takes (engines, families, scenarios, dtype, device, attention,
-timeout, model, seed, data scale, noise floors, spot arms, relative-only), with each one's type, default and help text.
+timeout, model, seed, data scale, noise floors, spot arms, relative-only, the history store), with each one's type, default and help text.
 
 `packcheck run` and `packcheck calibrate` add them to their argparse parsers (`add_arguments`), the pytest
 plugin to its "packcheck" group (`add_to_group`), both from `OPTIONS`; the plugin spells two of them its
@@ -80,6 +80,10 @@ OPTIONS = (
     Option(name="relative_only", switch=True, default=False,
            means="accept a run in which no absolute check (oracle_agreement, golden_regression, gradient_oracle) passed for an "
                  "engine and family: without it such a run is not green (exit 2), with it the summary still says so"),
+    # harness/history/record.py reads it (with $PACKCHECK_HISTORY); a store that cannot take the run is a warning, never an error
+    Option(name="history", metavar="PATH", default_text="$PACKCHECK_HISTORY, else none",
+           means="append the run's verdicts, with the engine's version and the environment, to the history store PATH (SQLite, "
+                 "created if missing; `packcheck history --store PATH` draws it)"),
 )
 
 # Where the plugin differs, and why: it tests one engine (the reference by default), and --timeout is pytest-timeout's,

@@ -81,13 +81,17 @@ class ResultsFile:
             lines.flush()
             os.fsync(lines.fileno())
 
+    def table(self) -> dict:
+        """The verdicts so far as results.json holds them: schema, provenance, verdicts, rows (what the history store records)."""
+        return {"schema": SCHEMA, "provenance": self.provenance, "verdicts": [r["verdict"] for r in self.records],
+                "rows": [row for r in self.records for row in r["rows"]]}
+
     def write(self, resources: dict | None = None, damage: list[str] | tuple[str, ...] = (), properties: Sequence[dict] = ()) -> None:
         """The whole table as results.json (at the end of the run, or when it is interrupted); `resources`: the run's
         peak disk and memory (harness/launch/usage.py), where measured; `damage`: each golden or cached checkpoint an
         engine changed during the run (harness/launch/pool.py), which keeps the run from being green; `properties`: the
         pytest plugin's hypothesis property tests, each one's outcome (conformance/run_directory.py)."""
-        data = ({"schema": SCHEMA, "provenance": self.provenance, "verdicts": [r["verdict"] for r in self.records],
-                 "rows": [row for r in self.records for row in r["rows"]]} | ({"resources": resources} if resources else {})
+        data = (self.table() | ({"resources": resources} if resources else {})
                 | ({"damage": list(damage)} if damage else {}) | ({"properties": [_finite(p) for p in properties]} if properties else {}))
         write_atomically(self.run_dir.results, json.dumps(data, indent=1))
         write_tables(self.run_dir, data["verdicts"], data["rows"])  # the same records, one flat table per file
