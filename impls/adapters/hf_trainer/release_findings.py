@@ -84,4 +84,9 @@ RELEASE_FINDINGS = (
     both("optimizer_step", 8.2e3, "params_after dp1_uneven vs dp1 cond_rel_l2 0.0588 (margin 8.3e4 at the calibrated float32 tolerance), "
                            "dloss_dlogprobs max_rel 11.6, grad_norm rel 1.32"),
     flat_alone("optimizer_step", 5.3e3, "params_after dp1_uneven vs dp1 cond_max_rel 0.038 (margin 5.3e4) as H2 on 4.53.1"),
+    # the absolute check, unpinned until the drift history's releases run showed it failing at these releases
+    # (nox -s releases into one store, 2026-12-07, docs/history.md)
+    both("oracle_agreement", 8.0e4, "dloss_dlogprobs max_rel 0.406 (margin 8.1e5) against the float64 reference, llama"),
+    flat("oracle_agreement", 2.0e4, "logprobs max_abs 2.55-3.40 (margin 2.2e5-2.9e5) against the float64 reference, llama and qwen3",
+         COUNTS_BUT_NO_PACKED_MASKS, "transformers 4.46.1 and 4.53.0, 2026-12-07"),
 )

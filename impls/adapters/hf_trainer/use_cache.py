@@ -51,6 +51,10 @@ class UseCacheEngine(HfTrainerEngine):
         KnownFinding(id="H2", kind=FindingKind.DEFECT, evidence=EVIDENCE, scenario="optimizer_step", upstream=UPSTREAM, summary=LEAK,
                      min_margin=5.3e3, measured="params_after dp1_uneven vs dp1 cond_max_rel 0.038 llama (margin 5.3e4), 0.039 qwen3 "
                                                 "(5.5e4), float32, transformers 4.53.1 + accelerate 1.8.1"),
+        # the absolute check, unpinned until the drift history's releases run showed it failing (docs/history.md, 2026-12-07)
+        KnownFinding(id="H2", kind=FindingKind.DEFECT, evidence=EVIDENCE, scenario="oracle_agreement", upstream=UPSTREAM, summary=LEAK,
+                     min_margin=2.0e4, measured="logprobs max_abs 2.89 llama (margin 2.5e5), 2.39 qwen3 (2.0e5) against the float64 "
+                                                "reference, float32, transformers 4.53.1 + accelerate 1.8.1, 2026-12-07"),
     )
 
     def model(self, case: Case):
