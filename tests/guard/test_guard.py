@@ -74,13 +74,13 @@ def test_a_seeded_packing_bug_is_caught_on_the_first_batch_with_its_module_and_a
     assert "first divergent module: model.rotary_emb" in capsys.readouterr().out
 
 
-def test_a_label_across_a_document_boundary_is_a_wrong_count():
+def test_a_label_across_a_document_boundary_is_a_wrong_count(tmp_path):
     """A collator that does not mask each document's first label: the packed loss trains a document's last token to
     predict the next document's first, a target no document has."""
     batch = flattened(documents())
     batch["labels"] = batch["input_ids"].clone()
     with pytest.raises(GuardFailure) as failure:
-        check(tiny(), batch, shrink=False, localise=False)
+        check(tiny(), batch, shrink=False, localise=False, case_dir=tmp_path)
     verdict = failure.value.verdict
     count = next(c for c in verdict.comparisons if c.quantity == "num_loss_tokens" and not c.item)
     assert not count.passed and count.observed == len(LENGTHS) - 1
@@ -100,9 +100,9 @@ def per_document_mean(model, batch):
     return out  # with its logits: the log-probs are compared (and agree), so the diagnosis can single out the weighting
 
 
-def test_a_loss_weighted_per_document_is_caught_as_weighting():
+def test_a_loss_weighted_per_document_is_caught_as_weighting(tmp_path):
     with pytest.raises(GuardFailure) as failure:
-        check(tiny(), flattened(documents()), step=per_document_mean, shrink=False, localise=False)
+        check(tiny(), flattened(documents()), step=per_document_mean, shrink=False, localise=False, case_dir=tmp_path)
     verdict = failure.value.verdict
     assert {c.quantity for c in verdict.comparisons if not c.passed} >= {"loss", "grad"}
     assert verdict.diagnosis.startswith("the log-probs agree but the loss does not")
