@@ -75,9 +75,24 @@ def oracle_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype in (torch.float32, torch.float64) else torch.float32
 
 
+HOOKS = ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called", "_forward_pre_hooks",
+         "_forward_pre_hooks_with_kwargs", "_backward_hooks", "_backward_pre_hooks")
+
+
 def oracle_model(model: nn.Module, dtype: torch.dtype) -> nn.Module:
-    """A copy of the model in the oracle's dtype, with the attention every dtype runs (per document needs no varlen kernel)."""
-    twin = copy.deepcopy(model).to(dtype)
+    """A copy of the model in the oracle's dtype, with the attention every dtype runs (per document needs no varlen kernel).
+    Copied without the modules' hooks: a hook holds whatever it closes over (a trainer, an optimizer's state), which a
+    deep copy would copy too, and the oracle's math needs none of them."""
+    saved = {id(m): {name: getattr(m, name) for name in HOOKS if hasattr(m, name)} for m in model.modules()}
+    try:
+        for m in model.modules():
+            for name, hooks in saved[id(m)].items():
+                setattr(m, name, type(hooks)())
+        twin = copy.deepcopy(model).to(dtype)
+    finally:
+        for m in model.modules():
+            for name, hooks in saved[id(m)].items():
+                setattr(m, name, hooks)
     for module in twin.modules():
         # a forward set on the instance (accelerate's output-to-float32 wrapper, a compile wrapper) is bound to the
         # original module: the copy would run the original's weights. The class's forward is the model's own math.

@@ -197,3 +197,19 @@ def test_data_parallel_ranks_check_their_own_documents_and_the_group_count(tmp_p
         else:
             assert failing[0] == [] and ranks[0]["raised"] and "another rank's check failed" in ranks[0]["notes"]
             assert "num_loss_tokens" in failing[1] and ranks[1]["raised"]
+
+
+def test_the_oracle_copy_takes_neither_hooks_nor_what_they_hold_and_leaves_them_on_the_model():
+    """A hook closing over a trainer or an optimizer's state must not be deep-copied with the model (it could be as large
+    as the optimizer); the model keeps its hooks."""
+    from packcheck.guard.runs import oracle_model
+
+    class Uncopyable:
+        def __deepcopy__(self, memo):
+            raise AssertionError("the oracle's copy reached what a hook holds")
+
+    model, held = tiny(), Uncopyable()
+    handle = model.register_forward_pre_hook(lambda module, args, state=held: None)
+    twin = oracle_model(model, torch.float64)
+    assert next(twin.parameters()).dtype == torch.float64 and not twin._forward_pre_hooks
+    assert list(model._forward_pre_hooks) == [handle.id]
