@@ -208,8 +208,16 @@ def test_the_oracle_copy_takes_neither_hooks_nor_what_they_hold_and_leaves_them_
         def __deepcopy__(self, memo):
             raise AssertionError("the oracle's copy reached what a hook holds")
 
-    model, held = tiny(), Uncopyable()
-    handle = model.register_forward_pre_hook(lambda module, args, state=held: None)
+    class Trainer:  # a hook is often a bound method: a deep copy copies its object (functions it leaves alone)
+        state = None
+
+        def before_forward(self, module, args):
+            return None
+
+    trainer = Trainer()
+    trainer.state = Uncopyable()
+    model = tiny()
+    handle = model.register_forward_pre_hook(trainer.before_forward)
     twin = oracle_model(model, torch.float64)
     assert next(twin.parameters()).dtype == torch.float64 and not twin._forward_pre_hooks
     assert list(model._forward_pre_hooks) == [handle.id]
