@@ -9,7 +9,6 @@ per tensor, each against the gradient's scale where the oracle's is smaller: a p
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 
 import torch
@@ -19,7 +18,7 @@ from packcheck.harness.compare import Comparison
 from packcheck.harness.compare.arm_id import ArmId, Role
 from packcheck.harness.compare.comparison import Arms
 from packcheck.harness.compare.bound import Bound, Source
-from packcheck.harness.compare.same_precision import K, allowed, gradient_scales, relative
+from packcheck.harness.compare.same_precision import K, compared, gradient_scales, relative
 from packcheck.harness.text import safe_text
 
 ARMS = Arms(ArmId("packed"), ArmId("per-document", role=Role.ORACLE))
@@ -107,11 +106,8 @@ def comparisons(packed: StepNumbers, per_document: StepNumbers, oracle: StepNumb
 
 def _compare(quantity: str, item: str, got: torch.Tensor, reference: torch.Tensor, oracle: torch.Tensor, dtype: torch.dtype,
              scale: float = 0.0, where=None) -> Comparison:
-    got, reference, oracle = (t.detach().to(oracle.device).double() for t in (got, reference, oracle))
-    threshold, bound = allowed(quantity, reference, oracle, dtype, scale, field=FIELD, reference_is="per-document run")
-    observed = relative(got, oracle, scale)
-    return Comparison(arms=ARMS, quantity=quantity, item=item, metric="rel_l2", observed=observed if not math.isnan(observed) else math.inf,
-                      threshold=threshold, where=where(got, oracle) if where else "", bound=bound)
+    return compared(ARMS, quantity, got, reference, oracle, dtype, item=item, scale=scale, field=FIELD, reference_is="per-document run",
+                    where=where(got, oracle) if where else "")
 
 
 def _worst_token(got: torch.Tensor, oracle: torch.Tensor) -> str:

@@ -19,11 +19,13 @@ the gradient the optimizer sees is no error. A wrong gradient of ordinary size i
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import torch
 
 from packcheck.harness.compare.bound import Bound, Source
+from packcheck.harness.compare.comparison import Arms, Comparison
 from packcheck.harness.compare.metrics import rel_l2
 from packcheck.harness.compare.tolerances import TOLERANCES
 
@@ -63,3 +65,15 @@ def allowed(name: str, reference: torch.Tensor, oracle: torch.Tensor, dtype: tor
         return K * own, Bound(field=field, source=Source.GOLDEN_FLOOR, floor=own,
                               term=f"{K:g} x the {short} {reference_is}'s own error {own:.3g}")
     return ULPS * rounding, Bound(field=field, source=Source.ROUNDING, term=f"{ULPS:g} x {short} rounding of {name}: {rounding:.3g}")
+
+
+def compared(arms: Arms, quantity: str, got: torch.Tensor, reference: torch.Tensor, oracle: torch.Tensor, dtype: torch.dtype, *,
+             item: str = "", scale: float = 0.0, field: str = "rel_l2", reference_is: str = "per-document reference",
+             where: str = "") -> Comparison:
+    """`got` against the oracle by this rule, as a Comparison (relative L2, in float64 on the oracle's device; a NaN error
+    reads as inf: never a pass, and it sorts as the worst)."""
+    got, reference, oracle = (t.detach().to(oracle.device).double() for t in (got, reference, oracle))
+    threshold, bound = allowed(quantity, reference, oracle, dtype, scale, field, reference_is)
+    observed = relative(got, oracle, scale)
+    return Comparison(arms=arms, quantity=quantity, item=item, metric="rel_l2", observed=math.inf if math.isnan(observed) else observed,
+                      threshold=threshold, where=where, bound=bound)

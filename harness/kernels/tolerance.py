@@ -10,13 +10,12 @@ import torch
 from packcheck.harness.compare import Comparison
 from packcheck.harness.compare.arm_id import ArmId, Role
 from packcheck.harness.compare.comparison import Arms
-from packcheck.harness.compare.same_precision import allowed, relative
+from packcheck.harness.compare.same_precision import compared
 
 FIELD = "kernel_rel_l2"
 
 
 def compare(kernel: str, name: str, got: torch.Tensor, reference: torch.Tensor, oracle: torch.Tensor, dtype: torch.dtype,
             where: str = "", scale: float = 0.0) -> Comparison:
-    threshold, bound = allowed(name, reference, oracle, dtype, scale, field=FIELD)
-    return Comparison(arms=Arms(ArmId(kernel), ArmId(kernel, role=Role.ORACLE)), quantity=name, item="", metric="rel_l2",
-                      observed=relative(got, oracle, scale), threshold=threshold, where=where, bound=bound)
+    return compared(Arms(ArmId(kernel), ArmId(kernel, role=Role.ORACLE)), name, got, reference, oracle, dtype, scale=scale,
+                    field=FIELD, where=where)
